@@ -1,0 +1,123 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// RequestHeader is the parsed request header of one frame. ClientID aliases
+// the frame's buffer: copy it before the buffer is released.
+type RequestHeader struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      []byte // nil for a null client id; Kafka treats it as ""
+	API           API
+	// BodyOffset is where the body starts, counted from the start of the
+	// payload (after the 4-byte size prefix).
+	BodyOffset int
+}
+
+// ParseRequestHeader parses the header of payload p (a frame without its
+// size prefix). It fails for keys kmsg does not know and for versions it
+// cannot parse, except ApiVersions, whose too-new versions a gateway must
+// answer (KIP-511) rather than refuse.
+func ParseRequestHeader(p []byte) (RequestHeader, error) {
+	var h RequestHeader
+	if len(p) < 8 {
+		return h, ErrShortFrame
+	}
+	h.Key = int16(binary.BigEndian.Uint16(p))
+	h.Version = int16(binary.BigEndian.Uint16(p[2:]))
+	h.CorrelationID = int32(binary.BigEndian.Uint32(p[4:]))
+	h.API = Lookup(h.Key)
+	if !h.API.Known {
+		return h, fmt.Errorf("%w %d", ErrUnknownAPIKey, h.Key)
+	}
+	if h.Version < 0 || (h.Version > h.API.Max && h.Key != KeyApiVersions) {
+		return h, fmt.Errorf("%w: %s v%d (newest known v%d)", ErrUnsupportedVers, h.API.Name, h.Version, h.API.Max)
+	}
+	if h.Key == KeyControlledShutdown && h.Version == 0 {
+		h.BodyOffset = 8 // the only request with a v0 header
+		return h, nil
+	}
+	if len(p) < 10 {
+		return h, ErrShortFrame
+	}
+	// client_id is a classic nullable string even in flexible headers.
+	n := int(int16(binary.BigEndian.Uint16(p[8:])))
+	off := 10
+	switch {
+	case n == -1:
+	case n < -1 || off+n > len(p):
+		return h, fmt.Errorf("%w: client id length %d", ErrMalformed, n)
+	default:
+		h.ClientID = p[off : off+n : off+n]
+		off += n
+	}
+	if h.API.Flexible(h.Version) {
+		end, err := skipTags(p, off)
+		if err != nil {
+			return h, err
+		}
+		off = end
+	}
+	h.BodyOffset = off
+	return h, nil
+}
+
+// ResponseBodyOffset returns where the body of response payload p starts:
+// after the correlation id and, for flexible responses other than
+// ApiVersions, the header tag section.
+func ResponseBodyOffset(p []byte, key int16, flexible bool) (int, error) {
+	if len(p) < 4 {
+		return 0, ErrShortFrame
+	}
+	if !flexible || key == KeyApiVersions {
+		return 4, nil
+	}
+	return skipTags(p, 4)
+}
+
+// skipTags skips a tag section that starts at off and returns its end.
+func skipTags(p []byte, off int) (int, error) {
+	n, off, err := uvarint(p, off)
+	if err != nil {
+		return 0, err
+	}
+	for ; n > 0; n-- {
+		if _, off, err = uvarint(p, off); err != nil {
+			return 0, err
+		}
+		var size uint32
+		if size, off, err = uvarint(p, off); err != nil {
+			return 0, err
+		}
+		if int(size) > len(p)-off {
+			return 0, fmt.Errorf("%w: tag longer than message", ErrMalformed)
+		}
+		off += int(size)
+	}
+	return off, nil
+}
+
+func uvarint(p []byte, off int) (uint32, int, error) {
+	var x uint32
+	for shift := uint(0); shift < 35; shift += 7 {
+		if off >= len(p) {
+			return 0, 0, fmt.Errorf("%w: truncated varint", ErrMalformed)
+		}
+		c := p[off]
+		off++
+		x |= uint32(c&0x7f) << shift
+		if c < 0x80 {
+			return x, off, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: varint overflow", ErrMalformed)
+}
+
+// CorrelationID returns the correlation id of a response payload.
+func CorrelationID(p []byte) int32 {
+	return int32(binary.BigEndian.Uint32(p))
+}

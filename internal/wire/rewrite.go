@@ -1,0 +1,138 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Mapper turns an upstream broker into the address a client of one
+// listener must dial. ok is false when the gateway has no address for the
+// broker; the rewriters then leave the broker out rather than leak it.
+type Mapper interface {
+	Advertise(nodeID int32, host string, port int32) (advHost string, advPort int32, ok bool)
+}
+
+// CarriesAddresses reports whether responses of key can name a broker
+// address, and so must pass through RewriteAddresses.
+func CarriesAddresses(key int16) bool {
+	switch key {
+	case KeyProduce, KeyFetch, KeyMetadata, KeyFindCoordinator, KeyDescribeCluster,
+		KeyShareFetch, KeyShareAcknowledge, KeyDescribeQuorum:
+		return true
+	}
+	return false
+}
+
+// errCoordinatorNotAvailable is COORDINATOR_NOT_AVAILABLE, the retriable
+// answer for a coordinator the gateway cannot address.
+const errCoordinatorNotAvailable = 15
+
+// RewriteAddresses replaces every broker address in the response frame in
+// buf with the address m gives for this listener. Produce and Fetch are only
+// walked, and re-encoded only in the rare case that they carry node
+// endpoints (KIP-951, sent on leader changes); the other responses are
+// small and are decoded and re-encoded with kmsg at their own version.
+func RewriteAddresses(buf *Buffer, key, version int16, flexible bool, m Mapper) error {
+	p := buf.B[4:]
+	bodyOff, err := ResponseBodyOffset(p, key, flexible)
+	if err != nil {
+		return err
+	}
+	switch key {
+	case KeyProduce:
+		if version < 9 {
+			return nil
+		}
+		_, tags, err := produceLayout(p, bodyOff, version)
+		if err != nil || !hasTags(p, tags) {
+			return err
+		}
+	case KeyFetch:
+		if version < 12 {
+			return nil
+		}
+		tags, err := fetchTagsOffset(p, bodyOff, version)
+		if err != nil || !hasTags(p, tags) {
+			return err
+		}
+	}
+	resp := kmsg.ResponseForKey(key)
+	resp.SetVersion(version)
+	if err := resp.ReadFrom(p[bodyOff:]); err != nil {
+		return fmt.Errorf("%w: %s v%d response: %v", ErrMalformed, kmsg.NameForKey(key), version, err)
+	}
+	rewrite(resp, m)
+	ReplaceBody(buf, bodyOff, resp)
+	return nil
+}
+
+func rewrite(resp kmsg.Response, m Mapper) {
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.MetadataResponseBroker) (*int32, *string, *int32) {
+			return &b.NodeID, &b.Host, &b.Port
+		})
+	case *kmsg.DescribeClusterResponse:
+		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.DescribeClusterResponseBroker) (*int32, *string, *int32) {
+			return &b.NodeID, &b.Host, &b.Port
+		})
+	case *kmsg.ProduceResponse:
+		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.ProduceResponseBroker) (*int32, *string, *int32) {
+			return &b.NodeID, &b.Host, &b.Port
+		})
+	case *kmsg.FetchResponse:
+		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.FetchResponseBroker) (*int32, *string, *int32) {
+			return &b.NodeID, &b.Host, &b.Port
+		})
+	case *kmsg.ShareFetchResponse:
+		r.NodeEndpoints = mapBrokers(r.NodeEndpoints, m, func(b *kmsg.ShareFetchResponseNodeEndpoint) (*int32, *string, *int32) {
+			return &b.NodeID, &b.Host, &b.Port
+		})
+	case *kmsg.ShareAcknowledgeResponse:
+		r.NodeEndpoints = mapBrokers(r.NodeEndpoints, m, func(b *kmsg.ShareAcknowledgeResponseNodeEndpoint) (*int32, *string, *int32) {
+			return &b.NodeID, &b.Host, &b.Port
+		})
+	case *kmsg.FindCoordinatorResponse:
+		if r.Version <= 3 {
+			mapCoordinator(&r.ErrorCode, &r.NodeID, &r.Host, &r.Port, m)
+		}
+		for i := range r.Coordinators {
+			c := &r.Coordinators[i]
+			mapCoordinator(&c.ErrorCode, &c.NodeID, &c.Host, &c.Port, m)
+		}
+	case *kmsg.DescribeQuorumResponse:
+		// These are controller listeners, which a client-facing gateway
+		// has no address for: scrub them rather than leak them.
+		for i := range r.Nodes {
+			r.Nodes[i].Listeners = nil
+		}
+	}
+}
+
+func mapBrokers[B any](bs []B, m Mapper, fields func(*B) (*int32, *string, *int32)) []B {
+	out := bs[:0]
+	for i := range bs {
+		b := bs[i]
+		id, host, port := fields(&b)
+		h, p, ok := m.Advertise(*id, *host, *port)
+		if !ok {
+			continue
+		}
+		*host, *port = h, p
+		out = append(out, b)
+	}
+	return out
+}
+
+func mapCoordinator(errCode *int16, id *int32, host *string, port *int32, m Mapper) {
+	if *errCode != 0 || *id < 0 {
+		return
+	}
+	h, p, ok := m.Advertise(*id, *host, *port)
+	if !ok {
+		*errCode, *id, *host, *port = errCoordinatorNotAvailable, -1, "", -1
+		return
+	}
+	*host, *port = h, p
+}
