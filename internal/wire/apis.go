@@ -14,9 +14,12 @@ type API struct {
 // MaxKey is the largest API key kmsg knows.
 const MaxKey = kmsg.MaxKey
 
-var apis [MaxKey + 1]API
+// apis is built by a variable initializer rather than an init function so
+// that package-level variables derived from Lookup (ApiVersionsMax) are
+// initialized after it: Go runs all variable initializers before any init.
+var apis = loadAPIs()
 
-func init() {
+func loadAPIs() (apis [MaxKey + 1]API) {
 	for k := int16(0); k <= MaxKey; k++ {
 		r := kmsg.RequestForKey(k)
 		if r == nil {
@@ -32,6 +35,7 @@ func init() {
 		}
 		apis[k] = a
 	}
+	return apis
 }
 
 // Lookup returns what kmsg knows of key; Known is false for keys outside
@@ -47,7 +51,7 @@ func Lookup(key int16) API {
 // requests means a v2 header (with a tag section) and for responses a v1
 // header, except ApiVersions whose response header is always v0.
 func (a API) Flexible(version int16) bool {
-	return a.FlexFrom >= 0 && version >= a.FlexFrom
+	return a.Known && a.FlexFrom >= 0 && version >= a.FlexFrom
 }
 
 // Supports reports whether the gateway can parse version of this key.
