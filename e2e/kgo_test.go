@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Produce and consume with a consumer group through the gateway across 3
+// brokers: every record arrives, in order per partition, and the client
+// only ever dials gateway addresses.
+func TestFranzGoProduceConsumeGroup(t *testing.T) {
+	env := testkit.Start(t, app.Options{})
+	ctx := ctxT(t, 60*time.Second)
+	dialer := &testkit.Dialer{}
+	const topic, partitions, perPartition = "orders", 6, 200
+
+	adm := kadm.NewClient(newClient(t, env, dialer))
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	// Spread leadership over all three brokers.
+	for p := int32(0); p < partitions; p++ {
+		if err := env.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaders := map[int32]bool{}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics[topic].Partitions {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) < 3 {
+		t.Fatalf("partitions led by %d brokers, want 3", len(leaders))
+	}
+
+	prod := newClient(t, env, dialer, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < perPartition; i++ {
+			recs = append(recs, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)})
+		}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	cons := newClient(t, env, dialer, kgo.ConsumeTopics(topic), kgo.ConsumerGroup("g1"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	next := map[int32]int{}
+	total := 0
+	for total < partitions*perPartition {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", total, partitions*perPartition, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			want := fmt.Sprintf("%d-%d", r.Partition, next[r.Partition])
+			if string(r.Value) != want {
+				t.Fatalf("partition %d: got %q, want %q", r.Partition, r.Value, want)
+			}
+			next[r.Partition]++
+			total++
+		})
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	offs, err := adm.FetchOffsets(ctx, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < partitions; p++ {
+		o, ok := offs.Lookup(topic, p)
+		if !ok || o.At != perPartition {
+			t.Errorf("committed offset of partition %d = %+v, want %d", p, o, perPartition)
+		}
+	}
+
+	gwAddrs := env.GatewayAddrs()
+	dialed := dialer.Addrs()
+	sort.Strings(dialed)
+	if len(dialed) < 4 {
+		t.Errorf("client dialed %v; expected the bootstrap and 3 broker ports", dialed)
+	}
+	for _, a := range dialed {
+		if !gwAddrs[a] {
+			t.Errorf("client dialed %s, which is not a gateway address (gateway: %v)", a, keys(gwAddrs))
+		}
+	}
+	for _, up := range env.App.DevCluster().Addrs() {
+		for _, a := range dialed {
+			if a == up {
+				t.Errorf("client dialed upstream broker %s directly", up)
+			}
+		}
+	}
+}
+
+func newClient(t *testing.T, env *testkit.Env, d *testkit.Dialer, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	base := []kgo.Opt{kgo.SeedBrokers(env.Bootstrap)}
+	if d != nil {
+		base = append(base, kgo.Dialer(d.DialContext))
+	}
+	c, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func keys(m map[string]bool) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, " ")
+}

@@ -1,0 +1,163 @@
+// Package app is Tollgate's composition root: it turns a Config into
+// running components (embedded cluster, gateway, HTTP port), wires their
+// hooks and owns their lifecycle. Nothing imports app but cmd.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/tollgate/tollgate/internal/devcluster"
+	"github.com/tollgate/tollgate/internal/metrics"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// App is a running Tollgate.
+type App struct {
+	cfg     Config
+	log     *slog.Logger
+	dev     *devcluster.Cluster
+	gw      *proxy.Gateway
+	metrics *metrics.Metrics
+	httpLn  net.Listener
+	httpSrv *http.Server
+}
+
+// Options are test and embedding hooks; the zero value is production.
+type Options struct {
+	Logger *slog.Logger
+	// DevClusterOpts are extra kfake options for the embedded cluster.
+	DevClusterOpts []kfake.Opt
+	// ProxyOpts are extra gateway options (in-memory networks).
+	ProxyOpts []proxy.Option
+}
+
+// NewLogger builds the logger a LogConfig asks for.
+func NewLogger(c LogConfig, w *os.File) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	ho := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// Start runs everything the config asks for.
+func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: o.Logger, metrics: metrics.New()}
+	if a.log == nil {
+		a.log = NewLogger(cfg.Log, os.Stderr)
+	}
+	upstream := cfg.Upstream.Bootstrap
+	if len(upstream) == 0 {
+		dev, err := devcluster.Start(cfg.DevCluster, o.DevClusterOpts...)
+		if err != nil {
+			return nil, err
+		}
+		a.dev = dev
+		upstream = dev.Addrs()
+		a.log.Info("embedded development cluster started", "brokers", len(upstream), "addrs", upstream)
+	}
+	pcfg := proxy.Config{
+		Listeners:       cfg.Listeners,
+		Upstream:        upstream,
+		MaxRequestSize:  cfg.Socket.RequestMaxBytes,
+		MaxInFlight:     cfg.Socket.MaxInFlight,
+		DialTimeout:     cfg.Upstream.DialTimeout,
+		MetadataRefresh: cfg.Upstream.MetadataRefresh,
+	}
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics)}, o.ProxyOpts...)
+	gw, err := proxy.New(pcfg, popts...)
+	if err != nil {
+		a.closeDev()
+		return nil, err
+	}
+	if err := gw.Start(ctx); err != nil {
+		a.closeDev()
+		return nil, err
+	}
+	a.gw = gw
+	if cfg.HTTP.Address != "" {
+		if err := a.startHTTP(); err != nil {
+			a.Stop(context.Background())
+			return nil, err
+		}
+	}
+	for name, addr := range gw.BootstrapAddrs() {
+		a.log.Info("tollgate ready", "listener", name, "bootstrap", addr)
+	}
+	return a, nil
+}
+
+func (a *App) startHTTP() error {
+	ln, err := net.Listen("tcp", a.cfg.HTTP.Address)
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ready\n")) })
+	a.httpLn = ln
+	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go a.httpSrv.Serve(ln)
+	a.log.Info("admin HTTP port open", "addr", ln.Addr().String())
+	return nil
+}
+
+// Gateway returns the running gateway.
+func (a *App) Gateway() *proxy.Gateway { return a.gw }
+
+// DevCluster returns the embedded cluster, or nil.
+func (a *App) DevCluster() *devcluster.Cluster { return a.dev }
+
+// HTTPAddr returns the admin port's address, or "".
+func (a *App) HTTPAddr() string {
+	if a.httpLn == nil {
+		return ""
+	}
+	return a.httpLn.Addr().String()
+}
+
+// Bootstrap returns the first listener's bootstrap address.
+func (a *App) Bootstrap() string { return a.gw.Bootstrap() }
+
+// Stop shuts down gracefully within the configured timeout (or ctx).
+func (a *App) Stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if a.gw != nil {
+		if err := a.gw.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("gateway shutdown: %w", err))
+		}
+	}
+	if a.httpSrv != nil {
+		if err := a.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	a.closeDev()
+	return errors.Join(errs...)
+}
+
+func (a *App) closeDev() {
+	if a.dev != nil {
+		a.dev.Close()
+		a.dev = nil
+	}
+}

@@ -1,0 +1,157 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate/tollgate/internal/devcluster"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// Config is the whole tollgate.yaml. Every key is documented in
+// docs/config.md; a test keeps the two in step.
+type Config struct {
+	// Listeners clients connect to.
+	Listeners []proxy.ListenerConfig `yaml:"listeners"`
+	// Upstream is the real cluster. Empty bootstrap: the embedded
+	// development cluster.
+	Upstream UpstreamConfig `yaml:"upstream"`
+	// DevCluster configures the embedded cluster.
+	DevCluster devcluster.Config `yaml:"dev_cluster"`
+	// HTTP is the admin port: health, metrics.
+	HTTP HTTPConfig `yaml:"http"`
+	// Log configures logging.
+	Log LogConfig `yaml:"log"`
+	// Socket holds Kafka's socket settings.
+	Socket SocketConfig `yaml:"socket"`
+	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// UpstreamConfig is the cluster Tollgate fronts.
+type UpstreamConfig struct {
+	Bootstrap       []string      `yaml:"bootstrap"`
+	DialTimeout     time.Duration `yaml:"dial_timeout"`
+	MetadataRefresh time.Duration `yaml:"metadata_refresh"`
+}
+
+// HTTPConfig is the admin HTTP listener.
+type HTTPConfig struct {
+	// Address to listen on; "" disables the HTTP port.
+	Address string `yaml:"address"`
+}
+
+// LogConfig selects the log format and level.
+type LogConfig struct {
+	Format string `yaml:"format"` // text or json
+	Level  string `yaml:"level"`  // debug, info, warn, error
+}
+
+// SocketConfig carries Kafka's socket.* settings.
+type SocketConfig struct {
+	RequestMaxBytes int32 `yaml:"request_max_bytes"`
+	// MaxInFlight bounds pipelined requests per connection.
+	MaxInFlight int `yaml:"max_in_flight"`
+}
+
+// Default returns the configuration used when no file is given: one
+// PLAINTEXT listener on 127.0.0.1:9092 with brokers on 9100+N, the admin
+// port on 127.0.0.1:9644, and the embedded cluster.
+func Default() Config {
+	return Config{
+		Listeners: []proxy.ListenerConfig{{
+			Name: "PLAINTEXT", Bootstrap: "127.0.0.1:9092", BrokerPortBase: 9100,
+		}},
+		HTTP: HTTPConfig{Address: "127.0.0.1:9644"},
+	}
+}
+
+func (c *Config) setDefaults() {
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Socket.RequestMaxBytes == 0 {
+		c.Socket.RequestMaxBytes = 104857600
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+}
+
+// Validate checks the whole configuration offline.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Listeners) == 0 {
+		errs = append(errs, errors.New("listeners: at least one listener is required"))
+	}
+	for i := range c.Listeners {
+		if err := c.Listeners[i].Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := c.DevCluster.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format %q: want text or json", c.Log.Format))
+	}
+	if c.Log.Level != "" {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
+			errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+		}
+	}
+	if c.Socket.RequestMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, errors.New("shutdown_timeout must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+): `)
+
+// Load reads and validates a YAML config file. Unknown keys are errors
+// that name the file and line.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, err
+	}
+	defer f.Close()
+	return Parse(path, f)
+}
+
+// Parse reads a YAML config; name is used in error messages.
+func Parse(name string, r io.Reader) (Config, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return Config{}, err
+	}
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		msg := yamlLine.ReplaceAllString(err.Error(), name+":$1: ")
+		return Config{}, errors.New(msg)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
+	}
+	c.setDefaults()
+	return c, nil
+}

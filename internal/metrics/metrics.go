@@ -1,0 +1,57 @@
+// Package metrics holds Tollgate's Prometheus collectors. They are fed
+// through the small hook interfaces of the data path (proxy.Observer) and
+// registered on a registry of their own, never the global one. Every
+// metric is listed in docs/metrics.md; a test keeps the two in step.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// Metrics is the set of collectors of one gateway.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	connsActive *prometheus.GaugeVec
+	connsOpened *prometheus.CounterVec
+	connsClosed *prometheus.CounterVec
+}
+
+// New creates the collectors on a fresh registry.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		connsActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tollgate_connections_active",
+			Help: "Client connections currently open, per listener.",
+		}, []string{"listener"}),
+		connsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_connections_opened_total",
+			Help: "Client connections accepted, per listener.",
+		}, []string{"listener"}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_connections_closed_total",
+			Help: "Client connections closed, per listener and close reason.",
+		}, []string{"listener", "reason"}),
+	}
+	r.MustRegister(m.connsActive, m.connsOpened, m.connsClosed,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Opened implements proxy.Observer.
+func (m *Metrics) Opened(c *principal.ConnInfo) {
+	m.connsActive.WithLabelValues(c.Listener).Inc()
+	m.connsOpened.WithLabelValues(c.Listener).Inc()
+}
+
+// Closed implements proxy.Observer.
+func (m *Metrics) Closed(c *principal.ConnInfo, r proxy.Reason, _ error) {
+	m.connsActive.WithLabelValues(c.Listener).Dec()
+	m.connsClosed.WithLabelValues(c.Listener, string(r)).Inc()
+}

@@ -1,0 +1,44 @@
+// Package principal is the vocabulary the data path, quotas, admission and
+// the control plane share about who is connected: the authenticated
+// principal and the facts of a client connection. It imports nothing from
+// the project.
+package principal
+
+import (
+	"net/netip"
+)
+
+// Anonymous is Kafka's principal name for unauthenticated connections.
+const Anonymous = "ANONYMOUS"
+
+// Principal is an authenticated identity. Kafka quotas use only Name (the
+// principal type is ignored, as in Kafka).
+type Principal struct {
+	Type string // "User"
+	Name string
+}
+
+// AnonymousPrincipal is the principal of a PLAINTEXT connection.
+var AnonymousPrincipal = Principal{Type: "User", Name: Anonymous}
+
+func (p Principal) String() string {
+	if p.Type == "" {
+		return "User:" + p.Name
+	}
+	return p.Type + ":" + p.Name
+}
+
+// ConnInfo describes one client connection. It is written before the
+// connection's goroutines start and read-only afterwards, except where a
+// field says otherwise.
+type ConnInfo struct {
+	ID       uint64
+	Listener string
+	Remote   netip.AddrPort
+	Local    string
+	NodeID   int32 // upstream node this connection reaches; -1 for bootstrap
+	TLS      bool
+	// Principal is set at accept time for PLAINTEXT and after a successful
+	// authentication otherwise.
+	Principal Principal
+}

@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// ListenerConfig is one named listener: a bootstrap address clients are
+// given, and a port per upstream broker on the same host.
+type ListenerConfig struct {
+	// Name is the listener's name in Kafka's style: PLAINTEXT, EXTERNAL...
+	Name string `yaml:"name"`
+	// Bootstrap is the host:port clients bootstrap from. Port 0 picks a
+	// free port (tests).
+	Bootstrap string `yaml:"bootstrap"`
+	// AdvertisedHost is the host put in every broker address this listener
+	// hands out. Defaults to the bootstrap host, or 127.0.0.1 when that is
+	// a wildcard.
+	AdvertisedHost string `yaml:"advertised_host"`
+	// BrokerPortBase maps upstream node N to port BrokerPortBase+N, so the
+	// mapping survives restarts. 0 gives each broker a free port instead.
+	BrokerPortBase int `yaml:"broker_port_base"`
+}
+
+// Validate checks the listener on its own.
+func (l *ListenerConfig) Validate() error {
+	if l.Name == "" {
+		return errors.New("listener: name is required")
+	}
+	host, port, err := net.SplitHostPort(l.Bootstrap)
+	if err != nil {
+		return fmt.Errorf("listener %s: bootstrap %q: %w", l.Name, l.Bootstrap, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("listener %s: bootstrap port %q is not a port number", l.Name, port)
+	}
+	_ = host
+	if l.BrokerPortBase < 0 || l.BrokerPortBase > 65535 {
+		return fmt.Errorf("listener %s: broker_port_base %d out of range 0-65535", l.Name, l.BrokerPortBase)
+	}
+	return nil
+}
+
+func (l *ListenerConfig) advertisedHost() string {
+	if l.AdvertisedHost != "" {
+		return l.AdvertisedHost
+	}
+	host, _, _ := net.SplitHostPort(l.Bootstrap)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return "127.0.0.1"
+	}
+	return host
+}
+
+// Config is what the data path needs, as values.
+type Config struct {
+	Listeners []ListenerConfig
+	// Upstream is the bootstrap list of the real cluster.
+	Upstream []string
+	// MaxRequestSize is socket.request.max.bytes (default 104857600).
+	MaxRequestSize int32
+	// MaxInFlight bounds the requests one connection may have outstanding
+	// upstream before the gateway stops reading it (default 256).
+	MaxInFlight int
+	// DialTimeout bounds each upstream dial (default 10s).
+	DialTimeout time.Duration
+	// MetadataRefresh is how often the broker set is re-read from
+	// upstream (default 10s).
+	MetadataRefresh time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxRequestSize == 0 {
+		c.MaxRequestSize = 104857600
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	if c.MetadataRefresh == 0 {
+		c.MetadataRefresh = 10 * time.Second
+	}
+}
+
+// Validate checks the data path configuration.
+func (c *Config) Validate() error {
+	if len(c.Listeners) == 0 {
+		return errors.New("at least one listener is required")
+	}
+	seen := map[string]bool{}
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		if err := l.Validate(); err != nil {
+			return err
+		}
+		if seen[l.Name] {
+			return fmt.Errorf("listener %s is defined twice", l.Name)
+		}
+		seen[l.Name] = true
+	}
+	if len(c.Upstream) == 0 {
+		return errors.New("upstream: at least one bootstrap address is required")
+	}
+	if c.MaxRequestSize < 0 {
+		return fmt.Errorf("socket.request.max.bytes must be positive, got %d", c.MaxRequestSize)
+	}
+	return nil
+}

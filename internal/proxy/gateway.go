@@ -1,0 +1,303 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Gateway fronts one upstream cluster on one or more listeners.
+type Gateway struct {
+	cfg      Config
+	log      *slog.Logger
+	policy   Policy
+	observer Observer
+	listenFn func(network, addr string) (net.Listener, error)
+	dialFn   func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	listeners []*listener
+	meta      *kgo.Client
+
+	mu       sync.Mutex
+	brokers  map[int32]string // upstream node id -> host:port
+	sessions map[*session]struct{}
+	nextBoot int
+	closed   bool
+
+	nextID  atomic.Uint64
+	wg      sync.WaitGroup // accept loops, sessions, refresher
+	closing chan struct{}
+	drained chan struct{}
+}
+
+// Option configures a Gateway.
+type Option func(*Gateway)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
+
+// WithPolicy sets the request/response policy (quotas).
+func WithPolicy(p Policy) Option { return func(g *Gateway) { g.policy = p } }
+
+// WithObserver sets the connection observer (metrics).
+func WithObserver(o Observer) Option { return func(g *Gateway) { g.observer = o } }
+
+// WithListenFunc replaces net.Listen, e.g. with an in-memory network.
+func WithListenFunc(fn func(network, addr string) (net.Listener, error)) Option {
+	return func(g *Gateway) { g.listenFn = fn }
+}
+
+// WithDialFunc replaces the upstream dialer.
+func WithDialFunc(fn func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(g *Gateway) { g.dialFn = fn }
+}
+
+// New builds a gateway; Start opens its listeners.
+func New(cfg Config, opts ...Option) (*Gateway, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{
+		cfg:      cfg,
+		log:      slog.Default(),
+		listenFn: net.Listen,
+		brokers:  map[int32]string{},
+		sessions: map[*session]struct{}{},
+		closing:  make(chan struct{}),
+		drained:  make(chan struct{}),
+	}
+	d := &net.Dialer{}
+	g.dialFn = d.DialContext
+	for _, o := range opts {
+		o(g)
+	}
+	return g, nil
+}
+
+// Start opens every listener, learns the upstream brokers and opens a port
+// for each of them.
+func (g *Gateway) Start(ctx context.Context) error {
+	for _, lc := range g.cfg.Listeners {
+		ln, err := g.listenFn("tcp", lc.Bootstrap)
+		if err != nil {
+			g.closeListeners()
+			return fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost(), boot: ln, ports: map[int32]*brokerPort{}}
+		g.listeners = append(g.listeners, l)
+		g.wg.Add(1)
+		go l.accept(ln, -1)
+	}
+	meta, err := kgo.NewClient(
+		kgo.SeedBrokers(g.cfg.Upstream...),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			return g.dialFn(ctx, network, host)
+		}),
+		kgo.ClientID("tollgate"),
+		kgo.MetadataMinAge(time.Second),
+	)
+	if err != nil {
+		g.closeListeners()
+		return fmt.Errorf("upstream client: %w", err)
+	}
+	g.meta = meta
+	if err := g.refresh(ctx); err != nil {
+		g.log.Warn("could not read upstream metadata yet; will retry", "err", err)
+	}
+	g.wg.Add(1)
+	go g.refreshLoop()
+	return nil
+}
+
+// BootstrapAddrs returns each listener's bound bootstrap address by name.
+func (g *Gateway) BootstrapAddrs() map[string]string {
+	out := map[string]string{}
+	for _, l := range g.listeners {
+		out[l.cfg.Name] = l.boot.Addr().String()
+	}
+	return out
+}
+
+// Bootstrap returns the bootstrap address of the first listener.
+func (g *Gateway) Bootstrap() string { return g.listeners[0].boot.Addr().String() }
+
+// refresh reads the broker set from upstream, opens ports for new brokers
+// and closes the ports of brokers that are gone.
+func (g *Gateway) refresh(ctx context.Context) error {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // no topics, brokers only
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, g.meta)
+	if err != nil {
+		return err
+	}
+	live := map[int32]bool{}
+	for _, b := range resp.Brokers {
+		live[b.NodeID] = true
+		g.learn(b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+		for _, l := range g.listeners {
+			if _, err := l.ensure(b.NodeID); err != nil {
+				g.log.Error("cannot open broker port", "listener", l.cfg.Name, "node", b.NodeID, "err", err)
+			}
+		}
+	}
+	if len(resp.Brokers) == 0 {
+		return nil // never drop everything on an odd answer
+	}
+	g.mu.Lock()
+	for id := range g.brokers {
+		if !live[id] {
+			delete(g.brokers, id)
+		}
+	}
+	g.mu.Unlock()
+	for _, l := range g.listeners {
+		l.retain(live)
+	}
+	return nil
+}
+
+func (g *Gateway) refreshLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.MetadataRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-g.closing:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() {
+				select {
+				case <-g.closing:
+				case <-ctx.Done():
+				}
+				cancel()
+			}()
+			if err := g.refresh(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				g.log.Warn("upstream metadata refresh failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// learn records the upstream address of a node.
+func (g *Gateway) learn(id int32, addr string) {
+	g.mu.Lock()
+	if g.brokers[id] != addr {
+		if old, ok := g.brokers[id]; ok {
+			g.log.Info("upstream broker moved", "node", id, "from", old, "to", addr)
+		} else {
+			g.log.Info("upstream broker found", "node", id, "addr", addr)
+		}
+		g.brokers[id] = addr
+	}
+	g.mu.Unlock()
+}
+
+// upstreamFor picks the upstream address for a connection to node id; a
+// bootstrap connection (-1) goes to the known brokers in turn.
+func (g *Gateway) upstreamFor(id int32) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id >= 0 {
+		a, ok := g.brokers[id]
+		return a, ok
+	}
+	if len(g.brokers) == 0 {
+		a := g.cfg.Upstream[g.nextBoot%len(g.cfg.Upstream)]
+		g.nextBoot++
+		return a, true
+	}
+	ids := make([]int32, 0, len(g.brokers))
+	for id := range g.brokers {
+		ids = append(ids, id)
+	}
+	slicesSort(ids)
+	a := g.brokers[ids[g.nextBoot%len(ids)]]
+	g.nextBoot++
+	return a, true
+}
+
+// Shutdown stops accepting, lets every session finish the requests it has
+// in flight, and returns when all are done or ctx ends (then the rest are
+// closed).
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	close(g.closing)
+	sessions := make([]*session, 0, len(g.sessions))
+	for s := range g.sessions {
+		sessions = append(sessions, s)
+	}
+	g.mu.Unlock()
+	g.closeListeners()
+	for _, s := range sessions {
+		s.drain()
+	}
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		g.mu.Lock()
+		for s := range g.sessions {
+			s.close(ReasonShutdown, errors.New("shutdown timeout"))
+		}
+		g.mu.Unlock()
+		<-done
+	}
+	if g.meta != nil {
+		g.meta.Close()
+	}
+	return err
+}
+
+func (g *Gateway) closeListeners() {
+	for _, l := range g.listeners {
+		l.close()
+	}
+}
+
+func (g *Gateway) addSession(s *session) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.sessions[s] = struct{}{}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *Gateway) removeSession(s *session) {
+	g.mu.Lock()
+	delete(g.sessions, s)
+	g.mu.Unlock()
+	g.wg.Done()
+}
+
+// Sessions returns how many client connections are open.
+func (g *Gateway) Sessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}

@@ -1,0 +1,65 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Request is what the data path knows of one client request. It is valid
+// during the hook call only.
+type Request struct {
+	Key, Version  int16
+	CorrelationID int32
+	// ClientID is the header's client id ("" for null). The string is
+	// reused across requests of a connection that keep the same id.
+	ClientID string
+	// Size is the whole request size as Kafka's quotas count it: header
+	// and body, everything after the 4-byte size prefix.
+	Size int
+	// Acks is the Produce acks (meaningful for Key 0 only).
+	Acks int16
+	// Payload is the frame after the size prefix. Read-only.
+	Payload []byte
+	// Received is when the frame was read.
+	Received time.Time
+}
+
+// ExpectsResponse reports whether upstream will answer: everything but a
+// Produce with acks=0.
+func (r *Request) ExpectsResponse() bool { return r.Key != wire.KeyProduce || r.Acks != 0 }
+
+// Verdict is a Policy's decision on a request.
+type Verdict struct {
+	// Respond, if non-nil, is answered locally instead of forwarding; the
+	// gateway frames it with the request's correlation id and version.
+	Respond kmsg.Response
+	// Close closes the connection with this reason instead of forwarding.
+	Close Reason
+	// Throttle mutes the connection for this long once the request is
+	// forwarded (used for acks=0 Produce, which has no response to carry
+	// a throttle_time_ms).
+	Throttle time.Duration
+}
+
+// Policy sees every request and response of every session. The quota
+// engine implements it; a nil Policy forwards everything unthrottled.
+type Policy interface {
+	// Request is called for each client request before it is forwarded.
+	Request(c *principal.ConnInfo, r *Request) Verdict
+	// Response is called for each upstream response before it is
+	// written, with the response frame (size prefix included, already
+	// rewritten). It returns the gateway's throttle for this response:
+	// the response carries max(this, upstream's), and the connection is
+	// muted for this long.
+	Response(c *principal.ConnInfo, r *Request, frame *wire.Buffer) time.Duration
+}
+
+// Observer hears about connections opening and closing; metrics, logs and
+// audit implement it.
+type Observer interface {
+	Opened(c *principal.ConnInfo)
+	Closed(c *principal.ConnInfo, r Reason, err error)
+}

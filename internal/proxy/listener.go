@@ -1,0 +1,148 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// listener is one named listener: its bootstrap port and a port per
+// upstream broker.
+type listener struct {
+	gw      *Gateway
+	cfg     ListenerConfig
+	advHost string
+	boot    net.Listener
+
+	mu     sync.Mutex
+	ports  map[int32]*brokerPort
+	closed bool
+}
+
+type brokerPort struct {
+	node int32
+	ln   net.Listener
+	port int32
+}
+
+// Advertise implements wire.Mapper: the address of node id on this
+// listener, opening the broker's port if it is new. host and port are the
+// upstream address the response named, which the gateway learns from.
+func (l *listener) Advertise(id int32, host string, port int32) (string, int32, bool) {
+	if id < 0 {
+		return "", 0, false
+	}
+	l.gw.learn(id, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	bp, err := l.ensure(id)
+	if err != nil {
+		l.gw.log.Error("cannot open broker port; leaving the broker out of the response",
+			"listener", l.cfg.Name, "node", id, "err", err)
+		return "", 0, false
+	}
+	return l.advHost, bp.port, true
+}
+
+// ensure returns node id's port on this listener, opening it if needed.
+func (l *listener) ensure(id int32) (*brokerPort, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if bp, ok := l.ports[id]; ok {
+		return bp, nil
+	}
+	if l.closed {
+		return nil, errors.New("listener closed")
+	}
+	host, _, _ := net.SplitHostPort(l.cfg.Bootstrap)
+	port := 0
+	if l.cfg.BrokerPortBase > 0 {
+		port = l.cfg.BrokerPortBase + int(id)
+		if port > 65535 {
+			return nil, errors.New("broker_port_base + node id exceeds 65535")
+		}
+	}
+	ln, err := l.gw.listenFn("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, err
+	}
+	_, ps, _ := net.SplitHostPort(ln.Addr().String())
+	p, _ := strconv.Atoi(ps)
+	bp := &brokerPort{node: id, ln: ln, port: int32(p)}
+	l.ports[id] = bp
+	l.gw.log.Info("broker port open", "listener", l.cfg.Name, "node", id, "addr", ln.Addr().String())
+	l.gw.wg.Add(1)
+	go l.accept(ln, id)
+	return bp, nil
+}
+
+// retain closes the ports of brokers not in live.
+func (l *listener) retain(live map[int32]bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, bp := range l.ports {
+		if !live[id] {
+			l.gw.log.Info("upstream broker gone; closing its port", "listener", l.cfg.Name, "node", id)
+			bp.ln.Close()
+			delete(l.ports, id)
+		}
+	}
+}
+
+// BrokerPorts returns node id -> advertised port, sorted by id.
+func (g *Gateway) BrokerPorts(listenerName string) map[int32]int32 {
+	out := map[int32]int32{}
+	for _, l := range g.listeners {
+		if l.cfg.Name != listenerName {
+			continue
+		}
+		l.mu.Lock()
+		for id, bp := range l.ports {
+			out[id] = bp.port
+		}
+		l.mu.Unlock()
+	}
+	return out
+}
+
+func (l *listener) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	l.boot.Close()
+	for _, bp := range l.ports {
+		bp.ln.Close()
+	}
+}
+
+func (l *listener) accept(ln net.Listener, node int32) {
+	defer l.gw.wg.Done()
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off, as
+			// net/http does, instead of spinning.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff *= 2; backoff > time.Second {
+				backoff = time.Second
+			}
+			l.gw.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+				continue
+			case <-l.gw.closing:
+				return
+			}
+		}
+		backoff = 0
+		l.gw.serve(c, l, node)
+	}
+}
+
+func slicesSort(ids []int32) { slices.Sort(ids) }

@@ -1,0 +1,132 @@
+// Package testkit starts a real Tollgate in front of the embedded cluster
+// for end-to-end tests: real sockets on loopback, real clients. It is
+// imported by tests only.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// Env is a running gateway and its embedded cluster.
+type Env struct {
+	App       *app.App
+	Bootstrap string
+	Logs      *LogBuffer
+}
+
+// Start runs Tollgate with the embedded 3-broker cluster on free loopback
+// ports and stops it when the test ends. edit may change the config.
+func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
+	t.Helper()
+	cfg := app.Config{
+		Listeners: []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
+		HTTP:      app.HTTPConfig{Address: "127.0.0.1:0"},
+		Upstream:  app.UpstreamConfig{MetadataRefresh: 200 * time.Millisecond},
+	}
+	cfg.ShutdownTimeout = 10 * time.Second
+	for _, e := range edit {
+		e(&cfg)
+	}
+	logs := &LogBuffer{}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a, err := app.Start(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatalf("start tollgate: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := a.Stop(context.Background()); err != nil {
+			t.Errorf("stop tollgate: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("tollgate log:\n%s", logs.String())
+		}
+	})
+	return &Env{App: a, Bootstrap: a.Bootstrap(), Logs: logs}
+}
+
+// LogBuffer collects log output safely across goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// WaitFor polls the log until it contains s or the timeout passes.
+func (l *LogBuffer) WaitFor(s string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if strings.Contains(l.String(), s) {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return strings.Contains(l.String(), s)
+}
+
+// Dialer records every address a client dials.
+type Dialer struct {
+	mu    sync.Mutex
+	addrs map[string]int
+	d     net.Dialer
+}
+
+// DialContext dials and records addr.
+func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	if d.addrs == nil {
+		d.addrs = map[string]int{}
+	}
+	d.addrs[addr]++
+	d.mu.Unlock()
+	return d.d.DialContext(ctx, network, addr)
+}
+
+// Addrs returns the distinct addresses dialed.
+func (d *Dialer) Addrs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.addrs))
+	for a := range d.addrs {
+		out = append(out, a)
+	}
+	return out
+}
+
+// GatewayAddrs returns every address the gateway serves on its listeners
+// (bootstrap and broker ports), to check that clients dial nothing else.
+func (e *Env) GatewayAddrs() map[string]bool {
+	out := map[string]bool{}
+	gw := e.App.Gateway()
+	for name, boot := range gw.BootstrapAddrs() {
+		out[boot] = true
+		host, _, _ := net.SplitHostPort(boot)
+		for _, port := range gw.BrokerPorts(name) {
+			out[net.JoinHostPort(host, strconv.Itoa(int(port)))] = true
+		}
+	}
+	return out
+}
