@@ -40,8 +40,17 @@ func (b *Buffer) Release() {
 	if b == nil || b.class < 0 {
 		return
 	}
+	// B may no longer be the slice GetBuffer made: grown by append
+	// (EncodeResponse, ReplaceBody) or set by a caller. File it under the
+	// largest class its capacity fills, so that the pool never hands out a
+	// slice shorter than asked for nor pins a big one in a small class.
+	c := bits.Len(uint(cap(b.B))) - 1 - minClassShift
+	if c < 0 || c > maxClassShift-minClassShift {
+		return
+	}
+	b.class = int8(c)
 	b.B = b.B[:0]
-	classes[b.class].Put(b)
+	classes[c].Put(b)
 }
 
 // Grow makes room for n more bytes past len(b.B), moving to a larger class
