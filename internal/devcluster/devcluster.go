@@ -61,4 +61,3 @@ func Start(cfg Config, extra ...kfake.Opt) (*Cluster, error) {
 
 // Addrs returns the brokers' addresses.
 func (c *Cluster) Addrs() []string { return c.ListenAddrs() }
-
