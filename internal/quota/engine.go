@@ -1,0 +1,450 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of EngineConfig, Kafka's except MaxThrottle.
+const (
+	DefaultWindowNum   = 11          // quota.window.num: 10 whole windows + the current one
+	DefaultWindowSize  = time.Second // quota.window.size.seconds
+	DefaultMaxThrottle = 30 * time.Second
+	DefaultExpiry      = time.Hour // Kafka's quota sensor expiry, 3600 s
+)
+
+// sweepEveryMs is how often the slow path expires idle buckets by itself,
+// like Kafka's 30-second ExpireSensorTask, so that cardinality stays bounded
+// even if the caller never calls Expire.
+const sweepEveryMs = 30_000
+
+// EngineConfig configures an Engine. Zero fields take the defaults.
+type EngineConfig struct {
+	// WindowNum is N for the byte-rate and request quotas (quota.window.num).
+	WindowNum int
+	// WindowSize is W, a whole number of milliseconds
+	// (quota.window.size.seconds). It also caps request-quota throttles.
+	WindowSize time.Duration
+	// MaxThrottle caps byte-rate throttles (quota.max.throttle.ms). Kafka
+	// has no such cap and can mute for minutes; Tollgate caps on purpose so
+	// that a client is never muted longer than its request timeout. A
+	// negative value disables the cap, which is Kafka's behaviour.
+	MaxThrottle time.Duration
+	// ControllerWindowNum and ControllerWindowSize are N and W of the
+	// controller-mutation token bucket (controller.quota.window.*).
+	ControllerWindowNum  int
+	ControllerWindowSize time.Duration
+	// Expiry drops a bucket after this long without a record, so that
+	// bucket cardinality stays bounded. Its state is then lost, as in Kafka.
+	Expiry time.Duration
+}
+
+func (c EngineConfig) normalize() (EngineConfig, error) {
+	if c.WindowNum == 0 {
+		c.WindowNum = DefaultWindowNum
+	}
+	if c.ControllerWindowNum == 0 {
+		c.ControllerWindowNum = DefaultWindowNum
+	}
+	if c.WindowSize == 0 {
+		c.WindowSize = DefaultWindowSize
+	}
+	if c.ControllerWindowSize == 0 {
+		c.ControllerWindowSize = DefaultWindowSize
+	}
+	if c.MaxThrottle == 0 {
+		c.MaxThrottle = DefaultMaxThrottle
+	}
+	if c.Expiry == 0 {
+		c.Expiry = DefaultExpiry
+	}
+	switch {
+	case c.WindowNum < 1 || c.ControllerWindowNum < 1:
+		return c, fmt.Errorf("quota: window numbers must be ≥ 1")
+	case c.WindowSize < time.Millisecond || c.WindowSize%time.Millisecond != 0,
+		c.ControllerWindowSize < time.Millisecond || c.ControllerWindowSize%time.Millisecond != 0:
+		return c, fmt.Errorf("quota: window sizes must be a positive whole number of milliseconds")
+	case c.Expiry < 0:
+		return c, fmt.Errorf("quota: expiry must not be negative")
+	}
+	return c, nil
+}
+
+// Engine enforces client quotas the way a Kafka broker does, for one
+// gateway. It keeps one bucket per (key, user tag, client tag), the unit
+// Kafka keeps one sensor for, and is safe for concurrent use.
+//
+// The hot path (RecordProduce, RecordFetch) is one lock-free map lookup and
+// one bucket mutex: the (user, client-id) → bucket resolution is cached in a
+// read-only map published through an atomic pointer and rebuilt, sync.Map
+// style, from a locked dirty copy after enough misses. SetQuotas empties the
+// cache; buckets survive it, so a value change keeps their history.
+type Engine struct {
+	cfg           EngineConfig
+	windowMs      int64
+	ctlWindowMs   int64
+	maxThrottleMs int64 // 0: no cap
+	expiryMs      int64
+
+	mgr [numKeys]manager
+
+	mu          sync.Mutex // serializes everything but the hot path
+	quotas      Quotas     // guarded by mu
+	lastSweepMs int64      // guarded by mu
+}
+
+// manager is one Kafka quota manager: one key's buckets and route cache.
+type manager struct {
+	key  Key
+	view atomic.Pointer[view]
+
+	// Guarded by Engine.mu.
+	dirty   map[ident]*route // superset of view.routes while not nil
+	misses  int
+	buckets map[ident]*bucket // by tags
+}
+
+// ident is a (user, client-id) pair or a (user tag, client tag) pair.
+type ident struct{ user, client string }
+
+// view is what the hot path reads; it is never modified once published.
+type view struct {
+	enabled bool // some entity has this key (Kafka's E ≠ 0)
+	routes  map[ident]*route
+}
+
+// route caches the bucket of one (user, client-id).
+type route struct {
+	b       *bucket
+	lastUse atomic.Int64 // ms, updated at most once a second to avoid cache-line traffic
+}
+
+func (r *route) touch(nowMs int64) {
+	if nowMs-r.lastUse.Load() >= 1000 {
+		r.lastUse.Store(nowMs)
+	}
+}
+
+// bucket is the accounting state of one metric-tag pair: Kafka's quota
+// sensor.
+type bucket struct {
+	mu           sync.Mutex
+	key          Key
+	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
+	level        Level
+	entity       Entity
+	quota        float64
+	rate         Rate
+	tokens       TokenBucket // ControllerMutationRate only
+	created      int64
+	lastActive   int64 // last record, ms
+	throttles    int64
+	throttleMs   int64
+	dead         bool // expired; written with both Engine.mu and mu held
+}
+
+func (b *bucket) noteThrottle(t int64) {
+	if t > 0 {
+		b.throttles++
+		b.throttleMs += t
+	}
+}
+
+// NewEngine returns an engine with no quotas: nothing is recorded or
+// throttled until SetQuotas configures some.
+func NewEngine(cfg EngineConfig) (*Engine, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg:         cfg,
+		windowMs:    cfg.WindowSize.Milliseconds(),
+		ctlWindowMs: cfg.ControllerWindowSize.Milliseconds(),
+		expiryMs:    cfg.Expiry.Milliseconds(),
+		lastSweepMs: math.MinInt64,
+	}
+	if cfg.MaxThrottle > 0 {
+		e.maxThrottleMs = max(cfg.MaxThrottle.Milliseconds(), 1)
+	}
+	for k := range e.mgr {
+		m := &e.mgr[k]
+		m.key = Key(k)
+		m.buckets = make(map[ident]*bucket)
+		m.view.Store(&view{})
+	}
+	return e, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (e *Engine) Config() EngineConfig { return e.cfg }
+
+// Quotas returns a copy of the quota set in force.
+func (e *Engine) Quotas() Quotas {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.quotas.Clone()
+}
+
+// SetQuotas replaces the whole quota set, live. Existing buckets keep their
+// history and take their new bound in place, so a lowered quota can throttle
+// at once on past traffic. When the change alters which level applies to a
+// client, its tags change and it moves to a fresh bucket, exactly like Kafka
+// ("Metrics tags changed, restart counter"). The old bucket lingers until it
+// expires.
+func (e *Engine) SetQuotas(q Quotas) {
+	c := q.Clone()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.quotas = c
+	for k := range e.mgr {
+		m := &e.mgr[k]
+		t := c.keys[k]
+		for _, b := range m.buckets {
+			lvl, ent, v := t.limit(b.user, b.client)
+			b.mu.Lock()
+			b.level, b.entity, b.quota = lvl, ent, v
+			b.tokens.SetQuota(v)
+			b.mu.Unlock()
+		}
+		m.view.Store(&view{enabled: t.enabled() != 0})
+		m.dirty, m.misses = nil, 0
+	}
+}
+
+// bucketFor returns the bucket of (user, client) for m, or nil when the
+// manager is disabled. This is the hot path's only shared read.
+func (e *Engine) bucketFor(m *manager, user, client string, nowMs int64) *bucket {
+	v := m.view.Load()
+	if !v.enabled {
+		return nil
+	}
+	if r, ok := v.routes[ident{user, client}]; ok {
+		r.touch(nowMs)
+		return r.b
+	}
+	return e.slowBucket(m, user, client, nowMs)
+}
+
+// slowBucket resolves (user, client) under the engine lock, creating the
+// route and, if needed, the bucket.
+func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucket {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if nowMs-e.lastSweepMs >= sweepEveryMs {
+		e.expireLocked(nowMs)
+	}
+	v := m.view.Load()
+	if !v.enabled {
+		return nil
+	}
+	id := ident{user, client}
+	// Under e.mu neither the view nor the dirty map holds a dead bucket.
+	if r, ok := v.routes[id]; ok {
+		r.touch(nowMs)
+		return r.b
+	}
+	if r, ok := m.dirty[id]; ok {
+		m.miss(v)
+		r.touch(nowMs)
+		return r.b
+	}
+	t := e.quotas.keys[m.key]
+	ut, ct := t.tags(t.enabled(), user, client)
+	b := m.buckets[ident{ut, ct}]
+	if b == nil {
+		b = e.newBucket(m.key, t, ut, ct, nowMs)
+		m.buckets[ident{b.user, b.client}] = b
+	}
+	r := &route{b: b}
+	r.lastUse.Store(nowMs)
+	if m.dirty == nil {
+		m.dirty = make(map[ident]*route, len(v.routes)+1)
+		for k, r := range v.routes {
+			m.dirty[k] = r
+		}
+	}
+	// Clone the strings: callers may hand in views of request buffers.
+	m.dirty[ident{strings.Clone(user), strings.Clone(client)}] = r
+	m.miss(v)
+	return b
+}
+
+// miss counts a lookup the read-only view could not answer and publishes
+// the dirty map once misses reach an eighth of it, which bounds the copying
+// to about eight entries per miss.
+func (m *manager) miss(v *view) {
+	m.misses++
+	if m.misses >= max(len(m.dirty)/8, 1) {
+		m.view.Store(&view{enabled: v.enabled, routes: m.dirty})
+		m.dirty, m.misses = nil, 0
+	}
+}
+
+func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int64) *bucket {
+	lvl, ent, v := t.limit(userTag, clientTag)
+	b := &bucket{
+		key:        k,
+		user:       strings.Clone(userTag),
+		client:     strings.Clone(clientTag),
+		level:      lvl,
+		entity:     ent,
+		quota:      v,
+		created:    nowMs,
+		lastActive: nowMs,
+	}
+	if k == ControllerMutationRate {
+		b.rate = NewRate(e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.tokens = NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
+	} else {
+		b.rate = NewRate(e.cfg.WindowNum, e.windowMs)
+	}
+	return b
+}
+
+// lockLive returns b locked, or, if it expired after it was looked up, the
+// live bucket that replaces it, locked; nil when the manager is disabled.
+func (e *Engine) lockLive(m *manager, b *bucket, user, client string, nowMs int64) *bucket {
+	for b != nil {
+		b.mu.Lock()
+		if !b.dead {
+			return b
+		}
+		b.mu.Unlock()
+		b = e.slowBucket(m, user, client, nowMs)
+	}
+	return nil
+}
+
+// record adds v to the bucket of (user, client) and returns the throttle in
+// ms, capped at capMs when capMs > 0. Kafka records first and checks
+// second, and the value stays recorded even when it violates the quota.
+func (e *Engine) record(k Key, user, client string, v float64, nowMs, capMs int64) int64 {
+	m := &e.mgr[k]
+	b := e.lockLive(m, e.bucketFor(m, user, client, nowMs), user, client, nowMs)
+	if b == nil {
+		return 0
+	}
+	b.rate.Record(v, nowMs)
+	b.lastActive = nowMs
+	total, w := b.rate.measure(nowMs)
+	t := int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
+	b.noteThrottle(t)
+	b.mu.Unlock()
+	return t
+}
+
+func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
+
+// RecordProduce records a produce request of the given size (header plus
+// body, everything after the length prefix; acks=0 included) and returns how
+// long to mute the connection, 0 for not at all.
+func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) time.Duration {
+	return ms(e.record(ProducerByteRate, user, clientID, float64(bytes), now.UnixMilli(), e.maxThrottleMs))
+}
+
+// RecordFetch records a consumer fetch response of the given size (4 + the
+// body) and returns the throttle. If the response ends up throttled, by
+// this quota or another, the gateway sends an empty response and must call
+// UnrecordFetch with the same size, as Kafka does.
+func (e *Engine) RecordFetch(user, clientID string, bytes int, now time.Time) time.Duration {
+	return ms(e.record(ConsumerByteRate, user, clientID, float64(bytes), now.UnixMilli(), e.maxThrottleMs))
+}
+
+// UnrecordFetch takes back a fetch that was throttled and answered empty.
+func (e *Engine) UnrecordFetch(user, clientID string, bytes int, now time.Time) {
+	e.Unrecord(ConsumerByteRate, user, clientID, float64(bytes), now)
+}
+
+// Unrecord records −v for key k without any quota check.
+func (e *Engine) Unrecord(k Key, user, clientID string, v float64, now time.Time) {
+	if !k.Valid() {
+		return
+	}
+	nowMs := now.UnixMilli()
+	m := &e.mgr[k]
+	b := e.lockLive(m, e.bucketFor(m, user, clientID, nowMs), user, clientID, nowMs)
+	if b == nil {
+		return
+	}
+	b.rate.Record(-v, nowMs)
+	if k == ControllerMutationRate {
+		b.tokens.Record(-v, nowMs)
+	}
+	b.lastActive = nowMs
+	b.mu.Unlock()
+}
+
+// RecordRequest records thread time against request_percentage and returns
+// the throttle, capped at WindowSize as Kafka caps it. Kafka's unit is
+// percent-seconds: nanoseconds × 100 / 1e9.
+func (e *Engine) RecordRequest(user, clientID string, d time.Duration, now time.Time) time.Duration {
+	capMs := e.windowMs
+	if e.maxThrottleMs > 0 {
+		capMs = min(capMs, e.maxThrottleMs)
+	}
+	v := float64(d.Nanoseconds()) * (100.0 / 1e9)
+	return ms(e.record(RequestPercentage, user, clientID, v, now.UnixMilli(), capMs))
+}
+
+// FetchMaxBytes returns the largest fetch the consumer's quota window can
+// hold, floor(Q·(N−1)·W), which the gateway uses to clamp max_bytes (and
+// min_bytes) of consumer fetches. Without it a small quota makes consumers
+// fetch more than the window allows and stay throttled forever. Without a
+// quota it returns math.MaxInt32.
+func (e *Engine) FetchMaxBytes(user, clientID string, now time.Time) int32 {
+	nowMs := now.UnixMilli()
+	b := e.bucketFor(&e.mgr[ConsumerByteRate], user, clientID, nowMs)
+	if b == nil {
+		return math.MaxInt32
+	}
+	b.mu.Lock()
+	q := b.quota
+	b.mu.Unlock()
+	v := q * float64(e.cfg.WindowNum-1) * (float64(e.windowMs) / 1000)
+	if v >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(v)
+}
+
+// Mutation starts one request's controller-mutation accounting for
+// (user, clientID). strict is true for CreateTopics v6+, DeleteTopics v5+
+// and CreatePartitions v3+.
+func (e *Engine) Mutation(user, clientID string, strict bool, now time.Time) Mutation {
+	m := &e.mgr[ControllerMutationRate]
+	return Mutation{b: e.bucketFor(m, user, clientID, now.UnixMilli()), strict: strict}
+}
+
+// CheckMutation reports whether the client's mutation bucket is below zero
+// at now, and the throttle that goes with it. A strict request is rejected
+// exactly when this reports exceeded.
+func (e *Engine) CheckMutation(user, clientID string, now time.Time) (time.Duration, bool) {
+	nowMs := now.UnixMilli()
+	m := &e.mgr[ControllerMutationRate]
+	b := e.lockLive(m, e.bucketFor(m, user, clientID, nowMs), user, clientID, nowMs)
+	if b == nil {
+		return 0, false
+	}
+	tok, q := b.tokens.Tokens(nowMs), b.tokens.quota
+	b.mu.Unlock()
+	if tok < 0 {
+		return ms(max(MutationThrottleMs(tok, q), 0)), true
+	}
+	return 0, false
+}
+
+// RecordMutation charges n partitions in one go. Strict: if the bucket is
+// already below zero nothing is charged and it returns the throttle with
+// exceeded = true (answer THROTTLING_QUOTA_EXCEEDED); otherwise it charges n,
+// however far below zero that goes, and returns (0, false). Permissive: it
+// always charges and returns the deficit as a throttle, never exceeded.
+func (e *Engine) RecordMutation(user, clientID string, n float64, strict bool, now time.Time) (time.Duration, bool) {
+	mu := e.Mutation(user, clientID, strict, now)
+	ok := mu.Record(n, now)
+	return mu.Throttle(now), !ok
+}

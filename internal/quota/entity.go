@@ -1,0 +1,231 @@
+package quota
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Key is one of the four client quota keys. Kafka keeps an independent
+// manager per key, each with its own entities, enabled levels and buckets.
+type Key uint8
+
+// The client quota keys, in Kafka's order.
+const (
+	ProducerByteRate       Key = iota // producer_byte_rate, bytes/s
+	ConsumerByteRate                  // consumer_byte_rate, bytes/s
+	RequestPercentage                 // request_percentage, % of one thread
+	ControllerMutationRate            // controller_mutation_rate, partitions/s
+	numKeys
+)
+
+var keyNames = [numKeys]string{
+	ProducerByteRate:       "producer_byte_rate",
+	ConsumerByteRate:       "consumer_byte_rate",
+	RequestPercentage:      "request_percentage",
+	ControllerMutationRate: "controller_mutation_rate",
+}
+
+// Keys lists every client quota key.
+func Keys() []Key {
+	return []Key{ProducerByteRate, ConsumerByteRate, RequestPercentage, ControllerMutationRate}
+}
+
+// String returns Kafka's configuration name of the key.
+func (k Key) String() string {
+	if k < numKeys {
+		return keyNames[k]
+	}
+	return "Key(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Valid reports whether k is one of the four client quota keys.
+func (k Key) Valid() bool { return k < numKeys }
+
+// ParseKey maps a Kafka configuration name to its Key.
+func ParseKey(s string) (Key, bool) {
+	for k, n := range keyNames {
+		if n == s {
+			return Key(k), true
+		}
+	}
+	return 0, false
+}
+
+type nameKind uint8
+
+const (
+	absent nameKind = iota
+	exact
+	dflt
+)
+
+// Name is one component (user or client-id) of a quota entity: absent (the
+// zero Name), a specific name, or the default. The default is its own kind
+// rather than a reserved string because Kafka names are arbitrary: a user
+// may literally be called "<default>" and must not become the default.
+type Name struct {
+	kind nameKind
+	name string
+}
+
+// Exact names one specific user or client-id. Any string is allowed, and it
+// is kept byte for byte.
+func Exact(name string) Name { return Name{kind: exact, name: name} }
+
+// Default is the default user or default client-id (entity_name = null on
+// the wire).
+func Default() Name { return Name{kind: dflt} }
+
+// IsSet reports whether the component is present (exact or default).
+func (n Name) IsSet() bool { return n.kind != absent }
+
+// IsDefault reports whether the component is the default.
+func (n Name) IsDefault() bool { return n.kind == dflt }
+
+// IsExact reports whether the component names a specific user or client-id.
+func (n Name) IsExact() bool { return n.kind == exact }
+
+// Value returns the exact name, or "" for a default or absent component.
+func (n Name) Value() string { return n.name }
+
+// String renders the component for logs: exact names are quoted so that a
+// name spelled "<default>" cannot be confused with the default.
+func (n Name) String() string {
+	switch n.kind {
+	case exact:
+		return strconv.Quote(n.name)
+	case dflt:
+		return "<default>"
+	}
+	return "<absent>"
+}
+
+// Entity is a quota entity: a user, a client-id, or both, each exact or
+// default. It is comparable and can be used as a map key.
+type Entity struct {
+	User   Name
+	Client Name
+}
+
+// UserEntity is the entity {user}.
+func UserEntity(user Name) Entity { return Entity{User: user} }
+
+// ClientEntity is the entity {client-id}.
+func ClientEntity(client Name) Entity { return Entity{Client: client} }
+
+// UserClientEntity is the entity {user, client-id}.
+func UserClientEntity(user, client Name) Entity { return Entity{User: user, Client: client} }
+
+// Level returns which of the eight precedence levels the entity configures,
+// or LevelNone if it has no component.
+func (e Entity) Level() Level {
+	switch e.User.kind {
+	case exact:
+		switch e.Client.kind {
+		case exact:
+			return LevelUserClient
+		case dflt:
+			return LevelUserDefaultClient
+		}
+		return LevelUser
+	case dflt:
+		switch e.Client.kind {
+		case exact:
+			return LevelDefaultUserClient
+		case dflt:
+			return LevelDefaultUserDefaultClient
+		}
+		return LevelDefaultUser
+	}
+	switch e.Client.kind {
+	case exact:
+		return LevelClient
+	case dflt:
+		return LevelDefaultClient
+	}
+	return LevelNone
+}
+
+// Validate rejects entities Kafka's AlterClientQuotas would reject: no
+// component at all, or an exact name that is empty.
+func (e Entity) Validate() error {
+	if !e.User.IsSet() && !e.Client.IsSet() {
+		return fmt.Errorf("quota: empty entity")
+	}
+	if e.User.kind == exact && e.User.name == "" {
+		return fmt.Errorf("quota: empty user not supported")
+	}
+	if e.Client.kind == exact && e.Client.name == "" {
+		return fmt.Errorf("quota: empty client-id not supported")
+	}
+	return nil
+}
+
+// String renders the entity for logs, e.g. user="alice",client-id=<default>.
+func (e Entity) String() string {
+	switch {
+	case e.User.IsSet() && e.Client.IsSet():
+		return "user=" + e.User.String() + ",client-id=" + e.Client.String()
+	case e.User.IsSet():
+		return "user=" + e.User.String()
+	case e.Client.IsSet():
+		return "client-id=" + e.Client.String()
+	}
+	return "<empty>"
+}
+
+// Level is one of Kafka's eight user/client-id quota levels, numbered in
+// precedence order (1 wins). LevelNone means no quota applies.
+type Level uint8
+
+// The levels of §3.2, with who shares one bucket.
+const (
+	LevelNone                     Level = iota // no quota: unlimited
+	LevelUserClient                            // (U, C): all connections of U with C
+	LevelUserDefaultClient                     // (U, default): one bucket per client-id of U
+	LevelUser                                  // (U): all client-ids of U together
+	LevelDefaultUserClient                     // (default, C): one bucket per user using C
+	LevelDefaultUserDefaultClient              // (default, default): one bucket per (user, client-id)
+	LevelDefaultUser                           // (default): one bucket per user
+	LevelClient                                // (C): all users of C together
+	LevelDefaultClient                         // (client default): one bucket per client-id
+)
+
+var levelNames = [...]string{
+	LevelNone:                     "none",
+	LevelUserClient:               "user+client-id",
+	LevelUserDefaultClient:        "user+default-client-id",
+	LevelUser:                     "user",
+	LevelDefaultUserClient:        "default-user+client-id",
+	LevelDefaultUserDefaultClient: "default-user+default-client-id",
+	LevelDefaultUser:              "default-user",
+	LevelClient:                   "client-id",
+	LevelDefaultClient:            "default-client-id",
+}
+
+func (l Level) String() string {
+	if int(l) < len(levelNames) {
+		return levelNames[l]
+	}
+	return "Level(" + strconv.Itoa(int(l)) + ")"
+}
+
+// Bits of Kafka's "enabled levels" mask (§3.3 Step A).
+const (
+	bitClient     = 1 // levels 7, 8
+	bitUser       = 2 // levels 3, 6
+	bitUserClient = 4 // levels 1, 2, 4, 5
+)
+
+// bit returns the enabled-levels bit the level belongs to.
+func (l Level) bit() uint8 {
+	switch l {
+	case LevelClient, LevelDefaultClient:
+		return bitClient
+	case LevelUser, LevelDefaultUser:
+		return bitUser
+	case LevelNone:
+		return 0
+	}
+	return bitUserClient
+}

@@ -1,0 +1,291 @@
+package quota
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Unlimited is the bound of a bucket no quota applies to. It is Kafka's
+// Long.MAX_VALUE as a double, so such a bucket records but never throttles.
+const Unlimited = float64(math.MaxInt64)
+
+// table is one key's configured entities, i.e. what one Kafka quota manager
+// knows. Resolution is per key on purpose (§10 pitfall 14): a user entity
+// with only producer_byte_rate must not shadow a client-id entity's
+// consumer_byte_rate.
+type table struct {
+	vals map[Entity]float64
+	// count holds the number of entities per level. Kafka ≥ KAFKA-19282
+	// keeps such counts and clears a level's enabled bit when its last
+	// entity is removed; before it, a bit stayed set until restart.
+	count [LevelDefaultClient + 1]int
+}
+
+func (t *table) clone() *table {
+	if t == nil {
+		return nil
+	}
+	c := &table{vals: make(map[Entity]float64, len(t.vals)), count: t.count}
+	for e, v := range t.vals {
+		c.vals[e] = v
+	}
+	return c
+}
+
+// enabled is Kafka's enabled-levels bitmask E.
+func (t *table) enabled() uint8 {
+	if t == nil {
+		return 0
+	}
+	var e uint8
+	for l, n := range t.count {
+		if n > 0 {
+			e |= Level(l).bit()
+		}
+	}
+	return e
+}
+
+func (t *table) has(user, client Name) bool {
+	_, ok := t.vals[Entity{User: user, Client: client}]
+	return ok
+}
+
+// tags is Step A of §3.3: the metric tags (userTag, clientTag) that name the
+// bucket of (user, client). The user tag is the raw user name: Kafka uses the
+// sanitized name, but sanitization is injective, so raw names identify the
+// same buckets and the hot path need not encode anything.
+func (t *table) tags(enabled uint8, user, client string) (string, string) {
+	switch enabled {
+	case 0, bitClient:
+		return "", client
+	case bitUser:
+		return user, ""
+	case bitUserClient:
+		return user, client
+	}
+	// More than one kind of level is configured: the first existing of
+	// levels 1 to 6 decides the shape of the tags.
+	u, c := Exact(user), Exact(client)
+	switch {
+	case t.has(u, c), t.has(u, Default()):
+		return user, client
+	case t.has(u, Name{}):
+		return user, ""
+	case t.has(Default(), c), t.has(Default(), Default()):
+		return user, client
+	case t.has(Default(), Name{}):
+		return user, ""
+	}
+	return "", client
+}
+
+// limit is Step B of §3.3: the bound that applies to a bucket with the given
+// tags, the level and the configured entity that supplied it. An empty tag
+// means the dimension is unused, which is why an empty client-id can only be
+// limited by a user-level quota.
+func (t *table) limit(userTag, clientTag string) (Level, Entity, float64) {
+	if t == nil {
+		return LevelNone, Entity{}, Unlimited
+	}
+	var candidates [4]Entity
+	var n int
+	switch {
+	case userTag != "" && clientTag != "":
+		u, c := Exact(userTag), Exact(clientTag)
+		candidates = [4]Entity{{u, c}, {u, Default()}, {Default(), c}, {Default(), Default()}}
+		n = 4
+	case userTag != "":
+		candidates[0] = Entity{User: Exact(userTag)}
+		candidates[1] = Entity{User: Default()}
+		n = 2
+	case clientTag != "":
+		candidates[0] = Entity{Client: Exact(clientTag)}
+		candidates[1] = Entity{Client: Default()}
+		n = 2
+	}
+	for _, e := range candidates[:n] {
+		if v, ok := t.vals[e]; ok {
+			return e.Level(), e, v
+		}
+	}
+	return LevelNone, Entity{}, Unlimited
+}
+
+// Quotas is a set of configured client quotas: for each key, the entities
+// that carry it and their values. The zero value is an empty set ready to
+// use. Like a map, a Quotas value refers to shared storage once it holds
+// something; use Clone for an independent copy. It is not safe for
+// concurrent mutation; the Engine takes its own copy in SetQuotas.
+type Quotas struct {
+	keys [numKeys]*table
+}
+
+// Set configures value v for key k on entity e. It rejects what Kafka's
+// AlterClientQuotas rejects for every key: an invalid entity and a value
+// that is not > 0 (NaN included, which Kafka lets slip through). The
+// LONG-only integer checks belong to the admin API, not here.
+func (q *Quotas) Set(e Entity, k Key, v float64) error {
+	if !k.Valid() {
+		return fmt.Errorf("quota: invalid configuration key %v", k)
+	}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if !(v > 0) {
+		return fmt.Errorf("quota: %v must be greater than 0", k)
+	}
+	t := q.keys[k]
+	if t == nil {
+		t = &table{vals: make(map[Entity]float64)}
+		q.keys[k] = t
+	}
+	if _, ok := t.vals[e]; !ok {
+		t.count[e.Level()]++
+	}
+	t.vals[e] = v
+	return nil
+}
+
+// Remove deletes key k from entity e and reports whether it was set.
+func (q *Quotas) Remove(e Entity, k Key) bool {
+	if !k.Valid() || q.keys[k] == nil {
+		return false
+	}
+	t := q.keys[k]
+	if _, ok := t.vals[e]; !ok {
+		return false
+	}
+	delete(t.vals, e)
+	t.count[e.Level()]--
+	return true
+}
+
+// Get returns the value of key k on entity e.
+func (q *Quotas) Get(e Entity, k Key) (float64, bool) {
+	if !k.Valid() || q.keys[k] == nil {
+		return 0, false
+	}
+	v, ok := q.keys[k].vals[e]
+	return v, ok
+}
+
+// Len returns the number of (entity, key) pairs configured.
+func (q *Quotas) Len() int {
+	n := 0
+	for _, t := range q.keys {
+		if t != nil {
+			n += len(t.vals)
+		}
+	}
+	return n
+}
+
+// Entities lists every entity that has at least one key, ordered by level
+// and then by name, so that listings are deterministic.
+func (q *Quotas) Entities() []Entity {
+	seen := make(map[Entity]bool)
+	var out []Entity
+	for _, t := range q.keys {
+		if t == nil {
+			continue
+		}
+		for e := range t.vals {
+			if !seen[e] {
+				seen[e] = true
+				out = append(out, e)
+			}
+		}
+	}
+	slices.SortFunc(out, compareEntities)
+	return out
+}
+
+func compareEntities(a, b Entity) int {
+	return cmp.Or(
+		cmp.Compare(a.Level(), b.Level()),
+		cmp.Compare(a.User.name, b.User.name),
+		cmp.Compare(a.Client.name, b.Client.name),
+	)
+}
+
+// Values returns every key configured on entity e.
+func (q *Quotas) Values(e Entity) map[Key]float64 {
+	out := make(map[Key]float64)
+	for k, t := range q.keys {
+		if t == nil {
+			continue
+		}
+		if v, ok := t.vals[e]; ok {
+			out[Key(k)] = v
+		}
+	}
+	return out
+}
+
+// Clone returns an independent copy.
+func (q *Quotas) Clone() Quotas {
+	var c Quotas
+	for k, t := range q.keys {
+		c.keys[k] = t.clone()
+	}
+	return c
+}
+
+// Enabled reports whether key k has any entity at all. A Kafka manager
+// without one records nothing and never throttles.
+func (q *Quotas) Enabled(k Key) bool {
+	return k.Valid() && q.keys[k].enabled() != 0
+}
+
+// Resolution says which quota applies to a (user, client-id) for one key
+// and which bucket accounts for it.
+type Resolution struct {
+	Key Key
+	// Enabled is false when no entity carries Key; nothing is then
+	// recorded or throttled for it.
+	Enabled bool
+	// Level is the level of Entity; LevelNone means unlimited.
+	Level Level
+	// Entity is the configured entity whose value applies.
+	Entity Entity
+	// Quota is the bound, Unlimited when no quota applies.
+	Quota float64
+	// UserTag and ClientTag name the bucket (Kafka's metric tags). An empty
+	// tag is an unused dimension. UserTag is the raw user name; Kafka's
+	// metric tag is Sanitize(UserTag).
+	UserTag, ClientTag string
+	// Rate is the bucket's current rate per second and Utilization is
+	// Rate ÷ Quota; both are 0 when the bucket does not exist yet. Only
+	// Engine.Resolve fills them.
+	Rate, Utilization float64
+}
+
+// Limited reports whether a finite quota applies.
+func (r Resolution) Limited() bool { return r.Level != LevelNone }
+
+// Resolve runs Kafka's precedence algorithm (Step A, then Step B) for key k.
+// A nil or empty client-id must be passed as "": Kafka treats null as "".
+func (q *Quotas) Resolve(k Key, user, clientID string) Resolution {
+	if !k.Valid() {
+		return Resolution{Key: k, Quota: Unlimited}
+	}
+	t := q.keys[k]
+	return resolve(k, t, t.enabled(), user, clientID)
+}
+
+func resolve(k Key, t *table, enabled uint8, user, clientID string) Resolution {
+	ut, ct := t.tags(enabled, user, clientID)
+	lvl, ent, v := t.limit(ut, ct)
+	return Resolution{
+		Key:       k,
+		Enabled:   enabled != 0,
+		Level:     lvl,
+		Entity:    ent,
+		Quota:     v,
+		UserTag:   ut,
+		ClientTag: ct,
+	}
+}

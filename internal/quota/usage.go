@@ -1,0 +1,154 @@
+package quota
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Usage is one live bucket, for metrics. Kafka's equivalent is the pair of
+// sensors <Type>-<userTag>:<clientTag> and <Type>ThrottleTime-….
+type Usage struct {
+	Key Key
+	// User and ClientID are the bucket's tags; "" is an unused dimension.
+	// User is the raw name; Kafka's user tag is Sanitize(User).
+	User, ClientID string
+	// Level and Entity say which configured quota bounds the bucket;
+	// LevelNone with Quota = Unlimited when none does.
+	Level  Level
+	Entity Entity
+	Quota  float64
+	// Rate is the current rate per second (bytes, percent, or partitions)
+	// and Utilization is Rate ÷ Quota, 0 when unlimited.
+	Rate, Utilization float64
+	// Tokens is the controller-mutation bucket's balance; 0 for other keys.
+	Tokens float64
+	// Throttles counts the throttled records and ThrottleTotal sums their
+	// throttle times (after the MaxThrottle cap).
+	Throttles     int64
+	ThrottleTotal time.Duration
+	// Created and LastActive are when the bucket was created and last
+	// recorded into.
+	Created, LastActive time.Time
+}
+
+// snapshot reads a bucket at nowMs without changing it. b.mu must be held.
+func (b *bucket) snapshot(nowMs int64) Usage {
+	u := Usage{
+		Key:           b.key,
+		User:          b.user,
+		ClientID:      b.client,
+		Level:         b.level,
+		Entity:        b.entity,
+		Quota:         b.quota,
+		Throttles:     b.throttles,
+		ThrottleTotal: ms(b.throttleMs),
+		Created:       time.UnixMilli(b.created),
+		LastActive:    time.UnixMilli(b.lastActive),
+	}
+	u.Rate, _ = b.rate.Peek(nowMs)
+	if b.key == ControllerMutationRate {
+		u.Tokens = b.tokens.peek(nowMs)
+	}
+	if b.level != LevelNone {
+		u.Utilization = u.Rate / b.quota
+	}
+	return u
+}
+
+// Usage returns every live bucket at now, ordered by key and tags. Buckets
+// idle for Expiry or longer are left out even if Expire has not run yet.
+// Reading usage never changes a bucket.
+func (e *Engine) Usage(now time.Time) []Usage {
+	nowMs := now.UnixMilli()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Usage
+	for k := range e.mgr {
+		for _, b := range e.mgr[k].buckets {
+			b.mu.Lock()
+			if nowMs-b.lastActive < e.expiryMs {
+				out = append(out, b.snapshot(nowMs))
+			}
+			b.mu.Unlock()
+		}
+	}
+	slices.SortFunc(out, func(a, b Usage) int {
+		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID))
+	})
+	return out
+}
+
+// Resolve says which quota applies to (user, clientID) for key k at now:
+// the level and entity, the value, the bucket tags, and the bucket's current
+// rate and utilization. It creates nothing and changes nothing.
+func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution {
+	if !k.Valid() {
+		return Resolution{Key: k, Quota: Unlimited}
+	}
+	e.mu.Lock()
+	r := e.quotas.Resolve(k, user, clientID)
+	b := e.mgr[k].buckets[ident{r.UserTag, r.ClientTag}]
+	e.mu.Unlock()
+	if b == nil || !r.Enabled {
+		return r
+	}
+	b.mu.Lock()
+	r.Rate, _ = b.rate.Peek(now.UnixMilli())
+	b.mu.Unlock()
+	if r.Limited() {
+		r.Utilization = r.Rate / r.Quota
+	}
+	return r
+}
+
+// Expire drops every bucket idle (no record) for Expiry or longer at now,
+// and every cached resolution idle as long, and returns how many buckets it
+// dropped. A dropped bucket's history is lost: the client starts afresh, as
+// when Kafka expires a sensor. The engine also does this by itself every
+// 30 s of slow-path traffic; calling it periodically keeps memory tight.
+func (e *Engine) Expire(now time.Time) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.expireLocked(now.UnixMilli())
+}
+
+func (e *Engine) expireLocked(nowMs int64) int {
+	e.lastSweepMs = nowMs
+	dropped := 0
+	for k := range e.mgr {
+		m := &e.mgr[k]
+		for id, b := range m.buckets {
+			b.mu.Lock()
+			if nowMs-b.lastActive >= e.expiryMs {
+				b.dead = true
+				delete(m.buckets, id)
+				dropped++
+			}
+			b.mu.Unlock()
+		}
+		v := m.view.Load()
+		src := m.dirty
+		if src == nil {
+			src = v.routes
+		}
+		stale := 0
+		for _, r := range src {
+			if r.b.dead || nowMs-r.lastUse.Load() >= e.expiryMs {
+				stale++
+			}
+		}
+		if stale == 0 {
+			continue
+		}
+		routes := make(map[ident]*route, len(src)-stale)
+		for id, r := range src {
+			if !r.b.dead && nowMs-r.lastUse.Load() < e.expiryMs {
+				routes[id] = r
+			}
+		}
+		m.view.Store(&view{enabled: v.enabled, routes: routes})
+		m.dirty, m.misses = nil, 0
+	}
+	return dropped
+}
