@@ -178,3 +178,63 @@ func (m *testMapper) Advertise(id int32, host string, port int32) (string, int32
 }
 
 func mappedPort(id int32) int32 { return 30000 + id }
+
+// recordBatch encodes one kmsg record batch carrying n opaque bytes of
+// records.
+func recordBatch(n int, seed byte) []byte {
+	payload := make([]byte, n)
+	for i := range payload {
+		payload[i] = seed + byte(i*7)
+	}
+	batch := kmsg.RecordBatch{Magic: 2, NumRecords: int32(1 + n/100), Records: payload, FirstTimestamp: 1700000000000}
+	enc := batch.AppendTo(nil)
+	batch.Length = int32(len(enc) - 12)
+	return batch.AppendTo(enc[:0])
+}
+
+// fetchResponse builds a Fetch response of version with two topics of
+// parts partitions each, recordBytes of records in every partition, and,
+// if endpoints, NOT_LEADER partitions with a CurrentLeader and node
+// endpoints naming upstream brokers (KIP-951).
+func fetchResponse(version int16, parts, recordBytes int, endpoints bool) *kmsg.FetchResponse {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(version)
+	resp.SessionID = 77
+	for ti := 0; ti < 2; ti++ {
+		topic := kmsg.NewFetchResponseTopic()
+		topic.Topic = fmt.Sprintf("events-%d", ti)
+		topic.TopicID[0], topic.TopicID[15] = byte(ti+1), 0xbb
+		for pi := 0; pi < parts; pi++ {
+			p := kmsg.NewFetchResponseTopicPartition()
+			p.Partition = int32(pi)
+			p.HighWatermark = 5000
+			p.LastStableOffset = 4990
+			p.LogStartOffset = 10
+			if pi%2 == 1 {
+				p.AbortedTransactions = []kmsg.FetchResponseTopicPartitionAbortedTransaction{{ProducerID: 9, FirstOffset: 4000}}
+			}
+			p.PreferredReadReplica = -1
+			p.RecordBatches = recordBatch(recordBytes, byte(pi))
+			if endpoints && pi == 0 {
+				p.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER
+				p.RecordBatches = nil
+				p.CurrentLeader.LeaderID = 3
+				p.CurrentLeader.LeaderEpoch = 12
+			}
+			if pi == 1 {
+				p.DivergingEpoch.Epoch, p.DivergingEpoch.EndOffset = 4, 4321
+			}
+			topic.Partitions = append(topic.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, topic)
+	}
+	if endpoints {
+		for _, id := range []int32{3, 1, 99} { // 99 has no gateway address
+			b := kmsg.NewFetchResponseBroker()
+			b.NodeID, b.Host, b.Port = id, upstreamHost(id), 9092
+			b.Rack = kmsg.StringPtr("rack-" + fmt.Sprint(id))
+			resp.Brokers = append(resp.Brokers, b)
+		}
+	}
+	return resp
+}
