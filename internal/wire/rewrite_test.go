@@ -1,0 +1,331 @@
+package wire_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// rewriteCheck runs RewriteAddresses on resp's frame and compares the
+// result with want (a function of the decoded original); it also checks
+// that no upstream host survives anywhere in the frame.
+func rewriteCheck(t *testing.T, resp kmsg.Response, want func(kmsg.Response)) *testMapper {
+	t.Helper()
+	k, v := resp.Key(), resp.GetVersion()
+	name := fmt.Sprintf("%s v%d", kmsg.NameForKey(k), v)
+	buf := responseFrame(resp, 0x5eed)
+	defer buf.Release()
+	exp := decodeResponse(t, buf.B, k, v)
+	want(exp)
+	m := &testMapper{}
+	if err := wire.RewriteAddresses(buf, k, v, reqFlexible(k, v), m); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if wire.CorrelationID(buf.B[4:]) != 0x5eed {
+		t.Errorf("%s: correlation id lost", name)
+	}
+	got := decodeResponse(t, buf.B, k, v)
+	if !reflect.DeepEqual(got, exp) {
+		t.Errorf("%s:\n got %+v\nwant %+v", name, got, exp)
+	}
+	if bytes.Contains(buf.B, []byte(upstreamMark)) {
+		t.Errorf("%s: an upstream host is still in the frame", name)
+	}
+	return m
+}
+
+// mapped returns host and port as the test mapper advertises node id.
+func mapped(id int32) (string, int32) { return gatewayHost, mappedPort(id) }
+
+func TestCarriesAddresses(t *testing.T) {
+	want := []int16{0, 1, 3, 10, 55, 60, 78, 79}
+	for k := int16(-1); k <= wire.MaxKey+1; k++ {
+		if got := wire.CarriesAddresses(k); got != slices.Contains(want, k) {
+			t.Errorf("CarriesAddresses(%d) = %v", k, got)
+		}
+	}
+}
+
+func TestRewriteMetadata(t *testing.T) {
+	for v := int16(0); v <= 13; v++ {
+		resp := kmsg.NewPtrMetadataResponse()
+		fill(resp, int(v))
+		resp.SetVersion(v)
+		resp.Brokers = nil
+		for _, id := range []int32{1, 99, 2, 3} {
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = id, upstreamHost(id), 9092+id
+			b.Rack = kmsg.StringPtr("rack-1")
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		resp.ControllerID = 99 // node ids are never touched
+		resp.Topics[0].Partitions[0].Leader = 99
+		m := rewriteCheck(t, resp, func(resp kmsg.Response) {
+			r := resp.(*kmsg.MetadataResponse)
+			var bs []kmsg.MetadataResponseBroker
+			for _, b := range r.Brokers {
+				if b.NodeID == 99 {
+					continue // no gateway address: left out
+				}
+				b.Host, b.Port = mapped(b.NodeID)
+				bs = append(bs, b)
+			}
+			r.Brokers = bs
+		})
+		if !slices.Equal(m.calls, []int32{1, 99, 2, 3}) {
+			t.Errorf("Metadata v%d: mapper asked for %v", v, m.calls)
+		}
+	}
+}
+
+func TestRewriteFindCoordinator(t *testing.T) {
+	noNode := func(code int16) (int16, int32, string, int32) { return code, -1, "", -1 }
+	for v := int16(0); v <= 3; v++ {
+		for _, c := range []struct {
+			name               string
+			code               int16
+			id                 int32
+			host               string
+			port               int32
+			wantCode           int16
+			wantID             int32
+			wantHost           string
+			wantPort           int32
+			wantMapperConsults int
+		}{
+			{"mapped", 0, 2, upstreamHost(2), 9092, 0, 2, gatewayHost, mappedPort(2), 1},
+			{"unmapped", 0, 99, upstreamHost(99), 9092, 15, -1, "", -1, 1},
+			{"error", 15, -1, "", -1, 15, -1, "", -1, 0},
+			{"not coordinator", 16, -1, "", -1, 16, -1, "", -1, 0},
+			{"node -1", 0, -1, "", -1, 0, -1, "", -1, 0},
+		} {
+			resp := kmsg.NewPtrFindCoordinatorResponse()
+			resp.SetVersion(v)
+			resp.ThrottleMillis = 3
+			resp.ErrorMessage = kmsg.StringPtr("msg")
+			resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = c.code, c.id, c.host, c.port
+			m := rewriteCheck(t, resp, func(resp kmsg.Response) {
+				r := resp.(*kmsg.FindCoordinatorResponse)
+				r.ErrorCode, r.NodeID, r.Host, r.Port = c.wantCode, c.wantID, c.wantHost, c.wantPort
+			})
+			if len(m.calls) != c.wantMapperConsults {
+				t.Errorf("FindCoordinator v%d %s: mapper asked %d times", v, c.name, len(m.calls))
+			}
+		}
+	}
+	for v := int16(4); v <= 6; v++ {
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		resp.SetVersion(v)
+		add := func(key string, code int16, id int32, host string, port int32) {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.ErrorCode, c.NodeID, c.Host, c.Port = key, code, id, host, port
+			if code != 0 {
+				c.ErrorMessage = kmsg.StringPtr("no coordinator")
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		add("group-a", 0, 1, upstreamHost(1), 9092)
+		c, id, h, p := noNode(15)
+		add("group-b", c, id, h, p)
+		add("txn-c", 0, 99, upstreamHost(99), 9093)
+		add("group-d", 0, 3, upstreamHost(3), 9094)
+		add("group-e", 0, -1, "", -1)
+		m := rewriteCheck(t, resp, func(resp kmsg.Response) {
+			r := resp.(*kmsg.FindCoordinatorResponse)
+			cs := r.Coordinators
+			cs[0].Host, cs[0].Port = mapped(1)
+			cs[2].ErrorCode, cs[2].NodeID, cs[2].Host, cs[2].Port = noNode(15)
+			cs[3].Host, cs[3].Port = mapped(3)
+		})
+		if !slices.Equal(m.calls, []int32{1, 99, 3}) {
+			t.Errorf("FindCoordinator v%d: mapper asked for %v", v, m.calls)
+		}
+	}
+}
+
+func TestRewriteDescribeCluster(t *testing.T) {
+	for v := int16(0); v <= 2; v++ {
+		resp := kmsg.NewPtrDescribeClusterResponse()
+		fill(resp, int(v))
+		resp.SetVersion(v)
+		resp.Brokers = nil
+		for _, id := range []int32{99, 1, 2} {
+			b := kmsg.NewDescribeClusterResponseBroker()
+			b.NodeID, b.Host, b.Port, b.Rack, b.IsFenced = id, upstreamHost(id), 9092, kmsg.StringPtr("r"), id == 2
+			resp.Brokers = append(resp.Brokers, b)
+		}
+		rewriteCheck(t, resp, func(resp kmsg.Response) {
+			r := resp.(*kmsg.DescribeClusterResponse)
+			r.Brokers = r.Brokers[1:]
+			for i := range r.Brokers {
+				r.Brokers[i].Host, r.Brokers[i].Port = mapped(r.Brokers[i].NodeID)
+			}
+		})
+	}
+}
+
+// untouched checks that RewriteAddresses leaves resp's frame exactly as it
+// is, in the same backing array, without consulting the mapper.
+func untouched(t *testing.T, resp kmsg.Response) {
+	t.Helper()
+	k, v := resp.Key(), resp.GetVersion()
+	buf := responseFrame(resp, 1)
+	defer buf.Release()
+	orig := clone(buf.B)
+	data := unsafe.SliceData(buf.B)
+	m := &testMapper{}
+	if err := wire.RewriteAddresses(buf, k, v, reqFlexible(k, v), m); err != nil {
+		t.Fatalf("%s v%d: %v", kmsg.NameForKey(k), v, err)
+	}
+	if !bytes.Equal(buf.B, orig) || unsafe.SliceData(buf.B) != data || len(m.calls) != 0 {
+		t.Errorf("%s v%d: frame rewritten (same bytes %v, same array %v, mapper calls %v)",
+			kmsg.NameForKey(k), v, bytes.Equal(buf.B, orig), unsafe.SliceData(buf.B) == data, m.calls)
+	}
+}
+
+func TestRewriteProduce(t *testing.T) {
+	for v := int16(0); v <= 13; v++ {
+		// Without node endpoints (and without any top-level tag): walked,
+		// never re-encoded.
+		resp := produceResponse(v)
+		resp.Brokers = nil
+		resp.UnknownTags = kmsg.Tags{}
+		untouched(t, resp)
+		if v < 9 {
+			// No tag section to carry node endpoints: nothing to do.
+			untouched(t, produceResponse(v))
+			continue
+		}
+		resp = produceResponse(v)
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID, b.Host, b.Port = 99, upstreamHost(99), 9092
+		resp.Brokers = append(resp.Brokers, b)
+		rewriteCheck(t, resp, func(resp kmsg.Response) {
+			r := resp.(*kmsg.ProduceResponse)
+			r.Brokers = r.Brokers[:2]
+			for i := range r.Brokers {
+				r.Brokers[i].Host, r.Brokers[i].Port = mapped(r.Brokers[i].NodeID)
+			}
+		})
+	}
+}
+
+func TestRewriteFetch(t *testing.T) {
+	for v := int16(0); v <= 18; v++ {
+		untouched(t, fetchResponse(v, 4, 3000, false))
+		if v < 12 {
+			untouched(t, fetchResponse(v, 4, 3000, true))
+			continue
+		}
+		rewriteCheck(t, fetchResponse(v, 4, 3000, true), func(resp kmsg.Response) {
+			r := resp.(*kmsg.FetchResponse)
+			r.Brokers = r.Brokers[:2] // 99 has no gateway address
+			for i := range r.Brokers {
+				r.Brokers[i].Host, r.Brokers[i].Port = mapped(r.Brokers[i].NodeID)
+			}
+		})
+		// Nothing but records, and an empty response.
+		untouched(t, fetchResponse(v, 1, 1<<16, false))
+		empty := kmsg.NewPtrFetchResponse()
+		empty.SetVersion(v)
+		untouched(t, empty)
+	}
+}
+
+func TestRewriteShareFetchAndAcknowledge(t *testing.T) {
+	for v := int16(0); v <= 2; v++ {
+		sf := kmsg.NewPtrShareFetchResponse()
+		fill(sf, int(v))
+		sf.SetVersion(v)
+		sf.NodeEndpoints = nil
+		for _, id := range []int32{1, 99, 4} {
+			e := kmsg.NewShareFetchResponseNodeEndpoint()
+			e.NodeID, e.Host, e.Port, e.Rack = id, upstreamHost(id), 9092, kmsg.StringPtr("r")
+			sf.NodeEndpoints = append(sf.NodeEndpoints, e)
+		}
+		rewriteCheck(t, sf, func(resp kmsg.Response) {
+			r := resp.(*kmsg.ShareFetchResponse)
+			r.NodeEndpoints = []kmsg.ShareFetchResponseNodeEndpoint{r.NodeEndpoints[0], r.NodeEndpoints[2]}
+			for i := range r.NodeEndpoints {
+				r.NodeEndpoints[i].Host, r.NodeEndpoints[i].Port = mapped(r.NodeEndpoints[i].NodeID)
+			}
+		})
+
+		sa := kmsg.NewPtrShareAcknowledgeResponse()
+		fill(sa, int(v))
+		sa.SetVersion(v)
+		sa.NodeEndpoints = nil
+		for _, id := range []int32{99, 2} {
+			e := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+			e.NodeID, e.Host, e.Port = id, upstreamHost(id), 9092
+			sa.NodeEndpoints = append(sa.NodeEndpoints, e)
+		}
+		rewriteCheck(t, sa, func(resp kmsg.Response) {
+			r := resp.(*kmsg.ShareAcknowledgeResponse)
+			r.NodeEndpoints = r.NodeEndpoints[1:]
+			r.NodeEndpoints[0].Host, r.NodeEndpoints[0].Port = mapped(2)
+		})
+	}
+}
+
+func TestRewriteDescribeQuorum(t *testing.T) {
+	for v := int16(0); v <= 2; v++ {
+		resp := kmsg.NewPtrDescribeQuorumResponse()
+		fill(resp, int(v))
+		resp.SetVersion(v)
+		resp.Nodes = nil
+		for _, id := range []int32{3000, 3001} {
+			n := kmsg.NewDescribeQuorumResponseNode()
+			n.NodeID = id
+			n.Listeners = []kmsg.DescribeQuorumResponseNodeListener{{Name: "CONTROLLER", Host: upstreamHost(id), Port: 9093}}
+			resp.Nodes = append(resp.Nodes, n)
+		}
+		rewriteCheck(t, resp, func(resp kmsg.Response) {
+			r := resp.(*kmsg.DescribeQuorumResponse)
+			for i := range r.Nodes {
+				r.Nodes[i].Listeners = nil
+			}
+		})
+	}
+}
+
+func TestRewriteAddressesMalformed(t *testing.T) {
+	full := []kmsg.Response{
+		produceResponse(10),
+		produceResponse(13),
+		fetchResponse(16, 2, 50, true),
+		fetchResponse(13, 2, 50, false),
+	}
+	for _, k := range []int16{wire.KeyMetadata, wire.KeyFindCoordinator, wire.KeyDescribeCluster, wire.KeyShareFetch, wire.KeyShareAcknowledge, wire.KeyDescribeQuorum} {
+		r := kmsg.ResponseForKey(k)
+		fill(r, 3)
+		r.SetVersion(r.MaxVersion())
+		full = append(full, r)
+	}
+	for _, resp := range full {
+		k, v := resp.Key(), resp.GetVersion()
+		frame := responseFrame(resp, 1)
+		for cut := 4; cut < len(frame.B); cut++ {
+			buf := pooled(frame.B[:cut])
+			err := wire.RewriteAddresses(buf, k, v, reqFlexible(k, v), &testMapper{})
+			if err != nil {
+				if cut >= 8 && !errors.Is(err, wire.ErrMalformed) && !errors.Is(err, wire.ErrShortFrame) {
+					t.Errorf("%s v%d cut at %d: %v", kmsg.NameForKey(k), v, cut, err)
+				}
+				if !bytes.Equal(buf.B, frame.B[:cut]) {
+					t.Errorf("%s v%d cut at %d: failed rewrite changed the frame", kmsg.NameForKey(k), v, cut)
+				}
+			}
+			buf.Release()
+		}
+		frame.Release()
+	}
+}
