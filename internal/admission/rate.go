@@ -109,18 +109,25 @@ type sensor struct {
 	lastRecord int64   // for the 1 h inactivity expiry of ip sensors
 }
 
-// recordThrottle is ConnectionQuotas.recordAndGetThrottleTimeMs: record 1
-// first, then check; a violation stays recorded and yields
+// recordThrottle is ConnectionQuotas.recordAndGetThrottleTimeMs: record one
+// connection first, then check; a violation stays recorded and yields
 // min(round((O−Q)/Q·window), W). A result of 0 means "not throttled" even if
 // the measured rate was above the bound.
 func (s *sensor) recordThrottle(w window, now int64) int64 {
-	s.rate.record(w, 1, now)
+	return s.record(w, 1, now, w.capMs())
+}
+
+// record is Sensor.record(v, now) with a quota check, returning the throttle
+// bounded by capMs (byte-rate quotas, which this package does not use, have no
+// cap; the tests use that to replay Kafka's rate vectors).
+func (s *sensor) record(w window, v float64, now int64, capMs int64) int64 {
+	s.rate.record(w, v, now)
 	s.lastRecord = now
 	value, ws := s.rate.measure(w, now)
 	if value <= s.bound { // Quota.acceptable: equal to the bound is fine
 		return 0
 	}
-	return throttleMs(value, s.bound, ws, w.capMs())
+	return throttleMs(value, s.bound, ws, capMs)
 }
 
 // unrecord is sensor.record(-1, now, checkQuotas=false).

@@ -219,12 +219,14 @@ func (t *topIPs) add(a netip.Addr, parked bool) {
 		return
 	}
 	i, ok := t.pos[a]
+	appended := false
 	switch {
 	case ok:
 	case len(t.heap) < t.k:
 		t.heap = append(t.heap, IPStats{Addr: a})
 		i = len(t.heap) - 1
 		t.pos[a] = i
+		appended = true
 	default: // evict the minimum; the newcomer inherits its count as overcount
 		low := t.heap[0]
 		delete(t.pos, low.Addr)
@@ -239,7 +241,11 @@ func (t *topIPs) add(a netip.Addr, parked bool) {
 	} else {
 		e.Rejected++
 	}
-	t.down(i)
+	if appended { // a new leaf with 1 event may be below its parent
+		t.up(i)
+	} else { // an increment can only push an entry down a min-heap
+		t.down(i)
+	}
 }
 
 func (t *topIPs) swap(i, j int) {
