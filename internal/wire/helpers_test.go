@@ -69,6 +69,9 @@ func decodeResponse(t testing.TB, frame []byte, key, version int16) kmsg.Respons
 }
 
 func tryDecodeResponse(frame []byte, key, version int16) (kmsg.Response, error) {
+	if kmsg.ResponseForKey(key) == nil {
+		return nil, fmt.Errorf("unknown key %d", key)
+	}
 	if len(frame) < 8 {
 		return nil, fmt.Errorf("frame of %d bytes", len(frame))
 	}

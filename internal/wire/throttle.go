@@ -97,6 +97,9 @@ func throttleOffset(p []byte, bodyOff int, key, version int16) (int, error) {
 			return -1, nil // v0 body on UNSUPPORTED_VERSION: no throttle field
 		}
 		n := int(int32(binary.BigEndian.Uint32(p[bodyOff+2:])))
+		if n < 0 {
+			n = 0 // a null array, as kmsg and Kafka read it
+		}
 		return bodyOff + 6 + 6*n, nil
 	}
 	return -1, nil

@@ -1,0 +1,277 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"reflect"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// Fuzz targets. Seeds are frames and bodies built with kmsg; the fuzzer
+// mutates them. Run one with
+//
+//	go test -run xxx -fuzz FuzzSetThrottle -fuzztime 20s ./internal/wire/
+
+func FuzzReadFrame(f *testing.F) {
+	txn := "txn"
+	id := "fuzz"
+	var stream []byte
+	for _, req := range []kmsg.Request{
+		produceRequest(0, nil, 1),
+		produceRequest(3, &txn, 0),
+		produceRequest(9, nil, -1),
+		produceRequest(13, &txn, 0),
+		kmsg.NewPtrMetadataRequest(),
+		kmsg.NewPtrApiVersionsRequest(),
+		kmsg.NewPtrControlledShutdownRequest(),
+	} {
+		frame := requestFrame(req, 1, &id)
+		f.Add(frame, int32(len(frame)))
+		stream = append(stream, frame...)
+	}
+	for _, v := range []int16{0, 3, 9, 12} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		f.Add(requestFrame(req, 2, nil), int32(wire.DefaultMaxFrame))
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(9)
+	f.Add(requestFrame(av, 3, &id), int32(1000))
+	f.Add(stream, int32(wire.DefaultMaxFrame))
+	f.Add([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01}, int32(wire.DefaultMaxFrame))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, int32(100))
+	f.Add([]byte{0, 0, 0, 10, 0, 0}, int32(100))
+
+	f.Fuzz(func(t *testing.T, data []byte, max int32) {
+		if max < 0 || max > 1<<20 {
+			max = 1 << 20 // keep allocations small
+		}
+		r := bytes.NewReader(data)
+		for i := 0; i < 64; i++ {
+			b, err := wire.ReadFrame(r, max)
+			if err != nil {
+				if b != nil {
+					t.Fatal("buffer returned with an error")
+				}
+				return
+			}
+			size := binary.BigEndian.Uint32(b.B)
+			if int(size) != len(b.B)-4 || size > uint32(max) {
+				t.Fatalf("frame of %d bytes with size %d (max %d)", len(b.B), size, max)
+			}
+			p := b.B[4:]
+			h, err := wire.ParseRequestHeader(p)
+			if err == nil {
+				if h.BodyOffset < 8 || h.BodyOffset > len(p) || !h.API.Known {
+					t.Fatalf("header %+v for a %d-byte payload", h, len(p))
+				}
+				if h.Key == wire.KeyProduce {
+					if _, err := wire.ProduceAcks(p, h); err == nil && h.Version < 3 && h.BodyOffset+2 > len(p) {
+						t.Fatal("acks read past the payload")
+					}
+				}
+			}
+			b.Release()
+		}
+	})
+}
+
+// rewriteKeys are the keys whose responses RewriteAddresses changes.
+var rewriteKeys = []int16{
+	wire.KeyProduce, wire.KeyFetch, wire.KeyMetadata, wire.KeyFindCoordinator,
+	wire.KeyDescribeCluster, wire.KeyShareFetch, wire.KeyShareAcknowledge, wire.KeyDescribeQuorum,
+}
+
+// addresses returns every broker host a decoded response names, leaving
+// out FindCoordinator error entries (which the gateway passes on as they
+// are).
+func addresses(resp kmsg.Response) []string {
+	var hosts []string
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		for _, b := range r.Brokers {
+			hosts = append(hosts, b.Host)
+		}
+	case *kmsg.FetchResponse:
+		for _, b := range r.Brokers {
+			hosts = append(hosts, b.Host)
+		}
+	case *kmsg.MetadataResponse:
+		for _, b := range r.Brokers {
+			hosts = append(hosts, b.Host)
+		}
+	case *kmsg.DescribeClusterResponse:
+		for _, b := range r.Brokers {
+			hosts = append(hosts, b.Host)
+		}
+	case *kmsg.ShareFetchResponse:
+		for _, b := range r.NodeEndpoints {
+			hosts = append(hosts, b.Host)
+		}
+	case *kmsg.ShareAcknowledgeResponse:
+		for _, b := range r.NodeEndpoints {
+			hosts = append(hosts, b.Host)
+		}
+	case *kmsg.FindCoordinatorResponse:
+		if r.Version <= 3 && r.ErrorCode == 0 && r.NodeID >= 0 {
+			hosts = append(hosts, r.Host)
+		}
+		for _, c := range r.Coordinators {
+			if c.ErrorCode == 0 && c.NodeID >= 0 {
+				hosts = append(hosts, c.Host)
+			}
+		}
+	case *kmsg.DescribeQuorumResponse:
+		for _, n := range r.Nodes {
+			for _, l := range n.Listeners {
+				hosts = append(hosts, l.Host)
+			}
+		}
+	}
+	return hosts
+}
+
+// responseBody is the body of resp's frame (after the response header).
+func responseBody(resp kmsg.Response) []byte {
+	return resp.AppendTo(nil)
+}
+
+// frameOf builds a response frame from a correlation id and raw body
+// bytes, with the header tag byte of a flexible response.
+func frameOf(key, version int16, flexible bool, body []byte) []byte {
+	frame := binary.BigEndian.AppendUint32(nil, 0)
+	frame = binary.BigEndian.AppendUint32(frame, 0x600d)
+	if flexible && key != wire.KeyApiVersions {
+		frame = append(frame, 0)
+	}
+	frame = append(frame, body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	return frame
+}
+
+func FuzzRewriteAddresses(f *testing.F) {
+	for i, k := range rewriteKeys {
+		max := kmsg.ResponseForKey(k).MaxVersion()
+		for v := int16(0); v <= max; v++ {
+			r := kmsg.ResponseForKey(k)
+			fill(r, int(v)+i)
+			r.SetVersion(v)
+			f.Add(uint8(i), v, responseBody(r))
+		}
+	}
+	for _, v := range []int16{9, 10, 13} {
+		f.Add(uint8(0), v, responseBody(produceResponse(v)))
+	}
+	for _, v := range []int16{12, 16, 18} {
+		f.Add(uint8(1), v, responseBody(fetchResponse(v, 2, 20, true)))
+		f.Add(uint8(1), v, responseBody(fetchResponse(v, 2, 20, false)))
+	}
+
+	f.Fuzz(func(t *testing.T, ki uint8, version int16, body []byte) {
+		key := rewriteKeys[int(ki)%len(rewriteKeys)]
+		if max := kmsg.ResponseForKey(key).MaxVersion(); version < 0 || version > max {
+			version = int16(uint16(version) % uint16(max+1))
+		}
+		flex := reqFlexible(key, version)
+		frame := frameOf(key, version, flex, body)
+		buf := pooled(frame)
+		defer buf.Release()
+		if err := wire.RewriteAddresses(buf, key, version, flex, &testMapper{}); err != nil {
+			if !bytes.Equal(buf.B, frame) {
+				t.Fatalf("failed rewrite changed the frame: %v", err)
+			}
+			return
+		}
+		resp, err := tryDecodeResponse(buf.B, key, version)
+		if err != nil {
+			if !bytes.Equal(buf.B, frame) {
+				t.Fatalf("rewritten frame does not decode: %v", err)
+			}
+			// Passed on as it is (Produce/Fetch without node endpoints,
+			// which are only walked): the client will fail to decode it
+			// exactly as it would without the gateway.
+			return
+		}
+		for _, h := range addresses(resp) {
+			if h != gatewayHost {
+				t.Fatalf("%s v%d: host %q left in the response", kmsg.NameForKey(key), version, h)
+			}
+		}
+	})
+}
+
+func FuzzSetThrottle(f *testing.F) {
+	for _, k := range []int16{0, 1, 2, 3, 10, 18, 23, 32, 38, 39, 41, 47, 60, 78} {
+		max := kmsg.ResponseForKey(k).MaxVersion()
+		for v := int16(0); v <= max; v++ {
+			r := kmsg.ResponseForKey(k)
+			fill(r, int(k+v))
+			r.SetVersion(v)
+			f.Add(k, v, responseBody(r), int32(500))
+		}
+	}
+	for _, v := range []int16{1, 5, 8, 9, 13} {
+		f.Add(wire.KeyProduce, v, responseBody(produceResponse(v)), int32(1000))
+	}
+	for _, v := range []int16{0, 2, 3, 5} {
+		f.Add(wire.KeyApiVersions, v, responseBody(apiVersionsResponse(v)), int32(1))
+	}
+	f.Add(int16(38), int16(3), responseBody(createDelegationTokenResponse(3)), int32(9))
+	f.Add(int16(41), int16(2), responseBody(describeDelegationTokenResponse(2)), int32(9))
+
+	f.Fuzz(func(t *testing.T, key, version int16, body []byte, ms int32) {
+		key = int16(uint16(key) % (kmsg.MaxKey + 3)) // a couple of unknown keys too
+		r := kmsg.ResponseForKey(key)
+		flex := false
+		if r != nil {
+			if version < 0 || version > r.MaxVersion() {
+				version = int16(uint16(version) % uint16(r.MaxVersion()+1))
+			}
+			flex = reqFlexible(key, version)
+		}
+		frame := frameOf(key, version, flex, body)
+		buf := pooled(frame)
+		defer buf.Release()
+
+		// What a client decodes from the original, if anything.
+		orig, derr := tryDecodeResponse(frame, key, version)
+		got, err := wire.SetThrottle(buf, key, version, flex, ms)
+		if err != nil {
+			if !bytes.Equal(buf.B, frame) {
+				t.Fatalf("failed SetThrottle changed the frame: %v", err)
+			}
+			return
+		}
+		if !wire.HasThrottle(key, version) {
+			if got != 0 || !bytes.Equal(buf.B, frame) {
+				t.Fatalf("no throttle field, yet SetThrottle = %d", got)
+			}
+			return
+		}
+		if th, err := wire.Throttle(buf, key, version, flex); err != nil || th != got {
+			t.Fatalf("SetThrottle = %d, Throttle = %d, %v", got, th, err)
+		}
+		if derr != nil || key == wire.KeyApiVersions && len(body) >= 2 && binary.BigEndian.Uint16(body) == 35 {
+			return // nothing to compare with, or a KIP-511 v0 body
+		}
+		// kmsg decoded the original: the patch must be exactly a
+		// throttle change as kmsg sees it.
+		t0, _ := orig.(kmsg.ThrottleResponse).Throttle()
+		want := max(t0, ms)
+		if got != want {
+			t.Fatalf("%s v%d: SetThrottle = %d, want max(%d, %d)", kmsg.NameForKey(key), version, got, t0, ms)
+		}
+		after, err := tryDecodeResponse(buf.B, key, version)
+		if err != nil {
+			t.Fatalf("%s v%d: patched frame does not decode: %v", kmsg.NameForKey(key), version, err)
+		}
+		orig.(kmsg.SetThrottleResponse).SetThrottle(want)
+		if !reflect.DeepEqual(after, orig) {
+			t.Fatalf("%s v%d: more than the throttle changed:\n got %+v\nwant %+v", kmsg.NameForKey(key), version, after, orig)
+		}
+	})
+}
