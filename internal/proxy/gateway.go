@@ -207,28 +207,35 @@ func (g *Gateway) learn(id int32, addr string) {
 	g.mu.Unlock()
 }
 
-// upstreamFor picks the upstream address for a connection to node id; a
-// bootstrap connection (-1) goes to the known brokers in turn.
-func (g *Gateway) upstreamFor(id int32) (string, bool) {
+// upstreamFor lists the upstream addresses to try for a connection to
+// node id: just that node's, or for a bootstrap connection (-1) every known
+// broker, starting with the next in turn, so one dead broker does not fail
+// bootstrapping.
+func (g *Gateway) upstreamFor(id int32) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if id >= 0 {
-		a, ok := g.brokers[id]
-		return a, ok
+		if a, ok := g.brokers[id]; ok {
+			return []string{a}
+		}
+		return nil
 	}
+	var addrs []string
 	if len(g.brokers) == 0 {
-		a := g.cfg.Upstream[g.nextBoot%len(g.cfg.Upstream)]
-		g.nextBoot++
-		return a, true
+		addrs = append(addrs, g.cfg.Upstream...)
+	} else {
+		ids := make([]int32, 0, len(g.brokers))
+		for id := range g.brokers {
+			ids = append(ids, id)
+		}
+		slicesSort(ids)
+		for _, id := range ids {
+			addrs = append(addrs, g.brokers[id])
+		}
 	}
-	ids := make([]int32, 0, len(g.brokers))
-	for id := range g.brokers {
-		ids = append(ids, id)
-	}
-	slicesSort(ids)
-	a := g.brokers[ids[g.nextBoot%len(ids)]]
+	start := g.nextBoot % len(addrs)
 	g.nextBoot++
-	return a, true
+	return append(addrs[start:], addrs[:start]...)
 }
 
 // Shutdown stops accepting, lets every session finish the requests it has

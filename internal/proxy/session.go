@@ -86,8 +86,8 @@ func (s *session) logAttrs() []any {
 
 func (s *session) run() {
 	defer s.gw.removeSession(s)
-	addr, ok := s.gw.upstreamFor(s.info.NodeID)
-	if !ok {
+	addrs := s.gw.upstreamFor(s.info.NodeID)
+	if len(addrs) == 0 {
 		s.open()
 		s.close(ReasonUpstreamDial, fmt.Errorf("no upstream address known for node %d", s.info.NodeID))
 		return
@@ -100,11 +100,20 @@ func (s *session) run() {
 		}
 		cancel()
 	}()
-	up, err := s.gw.dialFn(ctx, "tcp", addr)
+	var up net.Conn
+	var errs []error
+	for _, addr := range addrs {
+		c, err := s.gw.dialFn(ctx, "tcp", addr)
+		if err == nil {
+			up = c
+			break
+		}
+		errs = append(errs, fmt.Errorf("dial %s: %w", addr, err))
+	}
 	cancel()
 	s.open()
-	if err != nil {
-		s.close(ReasonUpstreamDial, fmt.Errorf("dial %s: %w", addr, err))
+	if up == nil {
+		s.close(ReasonUpstreamDial, errors.Join(errs...))
 		return
 	}
 	s.upstream = up
