@@ -33,8 +33,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the gateway", serve},
 		{"validate", "check a config file offline", validate},
-		{"version", "print the version", func([]string, io.Writer, io.Writer) int {
-			fmt.Println("tollgate", version)
+		{"version", "print the version", func(_ []string, stdout, _ io.Writer) int {
+			fmt.Fprintln(stdout, "tollgate", version)
 			return 0
 		}},
 	}
