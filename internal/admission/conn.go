@@ -19,6 +19,7 @@ type Conn struct {
 
 	// Guarded by Limiter.mu.
 	ln       *listener // nil while not registered
+	entry    *ipEntry
 	ip       netip.Addr
 	slot     int // index in Limiter.conns
 	shedding bool
@@ -41,10 +42,10 @@ func (l *Limiter) Release(c *Conn) {
 	if ln == nil {
 		return
 	}
-	if e := l.ips[c.ip]; e != nil {
-		e.count--
-		l.dropIfIdle(c.ip, e)
-	}
+	// An entry with a count is never swept, so the pointer is still the
+	// map's; an emptied entry is left for the sweep, which keeps a client
+	// that reconnects at once from churning the map.
+	c.entry.count--
 	l.total--
 	ln.count--
 	last := len(l.conns) - 1
@@ -55,7 +56,7 @@ func (l *Limiter) Release(c *Conn) {
 	if c.shedding {
 		l.shedPending--
 	}
-	c.ln, c.ip, c.slot, c.shedding = nil, netip.Addr{}, 0, false
+	c.ln, c.entry, c.ip, c.slot, c.shedding = nil, nil, netip.Addr{}, 0, false
 	l.signalWake()
 }
 

@@ -9,6 +9,10 @@
 // lowered, and the metric numbers (AcceptorBlockedPercent, accept rates,
 // throttle and reject counters, bounded per-IP counters).
 //
+// Comments cite sections of the project's Kafka quotas spec (kafka-quotas.md,
+// e.g. §5.2 for the acceptor's procedure); the facts the tests rely on are
+// copied into the tests as tables, never read from the spec.
+//
 // It deliberately owns nothing else: no sockets, no goroutines, no timers and
 // no clock. Every time is passed in, and waiting, parking and closing are left
 // to the network code, which keeps the package deterministic to test. It must

@@ -338,6 +338,9 @@ func (l *Limiter) AdmitIP(t *Ticket, ip netip.Addr, c *Conn, now time.Time) Deci
 	if t.ln == nil || t.done {
 		panic("admission: AdmitIP with a zero or finished Ticket")
 	}
+	if c.ln != nil {
+		panic("admission: AdmitIP with a Conn that is still registered")
+	}
 	ln := t.ln
 	if ln.removed {
 		l.endBlock(t, now)
@@ -361,9 +364,6 @@ func (l *Limiter) AdmitIP(t *Ticket, ip netip.Addr, c *Conn, now time.Time) Deci
 			}
 		}
 		return Decision{Verdict: Wait, Reason: why, Wake: l.wakeChan()}
-	}
-	if c.ln != nil {
-		panic("admission: AdmitIP with a Conn that is still registered")
 	}
 	l.endBlock(t, now)
 	t.done = true
@@ -407,11 +407,10 @@ func (l *Limiter) AdmitIP(t *Ticket, ip netip.Addr, c *Conn, now time.Time) Deci
 		ln.count--
 		ln.c.rejectedIPCount++
 		l.top.add(ip, false)
-		l.dropIfIdle(ip, e)
 		return Decision{Verdict: Reject, Reason: ReasonIPCount}
 	}
 
-	c.ln, c.ip, c.shedding = ln, ip, false
+	c.ln, c.entry, c.ip, c.shedding = ln, e, ip, false
 	c.lastActive.Store(now.UnixNano())
 	c.slot = len(l.conns)
 	l.conns = append(l.conns, c)
@@ -498,6 +497,8 @@ func (l *Limiter) entry(ip netip.Addr) *ipEntry {
 	return e
 }
 
+// dropIfIdle removes an entry with neither connections nor a sensor. Only
+// the sweep calls it, so the hot path never deletes from the map.
 func (l *Limiter) dropIfIdle(ip netip.Addr, e *ipEntry) {
 	if e.count > 0 || e.hasSensor {
 		return
@@ -512,7 +513,8 @@ func (l *Limiter) dropIfIdle(ip netip.Addr, e *ipEntry) {
 }
 
 // maybeSweep expires ip sensors idle for over an hour (Kafka's Sensor.hasExpired
-// is strictly greater) and drops entries with nothing left in them.
+// is strictly greater) and drops entries with nothing left in them, so an
+// address without connections or sensor is forgotten within 30 s.
 func (l *Limiter) maybeSweep(nowMs int64) {
 	if nowMs-l.lastSweepMs < sweepEveryMs {
 		return

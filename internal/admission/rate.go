@@ -72,6 +72,12 @@ func (r *rate) purge(w window, now int64) {
 // than (N−1)·W, never less than 1 ms.
 func (r *rate) windowMs(w window, now int64) int64 {
 	r.purge(w, now)
+	return r.purgedWindowMs(w, now)
+}
+
+// purgedWindowMs is windowMs without the purge, for callers that just did it
+// at the same now (a second purge would change nothing).
+func (r *rate) purgedWindowMs(w window, now int64) int64 {
 	if len(r.samples) == 0 {
 		r.samples = append(r.samples, sample{start: now, last: now})
 	}
@@ -97,7 +103,7 @@ func (r *rate) measure(w window, now int64) (perSecond float64, windowMs int64) 
 	for _, s := range r.samples {
 		sum += s.value
 	}
-	windowMs = r.windowMs(w, now)
+	windowMs = r.purgedWindowMs(w, now)
 	return sum / (float64(windowMs) / 1000.0), windowMs
 }
 

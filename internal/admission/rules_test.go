@@ -595,3 +595,56 @@ func TestIPSensorExpiry(t *testing.T) {
 		t.Fatalf("tracked %d, want 2 (10.0.0.2 connected, 10.0.0.3 with a live sensor)", n)
 	}
 }
+
+// Kafka treats the quota window as static; here a change restarts every rate
+// sensor, so the history behind a throttle is gone.
+func TestWindowChangeRestartsRates(t *testing.T) {
+	s := settings(func(s *Settings) { s.QuotaWindowNum = 2; s.MaxConnectionCreationRate = 1 })
+	f := newFixture(t, s)
+	f.accept("EXTERNAL", "10.0.0.1", base)
+	if tk, _ := f.l.Admit("EXTERNAL", base); tk.Throttle() != time.Second {
+		t.Fatalf("T = %v, want 1s", tk.Throttle())
+	}
+	s = f.update(func(s *Settings) { s.QuotaWindowNum = 3 }, s)
+	if tk, _ := f.l.Admit("EXTERNAL", base); tk.Throttle() != 0 {
+		t.Fatalf("T = %v after a window change, want 0 (fresh sensor, burst of 2)", tk.Throttle())
+	}
+	f.update(func(s *Settings) {}, s) // same window: history kept
+	for i, want := range ms(0, 1000) { // 2 then 3 over a 2 s window at rate 1
+		if tk, _ := f.l.Admit("EXTERNAL", base); tk.Throttle() != want {
+			t.Fatalf("admit %d after an unrelated update: T = %v, want %v", i+2, tk.Throttle(), want)
+		}
+	}
+}
+
+// Misuse that would corrupt the counts panics instead.
+func TestMisusePanics(t *testing.T) {
+	f := newFixture(t, settings(nil))
+	c := f.accept("EXTERNAL", "10.0.0.1", base)
+	for name, fn := range map[string]func(){
+		"zero ticket": func() { f.l.AdmitIP(&Ticket{}, addr("10.0.0.1"), &Conn{}, base) },
+		"registered conn": func() {
+			tk, _ := f.l.Admit("EXTERNAL", base)
+			f.l.AdmitIP(&tk, addr("10.0.0.1"), c, base)
+		},
+		"finished ticket": func() {
+			tk, _ := f.l.Admit("EXTERNAL", base)
+			f.l.AdmitIP(&tk, addr("10.0.0.1"), &Conn{}, base)
+			f.l.AdmitIP(&tk, addr("10.0.0.1"), &Conn{}, base)
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			fn()
+		}()
+	}
+	f.release(c)
+	f.l.Release(c) // a second release is a no-op
+	if got := f.l.Stats(base).Active; got != 1 {
+		t.Fatalf("active %d, want 1 (the finished-ticket case accepted once)", got)
+	}
+}

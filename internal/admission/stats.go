@@ -13,7 +13,7 @@ type Stats struct {
 	Active         int // connections counted gateway-wide, exempt ones included
 	MaxConnections int
 	ShedPending    int // named by Shed, not yet released
-	TrackedIPs     int // addresses with a count or a live ip sensor
+	TrackedIPs     int // per-IP entries: connected, with a live ip sensor, or idle < 30 s
 	// ConnectionAcceptRate is Kafka's broker-connection-accept-rate: the
 	// gateway-wide sensor's rate (connections/s), net of un-records.
 	ConnectionAcceptRate float64
