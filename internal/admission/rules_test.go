@@ -609,7 +609,7 @@ func TestWindowChangeRestartsRates(t *testing.T) {
 	if tk, _ := f.l.Admit("EXTERNAL", base); tk.Throttle() != 0 {
 		t.Fatalf("T = %v after a window change, want 0 (fresh sensor, burst of 2)", tk.Throttle())
 	}
-	f.update(func(s *Settings) {}, s) // same window: history kept
+	f.update(func(s *Settings) {}, s)  // same window: history kept
 	for i, want := range ms(0, 1000) { // 2 then 3 over a 2 s window at rate 1
 		if tk, _ := f.l.Admit("EXTERNAL", base); tk.Throttle() != want {
 			t.Fatalf("admit %d after an unrelated update: T = %v, want %v", i+2, tk.Throttle(), want)
