@@ -94,7 +94,7 @@ type Engine struct {
 
 	mu          sync.Mutex // serializes everything but the hot path
 	quotas      Quotas     // guarded by mu
-	lastSweepMs int64      // guarded by mu
+	lastSweepMs int64      // guarded by mu; 0 until the first slow path
 }
 
 // manager is one Kafka quota manager: one key's buckets and route cache.
@@ -166,7 +166,6 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 		windowMs:    cfg.WindowSize.Milliseconds(),
 		ctlWindowMs: cfg.ControllerWindowSize.Milliseconds(),
 		expiryMs:    cfg.Expiry.Milliseconds(),
-		lastSweepMs: math.MinInt64,
 	}
 	if cfg.MaxThrottle > 0 {
 		e.maxThrottleMs = max(cfg.MaxThrottle.Milliseconds(), 1)
@@ -211,9 +210,35 @@ func (e *Engine) SetQuotas(q Quotas) {
 			b.tokens.SetQuota(v)
 			b.mu.Unlock()
 		}
-		m.view.Store(&view{enabled: t.enabled() != 0})
+		m.view.Store(&view{enabled: t.enabled() != 0, routes: m.reroute(t)})
 		m.dirty, m.misses = nil, 0
 	}
+}
+
+// reroute re-resolves every cached route under the new table t, keeping
+// those whose bucket already exists. Value-only changes thus keep the whole
+// cache and do not send every client through the slow path at once; routes
+// that need a new bucket are dropped and rebuilt lazily, so that idle
+// clients do not get buckets. Engine.mu must be held.
+func (m *manager) reroute(t *table) map[ident]*route {
+	src := m.dirty
+	if src == nil {
+		src = m.view.Load().routes
+	}
+	en := t.enabled()
+	if en == 0 || len(src) == 0 {
+		return nil
+	}
+	routes := make(map[ident]*route, len(src))
+	for id, r := range src {
+		ut, ct := t.tags(en, id.user, id.client)
+		if b := m.buckets[ident{ut, ct}]; b != nil {
+			nr := &route{b: b}
+			nr.lastUse.Store(r.lastUse.Load())
+			routes[id] = nr
+		}
+	}
+	return routes
 }
 
 // bucketFor returns the bucket of (user, client) for m, or nil when the
@@ -235,7 +260,9 @@ func (e *Engine) bucketFor(m *manager, user, client string, nowMs int64) *bucket
 func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucket {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if nowMs-e.lastSweepMs >= sweepEveryMs {
+	if e.lastSweepMs == 0 {
+		e.lastSweepMs = nowMs
+	} else if nowMs-e.lastSweepMs >= sweepEveryMs {
 		e.expireLocked(nowMs)
 	}
 	v := m.view.Load()

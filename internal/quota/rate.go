@@ -1,5 +1,7 @@
 package quota
 
+import "math"
+
 // Rate is Kafka's sampled rate (SampledStat + WindowedSum + Rate) as of
 // Kafka 3.8.0, per second. It keeps up to N+1 samples of W milliseconds;
 // samples are not aligned to the clock: a new one starts at the first record
@@ -10,13 +12,26 @@ package quota
 // are kept: N+1 slots instead of N, purge by a sample's last event instead of
 // its start, and the window measured from the oldest live sample's start.
 //
+// Kafka scans every sample on every measure. On the hot path that scan costs
+// more than everything else together, so Rate caches the sum, the oldest
+// start and the earliest time a purge can be due, and scans only when one of
+// them may have changed: about once per W. The numbers are the same: sums of
+// integral values (bytes) are exact in any order, and once a fractional value
+// is recorded the sum is taken in Kafka's slot order again.
+//
 // Times are Unix milliseconds, like Kafka's Time.milliseconds(). A Rate is
 // not safe for concurrent use.
 type Rate struct {
 	n        int
 	windowMs int64
+	expireMs int64    // N·W: a sample whose last event is this old is purged
 	samples  []sample // allocated slots; cap is n+1
 	cur      int
+
+	total   float64 // running sum of the samples; exact while !inexact
+	inexact bool    // a fractional or huge value was recorded: sum in slot order
+	oldest  int64   // exact minimum start over the samples
+	purgeAt int64   // no purge is due before this: ≤ min(last) + N·W
 }
 
 type sample struct {
@@ -39,7 +54,7 @@ func NewRate(n int, windowMs int64) Rate {
 	if n < 1 || windowMs < 1 {
 		panic("quota: NewRate needs n ≥ 1 and windowMs ≥ 1")
 	}
-	return Rate{n: n, windowMs: windowMs, samples: make([]sample, 0, n+1)}
+	return Rate{n: n, windowMs: windowMs, expireMs: int64(n) * windowMs, samples: make([]sample, 0, n+1)}
 }
 
 // Samples returns N, the configured number of samples.
@@ -48,38 +63,85 @@ func (r *Rate) Samples() int { return r.n }
 // SampleMs returns W, the length of one sample in milliseconds.
 func (r *Rate) SampleMs() int64 { return r.windowMs }
 
+// exactLimit bounds the values whose running sum stays exact in a float64.
+const exactLimit = 1 << 52
+
+// add appends a sample starting at nowMs.
+func (r *Rate) add(nowMs int64) {
+	if len(r.samples) == 0 {
+		r.oldest, r.purgeAt = nowMs, nowMs+r.expireMs
+	}
+	r.samples = append(r.samples, sample{start: nowMs, last: nowMs})
+	r.cur = len(r.samples) - 1
+	r.oldest = min(r.oldest, nowMs)
+	r.lastMoved(nowMs)
+}
+
+// lastMoved keeps purgeAt a lower bound after a sample's last event moved to
+// nowMs, which can only lower it if the clock went backwards.
+func (r *Rate) lastMoved(nowMs int64) {
+	r.purgeAt = min(r.purgeAt, nowMs+r.expireMs)
+}
+
+// resetSample resets sample i at nowMs and keeps the caches exact.
+func (r *Rate) resetSample(i int, nowMs int64) {
+	s := &r.samples[i]
+	r.total -= s.value
+	wasOldest := s.start == r.oldest
+	s.reset(nowMs)
+	if wasOldest {
+		r.oldest = s.start
+		for j := range r.samples {
+			r.oldest = min(r.oldest, r.samples[j].start)
+		}
+	}
+	r.oldest = min(r.oldest, nowMs)
+	r.lastMoved(nowMs)
+}
+
 // Record adds v at nowMs. A negative v is how Kafka un-records a value (a
 // throttled fetch, a parked connection).
 func (r *Rate) Record(v float64, nowMs int64) {
 	if len(r.samples) == 0 {
-		r.samples = append(r.samples, sample{start: nowMs, last: nowMs})
-		r.cur = 0
+		r.add(nowMs)
 	}
-	s := &r.samples[r.cur]
-	if nowMs-s.start >= r.windowMs {
+	if nowMs-r.samples[r.cur].start >= r.windowMs {
 		// The extra (N+1-th) slot keeps the sample that started just before
 		// the N·W horizon alive while its last event is still inside it.
-		r.cur = (r.cur + 1) % (r.n + 1)
-		if r.cur >= len(r.samples) {
-			r.samples = append(r.samples, sample{start: nowMs, last: nowMs})
+		next := (r.cur + 1) % (r.n + 1)
+		if next >= len(r.samples) {
+			r.add(nowMs)
 		} else {
-			r.samples[r.cur].reset(nowMs)
+			r.cur = next
+			r.resetSample(next, nowMs)
 		}
-		s = &r.samples[r.cur]
 	}
+	s := &r.samples[r.cur]
 	s.value += v
 	s.events++
 	s.last = nowMs
+	r.total += v
+	if v != float64(int64(v)) || v > exactLimit || v < -exactLimit || r.total > exactLimit || r.total < -exactLimit {
+		r.inexact = true
+	}
+	r.lastMoved(nowMs)
 }
 
-// purge resets every sample whose last event is N·W or more in the past.
+// purge resets every sample whose last event is N·W or more in the past and
+// recomputes the caches.
 func (r *Rate) purge(nowMs int64) {
-	expire := int64(r.n) * r.windowMs
+	minLast := int64(math.MaxInt64)
+	r.total, r.oldest = 0, math.MaxInt64
 	for i := range r.samples {
-		if nowMs-r.samples[i].last >= expire {
-			r.samples[i].reset(nowMs)
+		s := &r.samples[i]
+		if nowMs-s.last >= r.expireMs {
+			s.reset(nowMs)
 		}
+		r.total += s.value
+		minLast = min(minLast, s.last)
+		r.oldest = min(r.oldest, s.start)
 	}
+	r.purgeAt = minLast + r.expireMs
 }
 
 // window turns the time since the oldest sample's start into the measuring
@@ -94,29 +156,26 @@ func (r *Rate) window(oldestStart, nowMs int64) int64 {
 	return max(elapsed, 1)
 }
 
-// measure purges, then returns the sum of all samples and the window in ms,
-// in one pass. Kafka computes both with separate purges at the same instant;
-// a purge is idempotent at a fixed time, so one pass gives the same numbers.
+// measure purges, then returns the sum of all samples and the window in ms.
+// Kafka computes both with separate purges at the same instant; a purge is
+// idempotent at a fixed time, so one purge gives the same numbers.
 func (r *Rate) measure(nowMs int64) (total float64, windowMs int64) {
 	if len(r.samples) == 0 {
 		// Kafka's oldest() creates a sample when there is none, and later
 		// records land in it.
-		r.samples = append(r.samples, sample{start: nowMs, last: nowMs})
-		r.cur = 0
+		r.add(nowMs)
 	}
-	expire := int64(r.n) * r.windowMs
-	oldest := int64(0)
-	for i := range r.samples {
-		s := &r.samples[i]
-		if nowMs-s.last >= expire {
-			s.reset(nowMs)
-		}
-		total += s.value
-		if i == 0 || s.start < oldest {
-			oldest = s.start
+	if nowMs >= r.purgeAt {
+		r.purge(nowMs)
+	}
+	total = r.total
+	if r.inexact {
+		total = 0
+		for i := range r.samples {
+			total += r.samples[i].value
 		}
 	}
-	return total, r.window(oldest, nowMs)
+	return total, r.window(r.oldest, nowMs)
 }
 
 // WindowSize returns the window in milliseconds that Measure divides by at
@@ -140,12 +199,11 @@ func (r *Rate) Peek(nowMs int64) (rate float64, windowMs int64) {
 	if len(r.samples) == 0 {
 		return 0, r.window(nowMs, nowMs)
 	}
-	expire := int64(r.n) * r.windowMs
 	var total float64
 	oldest := int64(0)
 	for i := range r.samples {
 		s := r.samples[i]
-		if nowMs-s.last >= expire {
+		if nowMs-s.last >= r.expireMs {
 			s.value, s.start = 0, nowMs
 		}
 		total += s.value
@@ -160,5 +218,5 @@ func (r *Rate) Peek(nowMs int64) (rate float64, windowMs int64) {
 // Reset forgets all samples, as when Kafka drops an expired sensor.
 func (r *Rate) Reset() {
 	r.samples = r.samples[:0]
-	r.cur = 0
+	r.cur, r.total, r.inexact = 0, 0, false
 }

@@ -1,0 +1,91 @@
+package quota
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func benchEngine(b *testing.B) *Engine {
+	b.Helper()
+	e := newTestEngine(b, EngineConfig{})
+	var q Quotas
+	for _, en := range tv9Initial {
+		_ = q.Set(en.e, ProducerByteRate, en.v*1000)
+	}
+	e.SetQuotas(q)
+	return e
+}
+
+// One client, the clock advancing 1 ms per call so samples roll over.
+func BenchmarkRecordProduce(b *testing.B) {
+	e := benchEngine(b)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		e.RecordProduce("userA", "client1", 1000, time.UnixMilli(t0+int64(i)))
+	}
+}
+
+// Each goroutine is a different (user, client-id) with its own bucket: the
+// normal case of many connections.
+func BenchmarkRecordProduceParallel(b *testing.B) {
+	e := benchEngine(b)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		user := "user-" + strconv.FormatInt(next.Add(1), 10)
+		now := t0
+		for pb.Next() {
+			now++
+			e.RecordProduce(user, "client1", 1000, time.UnixMilli(now))
+		}
+	})
+}
+
+// Every goroutine hits the same bucket: the worst case, bound by the
+// bucket's mutex (Kafka synchronizes on the sensor the same way).
+func BenchmarkRecordProduceParallelShared(b *testing.B) {
+	e := benchEngine(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := t0
+		for pb.Next() {
+			now++
+			e.RecordProduce("userA", "client1", 1000, time.UnixMilli(now))
+		}
+	})
+}
+
+// Steady-state resolution in mixed mode (TV9's quotas), no rates.
+func BenchmarkQuotasResolve(b *testing.B) {
+	var q Quotas
+	for _, en := range tv9Initial {
+		_ = q.Set(en.e, ProducerByteRate, en.v)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		q.Resolve(ProducerByteRate, "userD", "client2")
+	}
+}
+
+// Engine.Resolve: resolution plus the bucket's current rate.
+func BenchmarkEngineResolve(b *testing.B) {
+	e := benchEngine(b)
+	e.RecordProduce("userD", "client2", 1000, time.UnixMilli(t0))
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Resolve(ProducerByteRate, "userD", "client2", time.UnixMilli(t0))
+	}
+}
+
+func BenchmarkFetchMaxBytes(b *testing.B) {
+	e := newTestEngine(b, EngineConfig{})
+	var q Quotas
+	_ = q.Set(Entity{User: Default()}, ConsumerByteRate, 5000)
+	e.SetQuotas(q)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.FetchMaxBytes("alice", "consumer-1", time.UnixMilli(t0))
+	}
+}

@@ -1,0 +1,382 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newTestEngine(t testing.TB, cfg EngineConfig) *Engine {
+	t.Helper()
+	e, err := NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestEngineConfigDefaults(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	want := EngineConfig{
+		WindowNum: 11, WindowSize: time.Second, MaxThrottle: 30 * time.Second,
+		ControllerWindowNum: 11, ControllerWindowSize: time.Second, Expiry: time.Hour,
+	}
+	if got := e.Config(); got != want {
+		t.Errorf("Config = %+v, want %+v", got, want)
+	}
+	for _, bad := range []EngineConfig{
+		{WindowNum: -1}, {WindowSize: -time.Second}, {WindowSize: 1500 * time.Microsecond},
+		{ControllerWindowNum: -3}, {ControllerWindowSize: time.Microsecond}, {Expiry: -time.Hour},
+	} {
+		if _, err := NewEngine(bad); err == nil {
+			t.Errorf("NewEngine(%+v) accepted", bad)
+		}
+	}
+}
+
+// TV1 through the engine: default client-id quota 500 B/s.
+func TestEngineTV1(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 500}))
+	steps := []sensorStep{
+		{0, 400, 0}, {1000, 400, 0}, {2000, 400, 0}, {3000, 400, 0}, {4000, 400, 0},
+		{5000, 400, 0}, {6000, 400, 0}, {7000, 400, 0}, {8000, 400, 0}, {9000, 400, 0},
+		{10500, 2300, 2100},
+		{12600, 400, 1200}, {13600, 400, 1200}, {14600, 400, 1200}, {15600, 400, 1200},
+		{16600, 400, 1200}, {17600, 400, 1200}, {18600, 400, 1200}, {19600, 400, 1200},
+		{20600, 400, 1700}, {21600, 400, 0}, {22600, 0, 0},
+	}
+	for i, s := range steps {
+		got := e.RecordProduce("ANONYMOUS", "unknown", int(s.value), at(s.at))
+		if want := ms(int64(s.throttle)); got != want {
+			t.Errorf("step %d: throttle %v, want %v", i, got, want)
+		}
+	}
+	u := e.Usage(at(22600))
+	if len(u) != 1 || u[0].User != "" || u[0].ClientID != "unknown" || u[0].Level != LevelDefaultClient ||
+		u[0].Throttles != 10 || u[0].ThrottleTotal != (2100+8*1200+1700)*time.Millisecond {
+		t.Errorf("usage = %+v", u)
+	}
+}
+
+// TV2 through the engine: request_percentage 1 for (ANONYMOUS, test-client),
+// throttles capped at the 1 s window.
+func TestEngineTV2RequestPercentage(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, RequestPercentage, entry{ent(ex("ANONYMOUS"), ex("test-client")), 1}))
+	steps := []struct {
+		at       int64
+		thread   time.Duration
+		throttle time.Duration
+	}{
+		{0, 4 * time.Millisecond, 0}, {9000, 36 * time.Millisecond, 0},
+		{10500, 67100 * time.Microsecond, 210 * time.Millisecond},
+		{21710, 500 * time.Millisecond, time.Second}, // capped; 40 000 ms uncapped
+	}
+	for i, s := range steps {
+		if got := e.RecordRequest("ANONYMOUS", "test-client", s.thread, at(s.at)); got != s.throttle {
+			t.Errorf("step %d: throttle %v, want %v", i, got, s.throttle)
+		}
+	}
+}
+
+// TV9 through the engine: all 25 checks, quotas replaced live in between.
+func TestEngineTV9Precedence(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	q := quotasOf(t, ProducerByteRate, tv9Initial...)
+	e.SetQuotas(q)
+	for i, s := range tv9Steps {
+		if s.set != nil || s.remove != nil {
+			applyStep(t, &q, s)
+			e.SetQuotas(q)
+		}
+		r := e.Resolve(ProducerByteRate, s.user, s.client, at(0))
+		if r.Quota != s.bound || r.UserTag != s.userTag || r.ClientTag != s.cTag {
+			t.Errorf("step %d %s/%s: bound %v tags (%q, %q), want %v (%q, %q)",
+				i+1, s.user, s.client, r.Quota, r.UserTag, r.ClientTag, s.bound, s.userTag, s.cTag)
+		}
+		got := e.RecordProduce(s.user, s.client, s.value*11, at(0))
+		if got != ms(s.throttleMs) {
+			t.Errorf("step %d %s/%s: throttle %v, want %v ms", i+1, s.user, s.client, got, s.throttleMs)
+		}
+	}
+}
+
+// TV10: the fetch clamp Q·(N−1)·W.
+func TestEngineTV10FetchMaxBytes(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  EngineConfig
+		q    Quotas
+		want int32
+	}{
+		{"defaults, Q=5000", EngineConfig{}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 5000}), 50000},
+		{"N=4 W=1s, default user 10", EngineConfig{WindowNum: 4}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 10}), 30},
+		{"no quota at all", EngineConfig{}, Quotas{}, math.MaxInt32},
+		{"producer quota only", EngineConfig{}, quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 10}), math.MaxInt32},
+		{"another user's quota", EngineConfig{}, quotasOf(t, ConsumerByteRate, entry{ent(ex("bob"), none), 10}), math.MaxInt32},
+		{"huge quota saturates", EngineConfig{}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1e12}), math.MaxInt32},
+		{"fraction floors", EngineConfig{WindowNum: 2}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 10.9}), 10},
+	}
+	for _, c := range cases {
+		e := newTestEngine(t, c.cfg)
+		e.SetQuotas(c.q)
+		if got := e.FetchMaxBytes("alice", "consumer-1", at(0)); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// Byte-rate throttles are capped at MaxThrottle; a negative MaxThrottle
+// restores Kafka's uncapped behaviour.
+func TestEngineMaxThrottle(t *testing.T) {
+	q := quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000})
+	_ = q.Set(ent(deflt, none), ConsumerByteRate, 1000)
+	// 1e6 B: rate 100 000/s over 10 s, uncapped (100 000−1000)/1000 × 10 000.
+	cases := []struct {
+		max  time.Duration
+		want time.Duration
+	}{
+		{0, 30 * time.Second},
+		{5 * time.Second, 5 * time.Second},
+		{-1, 990 * time.Second},
+	}
+	for _, c := range cases {
+		e := newTestEngine(t, EngineConfig{MaxThrottle: c.max})
+		e.SetQuotas(q)
+		if got := e.RecordProduce("u", "c", 1e6, at(0)); got != c.want {
+			t.Errorf("MaxThrottle %v: produce throttle %v, want %v", c.max, got, c.want)
+		}
+		if got := e.RecordFetch("u", "c", 1e6, at(0)); got != c.want {
+			t.Errorf("MaxThrottle %v: fetch throttle %v, want %v", c.max, got, c.want)
+		}
+	}
+}
+
+// A value change keeps the bucket's history (a lowered quota throttles at
+// once on past traffic); a change of level moves the client to a fresh
+// bucket, and back again to the old one while it lives.
+func TestEngineQuotaChanges(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	set := func(entries ...entry) { e.SetQuotas(quotasOf(t, ProducerByteRate, entries...)) }
+	alice := ent(ex("alice"), none)
+	aliceApp := ent(ex("alice"), ex("app"))
+	steps := []struct {
+		change  []entry
+		bytes   int
+		want    time.Duration
+		comment string
+	}{
+		{[]entry{{alice, 4000}}, 30000, 0, "3000/s under 4000"},
+		{[]entry{{alice, 2000}}, 0, 5 * time.Second, "lowered: (3000−2000)/2000 × 10 s on past traffic"},
+		{[]entry{{alice, 4000}}, 0, 0, "raised again"},
+		{[]entry{{alice, 4000}, {aliceApp, 2000}}, 0, 0, "new tags (alice, app): fresh bucket"},
+		{[]entry{{alice, 4000}, {aliceApp, 2000}}, 25000, 2500 * time.Millisecond, "fresh bucket's own traffic"},
+		{[]entry{{alice, 2000}}, 0, 5 * time.Second, "back to (alice, \"\"): its history is still there"},
+	}
+	for i, s := range steps {
+		set(s.change...)
+		if got := e.RecordProduce("alice", "app", s.bytes, at(0)); got != s.want {
+			t.Errorf("step %d (%s): throttle %v, want %v", i, s.comment, got, s.want)
+		}
+	}
+	if u := e.Usage(at(0)); len(u) != 2 {
+		t.Errorf("want 2 buckets, got %+v", u)
+	}
+}
+
+// Buckets idle for an hour are dropped, with their history; active ones are
+// kept, and the slow path sweeps by itself.
+func TestEngineExpiry(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1000}))
+	hour := time.Hour.Milliseconds()
+	e.RecordProduce("idle", "c", 20000, at(0))
+	e.RecordProduce("busy", "c", 20000, at(0))
+	e.RecordProduce("busy", "c", 1, at(hour-1000))
+	if n := e.Expire(at(hour - 1)); n != 0 {
+		t.Errorf("expired %d buckets before an hour", n)
+	}
+	if u := e.Usage(at(hour)); len(u) != 1 || u[0].User != "busy" {
+		t.Errorf("usage at 1 h lists idle buckets: %+v", u)
+	}
+	if n := e.Expire(at(hour)); n != 1 {
+		t.Errorf("expired %d buckets at 1 h, want 1", n)
+	}
+	// The dropped bucket's throttle history is gone: a new bucket starts.
+	e.RecordProduce("idle", "c", 0, at(hour))
+	for _, u := range e.Usage(at(hour)) {
+		if u.User == "idle" && (u.Throttles != 0 || u.Created != at(hour)) {
+			t.Errorf("idle bucket came back with history: %+v", u)
+		}
+	}
+	if n := len(e.mgr[ProducerByteRate].view.Load().routes); n != 2 {
+		t.Errorf("%d cached routes, want 2", n)
+	}
+
+	// Cardinality: many one-off clients all go away by themselves once a
+	// later slow-path call sweeps.
+	for i := range 500 {
+		e.RecordProduce(fmt.Sprintf("user-%d", i), "c", 1, at(2*hour))
+	}
+	e.RecordProduce("late", "c", 1, at(3*hour+30_000))
+	if u := e.Usage(at(3*hour + 30_000)); len(u) != 1 || u[0].User != "late" {
+		t.Errorf("after the automatic sweep: %d buckets", len(u))
+	}
+	m := &e.mgr[ProducerByteRate]
+	e.mu.Lock()
+	nb, nr := len(m.buckets), len(m.view.Load().routes)+len(m.dirty)
+	e.mu.Unlock()
+	if nb != 1 || nr > 2 {
+		t.Errorf("after sweep: %d buckets, %d routes", nb, nr)
+	}
+}
+
+// Resolve reports the level, entity, value, tags, rate and utilization, and
+// creates nothing.
+func TestEngineResolve(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(ex("alice"), none), 4000}, entry{ent(deflt, none), 1000}))
+	r := e.Resolve(ProducerByteRate, "bob", "app", at(0))
+	if r.Level != LevelDefaultUser || r.Quota != 1000 || r.UserTag != "bob" || r.ClientTag != "" || r.Rate != 0 {
+		t.Errorf("before traffic: %+v", r)
+	}
+	if u := e.Usage(at(0)); len(u) != 0 {
+		t.Errorf("Resolve created buckets: %+v", u)
+	}
+	e.RecordProduce("alice", "app", 20000, at(0))
+	r = e.Resolve(ProducerByteRate, "alice", "other", at(0))
+	if r.Level != LevelUser || r.Entity != ent(ex("alice"), none) || r.Rate != 2000 || r.Utilization != 0.5 {
+		t.Errorf("alice: %+v", r)
+	}
+	u := e.Usage(at(0))
+	if len(u) != 1 || u[0].Rate != 2000 || u[0].Utilization != 0.5 || u[0].Quota != 4000 {
+		t.Errorf("usage: %+v", u)
+	}
+}
+
+// A throttled fetch is un-recorded, so it does not count against later
+// fetches.
+func TestEngineUnrecordFetch(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
+	if d := e.RecordFetch("u", "c", 15000, at(0)); d != 5*time.Second {
+		t.Fatalf("throttle %v", d)
+	}
+	e.UnrecordFetch("u", "c", 15000, at(0))
+	if d := e.RecordFetch("u", "c", 10000, at(0)); d != 0 {
+		t.Errorf("after unrecord: throttle %v", d)
+	}
+}
+
+// Unlimited clients of an enabled key are still recorded, as Kafka records
+// into sensors with a Long.MAX_VALUE bound, so that a quota added later for
+// the same tags sees their history.
+func TestEngineUnlimitedBucketsRecord(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, ex("C1")), 1000}))
+	if d := e.RecordProduce("u", "C2", 30000, at(0)); d != 0 {
+		t.Fatalf("unlimited client throttled %v", d)
+	}
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, ex("C1")), 1000}, entry{ent(none, ex("C2")), 1000}))
+	if d := e.RecordProduce("u", "C2", 0, at(0)); d != 20*time.Second {
+		t.Errorf("history not kept: throttle %v", d)
+	}
+}
+
+// Many goroutines record while quotas change and buckets expire; every byte
+// recorded at one instant is accounted for. Run with -race.
+func TestEngineConcurrent(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{MaxThrottle: -1})
+	q := quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1e12})
+	e.SetQuotas(q)
+	const workers, perWorker = 8, 2000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				e.RecordProduce("shared", fmt.Sprintf("c%d", (w+i)%50), 10, at(0))
+				if i%500 == 0 {
+					e.FetchMaxBytes("shared", "c", at(0))
+					e.Usage(at(0))
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 50 {
+			_ = q.Set(ent(deflt, none), ProducerByteRate, 1e12+float64(i))
+			e.SetQuotas(q)
+			e.Expire(at(0))
+		}
+	}()
+	wg.Wait()
+	u := e.Usage(at(0))
+	if len(u) != 1 || u[0].Rate != workers*perWorker*10/10.0 {
+		t.Errorf("usage = %+v, want one bucket at %v/s", u, workers*perWorker*10/10.0)
+	}
+}
+
+// The read-only route map takes over new clients after enough misses.
+func TestEngineRoutePromotion(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1e9}))
+	for i := range 100 {
+		e.RecordProduce("u", fmt.Sprintf("c%d", i), 1, at(0))
+	}
+	// A client whose route sits in the dirty map is a miss each time, so a
+	// busy one gets it published quickly.
+	for range 13 {
+		e.RecordProduce("u", "c99", 1, at(0))
+	}
+	m := &e.mgr[ProducerByteRate]
+	if n := len(m.view.Load().routes); n != 100 {
+		t.Errorf("%d routes published, want 100 (dirty %d)", n, len(m.dirty))
+	}
+}
+
+// A value-only change keeps every cached route; a change of level drops
+// only the routes whose new bucket does not exist yet.
+func TestEngineSetQuotasKeepsRoutes(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	for i := range 10 {
+		e.RecordProduce(fmt.Sprintf("u%d", i), "c", 1, at(0))
+	}
+	routes := func() int {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		m := &e.mgr[ProducerByteRate]
+		return len(m.view.Load().routes) + len(m.dirty)
+	}
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 2000}))
+	if n := routes(); n != 10 {
+		t.Errorf("value change kept %d routes, want 10", n)
+	}
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 2000}))
+	if n := routes(); n != 0 {
+		t.Errorf("level change kept %d routes, want 0", n)
+	}
+}
+
+// Without any explicit Expire the slow path sweeps every 30 s.
+func TestEngineAutomaticSweep(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{Expiry: time.Minute})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	for i := range 100 {
+		e.RecordProduce(fmt.Sprintf("u%d", i), "c", 1, at(0))
+	}
+	e.RecordProduce("late", "c", 1, at(61_000))
+	e.mu.Lock()
+	n := len(e.mgr[ProducerByteRate].buckets)
+	e.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d buckets after the sweep, want 1", n)
+	}
+}

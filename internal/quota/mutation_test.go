@@ -1,0 +1,177 @@
+package quota
+
+import (
+	"testing"
+	"time"
+)
+
+func at(offsetMs int64) time.Time { return time.UnixMilli(t0 + offsetMs) }
+
+// mutationEngine returns an engine whose (ANONYMOUS, test-client) has a
+// controller_mutation_rate of q with N=10, W=1 s, as in Kafka's tests.
+func mutationEngine(t *testing.T, q float64) *Engine {
+	t.Helper()
+	e, err := NewEngine(EngineConfig{ControllerWindowNum: 10, ControllerWindowSize: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qs Quotas
+	if err := qs.Set(UserClientEntity(Exact("ANONYMOUS"), Exact("test-client")), ControllerMutationRate, q); err != nil {
+		t.Fatal(err)
+	}
+	e.SetQuotas(qs)
+	return e
+}
+
+func TestTokenBucket(t *testing.T) {
+	b := NewTokenBucket(10, 10, 1000)
+	if got := b.Burst(); got != 100 {
+		t.Fatalf("burst = %v, want 100", got)
+	}
+	steps := []struct {
+		at     int64
+		record float64
+		tokens float64
+	}{
+		{0, 0, 100},     // starts full
+		{0, 90, 10},     // 100 − 90
+		{0, 90, -80},    // may go negative
+		{1000, 0, -70},  // refills 10/s
+		{20000, 0, 100}, // never beyond the burst
+		{20000, 250, -150},
+		{20500, 0, -145}, // fractional refill
+	}
+	for i, s := range steps {
+		b.Record(s.record, t0+s.at)
+		if got := b.Tokens(t0 + s.at); got != s.tokens {
+			t.Errorf("step %d: tokens %v, want %v", i, got, s.tokens)
+		}
+	}
+}
+
+// TV6 testThrottleTime: tokens 0, −5, −10 with quota 10.
+func TestMutationThrottleMs(t *testing.T) {
+	for _, c := range []struct {
+		tokens float64
+		want   int64
+	}{{0, 0}, {-5, 500}, {-10, 1000}} {
+		if got := MutationThrottleMs(c.tokens, 10); got != c.want {
+			t.Errorf("MutationThrottleMs(%v, 10) = %d, want %d", c.tokens, got, c.want)
+		}
+	}
+}
+
+// TV4 StrictControllerMutationQuotaTest and TV5
+// PermissiveControllerMutationQuotaTest: Q=10, N=10, W=1 s, burst 100; one
+// request records 90 three times, then its throttle is read 5 s later.
+func TestMutationTV4TV5StrictPermissive(t *testing.T) {
+	type step struct {
+		accepted bool
+		throttle time.Duration // read right after the record
+	}
+	cases := []struct {
+		name      string
+		strict    bool
+		steps     []step
+		exceeded  bool
+		afterFive time.Duration
+	}{
+		{"strict", true, []step{
+			{true, 0},                // 10 tokens left
+			{true, 0},                // tokens were ≥ 0 before: accepted, now −80
+			{false, 8 * time.Second}, // rejected, nothing recorded
+		}, true, 3 * time.Second},
+		{"permissive", false, []step{
+			{true, 0},
+			{true, 8 * time.Second},
+			{true, 17 * time.Second},
+		}, false, 12 * time.Second},
+	}
+	for _, c := range cases {
+		e := mutationEngine(t, 10)
+		m := e.Mutation("ANONYMOUS", "test-client", c.strict, at(0))
+		for i, s := range c.steps {
+			ok := m.Record(90, at(0))
+			if ok != s.accepted || m.Throttle(at(0)) != s.throttle {
+				t.Errorf("%s record %d: accepted %v throttle %v, want %v %v", c.name, i+1, ok, m.Throttle(at(0)), s.accepted, s.throttle)
+			}
+		}
+		if m.Exceeded() != c.exceeded {
+			t.Errorf("%s: Exceeded() = %v", c.name, m.Exceeded())
+		}
+		if got := m.Throttle(at(5000)); got != c.afterFive {
+			t.Errorf("%s: throttle 5 s later = %v, want %v", c.name, got, c.afterFive)
+		}
+		// Strict rejected the third record: tokens stay at −80 (−30 after 5 s).
+		wantTokens := -80.0
+		if !c.strict {
+			wantTokens = -170
+		}
+		if u := e.Usage(at(0)); len(u) != 1 || u[0].Tokens != wantTokens {
+			t.Errorf("%s: usage %+v, want tokens %v", c.name, u, wantTokens)
+		}
+	}
+}
+
+// TV6 ControllerMutationQuotaManagerTest.testControllerMutationQuotaViolation:
+// manager-level strict checks, one call per request.
+func TestMutationTV6ManagerViolation(t *testing.T) {
+	e := mutationEngine(t, 10)
+	steps := []struct {
+		at       int64
+		n        float64
+		throttle time.Duration
+		exceeded bool
+	}{
+		{0, 10, 0, false}, {1000, 10, 0, false}, {2000, 10, 0, false}, {3000, 10, 0, false},
+		{4000, 10, 0, false}, {5000, 10, 0, false}, {6000, 10, 0, false}, {7000, 10, 0, false},
+		{8000, 10, 0, false}, {9000, 10, 0, false},
+		{10000, 110, 0, false},          // bucket at 100: accepted, now −10
+		{10000, 110, time.Second, true}, // rejected, nothing recorded
+		{11000, 110, 0, false},          // refilled to 0: accepted
+	}
+	for i, s := range steps {
+		if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(s.at)); ex != s.exceeded || d != s.throttle {
+			t.Errorf("step %d: CheckMutation = %v %v, want %v %v", i, d, ex, s.throttle, s.exceeded)
+		}
+		d, ex := e.RecordMutation("ANONYMOUS", "test-client", s.n, true, at(s.at))
+		if d != s.throttle || ex != s.exceeded {
+			t.Errorf("step %d: RecordMutation = %v %v, want %v %v", i, d, ex, s.throttle, s.exceeded)
+		}
+	}
+}
+
+// Clients without a controller_mutation_rate quota are unbounded, and so is
+// everyone while no entity has the key.
+func TestMutationUnbounded(t *testing.T) {
+	e := mutationEngine(t, 10)
+	for _, c := range []struct{ user, client string }{{"ANONYMOUS", "other"}, {"bob", "test-client"}} {
+		for i := 0; i < 3; i++ {
+			if d, ex := e.RecordMutation(c.user, c.client, 1e6, true, at(0)); d != 0 || ex {
+				t.Errorf("%v: RecordMutation = %v %v", c, d, ex)
+			}
+		}
+	}
+	empty, _ := NewEngine(EngineConfig{})
+	var m Mutation
+	for _, mu := range []Mutation{m, empty.Mutation("a", "b", true, at(0))} {
+		if !mu.Record(1e9, at(0)) || mu.Throttle(at(0)) != 0 || mu.Exceeded() {
+			t.Errorf("unbounded mutation throttled")
+		}
+	}
+}
+
+// A quota value change keeps the tokens; the burst follows the new value.
+func TestMutationQuotaChangeKeepsTokens(t *testing.T) {
+	e := mutationEngine(t, 10)
+	if _, ex := e.RecordMutation("ANONYMOUS", "test-client", 150, true, at(0)); ex {
+		t.Fatal("first mutation rejected")
+	}
+	var qs Quotas
+	_ = qs.Set(UserClientEntity(Exact("ANONYMOUS"), Exact("test-client")), ControllerMutationRate, 5)
+	e.SetQuotas(qs)
+	// −50 tokens at a refill of 5/s: 10 s of throttle.
+	if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(0)); !ex || d != 10*time.Second {
+		t.Errorf("CheckMutation = %v %v, want 10s true", d, ex)
+	}
+}
