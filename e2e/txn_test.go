@@ -1,0 +1,246 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// Transactions through the gateway (InitProducerID, AddPartitionsToTxn,
+// EndTxn, FindCoordinator for a transactional id, then AddOffsetsToTxn and
+// TxnOffsetCommit in the consume-transform-produce part):
+//
+//   - a transactional producer commits a transaction, aborts one and commits
+//     another; a read_committed consumer sees exactly the committed records
+//     in order, a read_uncommitted one sees all of them, and the last
+//     stable offset is the end of the log;
+//   - a GroupTransactSession consumes the committed records, aborts its
+//     first transaction (and is rewound to the last committed offsets),
+//     then transforms everything into a second topic in committed
+//     transactions; the output and the group's committed offsets are
+//     exactly right.
+func TestTransactions(t *testing.T) {
+	env := testkit.Start(t, app.Options{})
+	ctx := ctxT(t, 60*time.Second)
+	dialer := &testkit.Dialer{}
+	const src, dst, partitions, perTxn = "txn-src", "txn-dst", 3, 20
+
+	adm := kadm.NewClient(newClient(t, env, dialer))
+	if _, err := adm.CreateTopics(ctx, partitions, 1, nil, src, dst); err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+	for _, topic := range []string{src, dst} {
+		for p := int32(0); p < partitions; p++ {
+			if err := env.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	prod := newClient(t, env, dialer,
+		kgo.TransactionalID("tollgate-txn-producer"),
+		kgo.TransactionTimeout(10*time.Second),
+		kgo.DefaultProduceTopic(src),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	txn := func(name string, commit kgo.TransactionEndTry) {
+		t.Helper()
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatalf("begin %s: %v", name, err)
+		}
+		var recs []*kgo.Record
+		for i := 0; i < perTxn; i++ {
+			for p := int32(0); p < partitions; p++ {
+				recs = append(recs, &kgo.Record{Partition: p, Key: []byte(name), Value: fmt.Appendf(nil, "%s-%d-%d", name, p, i)})
+			}
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", name, err)
+		}
+		if err := prod.EndTransaction(ctx, commit); err != nil {
+			t.Fatalf("end %s (commit=%v): %v", name, commit, err)
+		}
+	}
+	txn("c1", kgo.TryCommit)
+	txn("a2", kgo.TryAbort)
+	txn("c3", kgo.TryCommit)
+
+	// Each transaction is perTxn records and a control record per
+	// partition, so the log ends at 3*(perTxn+1); once the last commit
+	// marker is written the last stable offset is the end too.
+	wantEnd := int64(3 * (perTxn + 1))
+	var lso kadm.ListedOffsets
+	for i := 0; ; i++ {
+		var err error
+		lso, err = adm.ListCommittedOffsets(ctx, src)
+		if err != nil {
+			t.Fatalf("list committed offsets: %v", err)
+		}
+		stable := true
+		lso.Each(func(o kadm.ListedOffset) { stable = stable && o.Err == nil && o.Offset == wantEnd })
+		if stable && len(lso[src]) == partitions {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("last stable offsets %v, want %d for each of %d partitions", lso, wantEnd, partitions)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ends, err := adm.ListEndOffsets(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset != wantEnd {
+			t.Errorf("end offset of %s/%d = %d, want %d", o.Topic, o.Partition, o.Offset, wantEnd)
+		}
+	})
+
+	committed := readAll(t, ctx, env, dialer, src, partitions*2*perTxn, kgo.ReadCommitted())
+	checkSeq(t, "read_committed "+src, committed, partitions, []string{"c1", "c3"}, "", perTxn)
+	uncommitted := readAll(t, ctx, env, dialer, src, partitions*3*perTxn, kgo.ReadUncommitted())
+	checkSeq(t, "read_uncommitted "+src, uncommitted, partitions, []string{"c1", "a2", "c3"}, "", perTxn)
+
+	// Consume-transform-produce.
+	const group = "txn-ctp"
+	sess, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(env.Bootstrap),
+		kgo.Dialer(dialer.DialContext),
+		kgo.TransactionalID("tollgate-txn-ctp"),
+		kgo.TransactionTimeout(10*time.Second),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(src),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DefaultProduceTopic(dst),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sess.Close)
+	want := partitions * 2 * perTxn
+	done, aborted, rounds := 0, 0, 0
+	for ; done < want && rounds < 100; rounds++ {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("transformed %d of %d: %v", done, want, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		var out []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, &kgo.Record{Partition: r.Partition, Key: r.Key, Value: append([]byte("T:"), r.Value...)})
+		})
+		if err := sess.ProduceSync(ctx, out...).FirstErr(); err != nil {
+			t.Fatalf("produce transformed: %v", err)
+		}
+		try := kgo.TryCommit
+		if aborted == 0 {
+			try = kgo.TryAbort // the first batch is aborted and must come again
+		}
+		ok, err := sess.End(ctx, try)
+		if err != nil {
+			t.Fatalf("end transaction (commit=%v): %v", try, err)
+		}
+		switch {
+		case try == kgo.TryAbort && ok:
+			t.Fatal("End(TryAbort) reported a commit")
+		case try == kgo.TryAbort:
+			aborted += len(out)
+		case !ok:
+			t.Logf("transaction of %d records aborted by the session (rebalance?); they will be redelivered", len(out))
+		default:
+			done += len(out)
+		}
+	}
+	if done != want || aborted == 0 {
+		t.Fatalf("after %d rounds: transformed %d of %d records in committed transactions, %d in the aborted one", rounds, done, want, aborted)
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// franz-go commits the offset after the last record it consumed, the
+	// last data record of c3, which the commit marker follows.
+	for p := int32(0); p < partitions; p++ {
+		if o, ok := offs.Lookup(src, p); !ok || o.At != wantEnd-1 {
+			t.Errorf("group %s committed %+v for %s/%d, want %d", group, o, src, p, wantEnd-1)
+		}
+	}
+	out := readAll(t, ctx, env, dialer, dst, want, kgo.ReadCommitted())
+	checkSeq(t, "read_committed "+dst, out, partitions, []string{"c1", "c3"}, "T:", perTxn)
+
+	gw := env.GatewayAddrs()
+	dialed := dialer.Addrs()
+	sort.Strings(dialed)
+	if len(dialed) < 4 {
+		t.Errorf("clients dialed %v; expected the bootstrap and 3 broker ports", dialed)
+	}
+	for _, a := range dialed {
+		if !gw[a] {
+			t.Errorf("client dialed %s, which is not a gateway address (gateway: %v)", a, keys(gw))
+		}
+	}
+}
+
+// readAll reads topic from the start with a fresh client until it has n
+// records, then polls once more briefly to catch any extra record.
+func readAll(t *testing.T, ctx context.Context, env *testkit.Env, d *testkit.Dialer, topic string, n int, iso kgo.IsolationLevel) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, env, d, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(iso), kgo.FetchMaxWait(100*time.Millisecond))
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := 0; len(recs) < n && i < 200; i++ {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %s: %d of %d records: %v", topic, len(recs), n, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		recs = append(recs, fs.Records()...)
+	}
+	extra, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	recs = append(recs, cl.PollFetches(extra).Records()...)
+	return recs
+}
+
+// checkSeq checks that each partition holds exactly, in order, the records
+// prefix+"<txn>-<p>-<i>" for each txn in txns and i < per.
+func checkSeq(t *testing.T, name string, recs []*kgo.Record, partitions int, txns []string, prefix string, per int) {
+	t.Helper()
+	got := map[int32][]string{}
+	for _, r := range recs {
+		got[r.Partition] = append(got[r.Partition], string(r.Value))
+	}
+	for p := int32(0); p < int32(partitions); p++ {
+		var want []string
+		for _, x := range txns {
+			for i := 0; i < per; i++ {
+				want = append(want, fmt.Sprintf("%s%s-%d-%d", prefix, x, p, i))
+			}
+		}
+		if strings.Join(got[p], ",") != strings.Join(want, ",") {
+			t.Errorf("%s partition %d: got %d records %v\nwant %d records %v", name, p, len(got[p]), got[p], len(want), want)
+		}
+	}
+	if len(recs) != partitions*len(txns)*per {
+		t.Errorf("%s: %d records, want %d", name, len(recs), partitions*len(txns)*per)
+	}
+}
