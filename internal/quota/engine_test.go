@@ -380,3 +380,25 @@ func TestEngineAutomaticSweep(t *testing.T) {
 		t.Errorf("%d buckets after the sweep, want 1", n)
 	}
 }
+
+// Odd names reach the engine's buckets, usage and resolution unchanged.
+func TestEngineOddNames(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	user, client := "<default>", "a/b=c d:ü"
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(ex(user), ex(client)), 1000}))
+	if d := e.RecordProduce(user, client, 20000, at(0)); d != 10*time.Second {
+		t.Errorf("throttle %v", d)
+	}
+	if d := e.RecordProduce("someone", client, 20000, at(0)); d != 0 {
+		t.Errorf("literal <default> acted as the default: %v", d)
+	}
+	r := e.Resolve(ProducerByteRate, user, client, at(0))
+	if r.Entity.User.Value() != user || r.Entity.Client.Value() != client || r.UserTag != user || r.ClientTag != client {
+		t.Errorf("resolution %+v", r)
+	}
+	for _, u := range e.Usage(at(0)) {
+		if u.Quota == 1000 && (u.User != user || u.ClientID != client || Sanitize(u.User) != "%3Cdefault%3E") {
+			t.Errorf("usage %+v", u)
+		}
+	}
+}

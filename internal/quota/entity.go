@@ -203,6 +203,7 @@ var levelNames = [...]string{
 	LevelDefaultClient:            "default-client-id",
 }
 
+// String names the level for logs and metrics.
 func (l Level) String() string {
 	if int(l) < len(levelNames) {
 		return levelNames[l]
