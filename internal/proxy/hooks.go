@@ -21,7 +21,9 @@ type Request struct {
 	Size int
 	// Acks is the Produce acks (meaningful for Key 0 only).
 	Acks int16
-	// Payload is the frame after the size prefix. Read-only.
+	// Payload is the frame after the size prefix, read-only. For a
+	// streamed Produce (Size >= 64 KiB) it holds only the head of the
+	// frame: the header and at least the first fields of the body.
 	Payload []byte
 	// Received is when the frame was read.
 	Received time.Time
@@ -50,11 +52,11 @@ type Policy interface {
 	// Request is called for each client request before it is forwarded.
 	Request(c *principal.ConnInfo, r *Request) Verdict
 	// Response is called for each upstream response before it is
-	// written, with the response frame (size prefix included, already
-	// rewritten). It returns the gateway's throttle for this response:
-	// the response carries max(this, upstream's), and the connection is
-	// muted for this long.
-	Response(c *principal.ConnInfo, r *Request, frame *wire.Buffer) time.Duration
+	// written, with the response's size (after the size prefix; large
+	// Fetch responses are streamed, so only the size is known). It returns
+	// the gateway's throttle for this response: the response carries
+	// max(this, upstream's), and the connection is muted for this long.
+	Response(c *principal.ConnInfo, r *Request, size int) time.Duration
 }
 
 // Observer hears about connections opening and closing; metrics, logs and

@@ -29,7 +29,8 @@ type session struct {
 
 	client   net.Conn
 	upstream net.Conn
-	ur       *bufio.Reader
+	cr       *bufio.Reader // client reader
+	ur       *bufio.Reader // upstream reader
 
 	// mu guards the queue and serialises writes to the client.
 	mu    sync.Mutex
@@ -46,6 +47,10 @@ type session struct {
 
 	clientID []byte // last client id seen, and its string
 	clientIS string
+
+	req     Request // the request being read (reader goroutine only)
+	verdict Verdict // its verdict (reader goroutine only)
+	stage   []byte  // staging for streamed responses (responder only)
 }
 
 // pending is one request whose response has not been written yet.
@@ -117,7 +122,8 @@ func (s *session) run() {
 		return
 	}
 	s.upstream = up
-	s.ur = bufio.NewReaderSize(up, 16<<10)
+	s.cr = bufio.NewReaderSize(s.client, readBufSize)
+	s.ur = bufio.NewReaderSize(up, readBufSize)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -163,236 +169,6 @@ func (s *session) close(r Reason, err error) {
 func (s *session) drain() {
 	s.draining.Store(true)
 	s.client.SetReadDeadline(time.Now())
-}
-
-// read is the client-side loop: frame, header, policy, forward.
-func (s *session) read() {
-	br := bufio.NewReaderSize(s.client, 16<<10)
-	max := s.gw.cfg.MaxRequestSize
-	for {
-		if !s.waitUnmuted() {
-			return
-		}
-		buf, err := wire.ReadFrame(br, max)
-		if err != nil {
-			s.stopReading(clientReason(err), err)
-			return
-		}
-		if r, err := s.handle(buf); err != nil {
-			buf.Release()
-			s.close(r, err)
-			return
-		}
-	}
-}
-
-// stopReading ends the reader. When draining, in-flight requests still get
-// their responses; otherwise the session closes.
-func (s *session) stopReading(r Reason, err error) {
-	if s.draining.Load() {
-		s.mu.Lock()
-		s.readDone = true
-		empty := s.head == len(s.queue)
-		s.mu.Unlock()
-		if empty {
-			s.close(ReasonShutdown, nil)
-		}
-		return
-	}
-	s.close(r, err)
-}
-
-// handle processes one client frame; it owns buf.
-func (s *session) handle(buf *wire.Buffer) (Reason, error) {
-	p := buf.B[4:]
-	h, err := wire.ParseRequestHeader(p)
-	if err != nil {
-		return clientReason(err), err
-	}
-	req := Request{
-		Key:           h.Key,
-		Version:       h.Version,
-		CorrelationID: h.CorrelationID,
-		ClientID:      s.clientIDString(h.ClientID),
-		Size:          len(p),
-		Payload:       p,
-		Received:      time.Now(),
-	}
-	flexible := h.API.Flexible(h.Version)
-	if h.Key == wire.KeyApiVersions && h.Version > wire.ApiVersionsMax {
-		// KIP-511: answer a too-new ApiVersions ourselves, with the v0
-		// error body, so the client retries at a version we can read.
-		buf.Release()
-		s.respondLocal(&req, false, wire.UnsupportedApiVersions(h.CorrelationID, wire.ApiVersionsMax))
-		return "", nil
-	}
-	if h.Key == wire.KeyProduce {
-		if req.Acks, err = wire.ProduceAcks(p, h); err != nil {
-			return ReasonBadFrame, err
-		}
-	}
-	var v Verdict
-	if s.gw.policy != nil {
-		v = s.gw.policy.Request(&s.info, &req)
-	}
-	switch {
-	case v.Close != "":
-		return v.Close, fmt.Errorf("%s v%d refused", h.API.Name, h.Version)
-	case v.Respond != nil:
-		buf.Release()
-		v.Respond.SetVersion(h.Version)
-		s.respondLocal(&req, flexible, wire.EncodeResponse(h.CorrelationID, flexible, v.Respond))
-		return "", nil
-	}
-	expects := req.ExpectsResponse()
-	if expects {
-		select {
-		case s.inFlt <- struct{}{}:
-		case <-s.closed:
-			return ReasonIOError, net.ErrClosed
-		}
-		s.mu.Lock()
-		pr := req
-		pr.Payload = nil
-		s.queue = append(s.queue, pending{req: pr, flexible: flexible})
-		s.mu.Unlock()
-	}
-	_, err = s.upstream.Write(buf.B)
-	buf.Release()
-	if err != nil {
-		return ReasonUpstreamClosed, fmt.Errorf("write upstream: %w", err)
-	}
-	if v.Throttle > 0 {
-		s.mute(time.Now().Add(v.Throttle))
-	}
-	return "", nil
-}
-
-// respondLocal writes a response the gateway built, in order: directly if
-// nothing is in flight, else queued behind the upstream responses.
-func (s *session) respondLocal(req *Request, flexible bool, b *wire.Buffer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.head == len(s.queue) {
-		_, err := s.client.Write(b.B)
-		b.Release()
-		if err != nil {
-			go s.close(ReasonClientClosed, err)
-		}
-		return
-	}
-	pr := *req
-	pr.Payload = nil
-	s.queue = append(s.queue, pending{req: pr, flexible: flexible, local: b})
-}
-
-// respond is the upstream-side loop: read each response, check it belongs
-// to the oldest request, rewrite, throttle, write, then flush any local
-// responses queued behind it.
-func (s *session) respond() {
-	for {
-		buf, err := wire.ReadFrame(s.ur, 1<<30)
-		if err != nil {
-			select {
-			case <-s.closed:
-			default:
-				s.close(upstreamReason(err), err)
-			}
-			return
-		}
-		s.mu.Lock()
-		if s.head == len(s.queue) {
-			s.mu.Unlock()
-			buf.Release()
-			s.close(ReasonUpstreamProtocol, errors.New("response with no request outstanding"))
-			return
-		}
-		pr := s.queue[s.head] // stays queued until written, see respondLocal
-		s.mu.Unlock()
-		if err := s.process(buf, &pr); err != nil {
-			buf.Release()
-			s.close(upstreamReason(err), err)
-			return
-		}
-		_, err = s.client.Write(buf.B)
-		buf.Release()
-		if err != nil {
-			s.close(ReasonClientClosed, err)
-			return
-		}
-		<-s.inFlt
-		if !s.popAndFlush() {
-			return
-		}
-	}
-}
-
-// popAndFlush removes the written head and writes any local responses
-// that were waiting behind it. It reports false when the session is done.
-func (s *session) popAndFlush() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.queue[s.head] = pending{}
-	s.head++
-	for s.head < len(s.queue) && s.queue[s.head].local != nil {
-		b := s.queue[s.head].local
-		s.queue[s.head] = pending{}
-		s.head++
-		_, err := s.client.Write(b.B)
-		b.Release()
-		if err != nil {
-			go s.close(ReasonClientClosed, err)
-			return false
-		}
-	}
-	if s.head == len(s.queue) {
-		s.queue, s.head = s.queue[:0], 0
-		if s.readDone {
-			go s.close(ReasonShutdown, nil)
-			return false
-		}
-	} else if s.head > 64 && s.head*2 > len(s.queue) {
-		n := copy(s.queue, s.queue[s.head:])
-		clear(s.queue[n:])
-		s.queue, s.head = s.queue[:n], 0
-	}
-	return true
-}
-
-// process checks and rewrites one upstream response and applies the
-// throttle.
-func (s *session) process(buf *wire.Buffer, pr *pending) error {
-	p := buf.B[4:]
-	if len(p) < 4 {
-		return wire.ErrShortFrame
-	}
-	if got := wire.CorrelationID(p); got != pr.req.CorrelationID {
-		return fmt.Errorf("%w: got %d, want %d (%s)", errCorrelation, got, pr.req.CorrelationID, wire.Lookup(pr.req.Key).Name)
-	}
-	key, ver := pr.req.Key, pr.req.Version
-	switch {
-	case key == wire.KeyApiVersions:
-		if err := wire.RewriteApiVersions(buf, ver, nil); err != nil {
-			return err
-		}
-	case wire.CarriesAddresses(key):
-		if err := wire.RewriteAddresses(buf, key, ver, pr.flexible, s.ln); err != nil {
-			return err
-		}
-	}
-	if s.gw.policy == nil {
-		return nil
-	}
-	t := s.gw.policy.Response(&s.info, &pr.req, buf)
-	if t <= 0 {
-		return nil
-	}
-	ms := int32(min(t.Milliseconds(), 1<<31-1))
-	if _, err := wire.SetThrottle(buf, key, ver, pr.flexible, ms); err != nil {
-		return err
-	}
-	s.mute(time.Now().Add(t))
-	return nil
 }
 
 // mute stops reading from the client until t (KIP-219: respond at once,

@@ -61,3 +61,13 @@ func checkSize(sz [4]byte, n, max int32) error {
 	}
 	return nil
 }
+
+// FrameSize checks a frame's 4-byte size prefix and returns the payload
+// size. It refuses what ReadFrame refuses, without reading further.
+func FrameSize(sz [4]byte, max int32) (int, error) {
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if err := checkSize(sz, n, max); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}

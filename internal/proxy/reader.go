@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+const (
+	// readBufSize is each connection's read buffer. Frames that fit are
+	// read whole; the head of a larger one is parsed in place.
+	readBufSize = 16 << 10
+	// streamMin is the size from which a Produce request or a Fetch
+	// response is streamed (spliced, socket to socket, on Linux) instead
+	// of being read into a buffer and written out again.
+	streamMin = 64 << 10
+)
+
+// read is the client-side loop: frame, header, policy, forward.
+func (s *session) read() {
+	max := s.gw.cfg.MaxRequestSize
+	var sz [4]byte
+	for {
+		if !s.waitUnmuted() {
+			return
+		}
+		if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
+			s.stopReading(clientReason(err), err)
+			return
+		}
+		n, err := wire.FrameSize(sz, max)
+		if err != nil {
+			s.stopReading(clientReason(err), err)
+			return
+		}
+		var r Reason
+		if n >= streamMin {
+			r, err = s.handleLarge(sz, n)
+		} else {
+			r, err = s.handleSmall(sz, n)
+		}
+		if err != nil {
+			s.close(r, err)
+			return
+		}
+	}
+}
+
+// stopReading ends the reader. When draining, in-flight requests still get
+// their responses; otherwise the session closes.
+func (s *session) stopReading(r Reason, err error) {
+	if s.draining.Load() {
+		s.mu.Lock()
+		s.readDone = true
+		empty := s.head == len(s.queue)
+		s.mu.Unlock()
+		if empty {
+			s.close(ReasonShutdown, nil)
+		}
+		return
+	}
+	s.close(r, err)
+}
+
+// handleSmall reads a whole frame into a pooled buffer and handles it.
+func (s *session) handleSmall(sz [4]byte, n int) (Reason, error) {
+	buf := wire.GetBuffer(4 + n)
+	copy(buf.B, sz[:])
+	if _, err := io.ReadFull(s.cr, buf.B[4:]); err != nil {
+		buf.Release()
+		return clientReason(err), err
+	}
+	defer buf.Release()
+	req, flexible, r, err := s.parse(buf.B[4:], n)
+	if err != nil || req == nil {
+		return r, err
+	}
+	v, r, err := s.decide(req, flexible)
+	if err != nil || v == nil {
+		return r, err
+	}
+	if err := s.enqueue(req, flexible); err != nil {
+		return ReasonIOError, err
+	}
+	if _, err := s.upstream.Write(buf.B); err != nil {
+		return ReasonUpstreamClosed, fmt.Errorf("write upstream: %w", err)
+	}
+	s.afterForward(v)
+	return "", nil
+}
+
+// handleLarge handles a frame too large to buffer whole: its head is parsed
+// where it lies in the read buffer and the rest is streamed upstream. Only
+// Produce is streamed; any other key this large is read whole.
+func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
+	head, err := s.cr.Peek(min(n, readBufSize))
+	if err != nil {
+		return clientReason(err), err
+	}
+	if len(head) < 2 || int16(binary.BigEndian.Uint16(head)) != wire.KeyProduce {
+		return s.handleSmall(sz, n)
+	}
+	req, flexible, r, err := s.parse(head, n)
+	if err != nil || req == nil {
+		return r, err
+	}
+	v, r, err := s.decide(req, flexible)
+	if err != nil || v == nil {
+		if v == nil && err == nil {
+			_, err = s.cr.Discard(n) // answered locally
+		}
+		return r, err
+	}
+	if err := s.enqueue(req, flexible); err != nil {
+		return ReasonIOError, err
+	}
+	if err := s.streamToUpstream(sz, n); err != nil {
+		return ReasonUpstreamClosed, err
+	}
+	s.afterForward(v)
+	return "", nil
+}
+
+// parse reads the header of payload p (whole or just the head of an
+// n-byte payload). A nil Request with a nil error means the gateway has
+// answered already (too-new ApiVersions).
+func (s *session) parse(p []byte, n int) (*Request, bool, Reason, error) {
+	h, err := wire.ParseRequestHeader(p)
+	if err != nil {
+		return nil, false, clientReason(err), err
+	}
+	req := &s.req
+	*req = Request{
+		Key:           h.Key,
+		Version:       h.Version,
+		CorrelationID: h.CorrelationID,
+		ClientID:      s.clientIDString(h.ClientID),
+		Size:          n,
+		Payload:       p,
+		Received:      time.Now(),
+	}
+	flexible := h.API.Flexible(h.Version)
+	if h.Key == wire.KeyApiVersions && h.Version > wire.ApiVersionsMax {
+		// KIP-511: answer a too-new ApiVersions ourselves, with the v0
+		// error body, so the client retries at a version we can read.
+		s.respondLocal(req, false, wire.UnsupportedApiVersions(h.CorrelationID, wire.ApiVersionsMax))
+		return nil, false, "", nil
+	}
+	if h.Key == wire.KeyProduce {
+		if req.Acks, err = wire.ProduceAcks(p, h); err != nil {
+			return nil, false, ReasonBadFrame, err
+		}
+	}
+	return req, flexible, "", nil
+}
+
+// decide asks the policy. A nil verdict with a nil error means the request
+// was answered locally.
+func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) {
+	v := &s.verdict
+	*v = Verdict{}
+	if s.gw.policy != nil {
+		*v = s.gw.policy.Request(&s.info, req)
+	}
+	switch {
+	case v.Close != "":
+		return nil, v.Close, fmt.Errorf("%s v%d refused", wire.Lookup(req.Key).Name, req.Version)
+	case v.Respond != nil:
+		v.Respond.SetVersion(req.Version)
+		s.respondLocal(req, flexible, wire.EncodeResponse(req.CorrelationID, flexible, v.Respond))
+		return nil, "", nil
+	}
+	return v, "", nil
+}
+
+// enqueue records a forwarded request that expects a response, waiting
+// while too many are in flight.
+func (s *session) enqueue(req *Request, flexible bool) error {
+	if !req.ExpectsResponse() {
+		return nil
+	}
+	select {
+	case s.inFlt <- struct{}{}:
+	case <-s.closed:
+		return net.ErrClosed
+	}
+	pr := *req
+	pr.Payload = nil
+	s.mu.Lock()
+	s.queue = append(s.queue, pending{req: pr, flexible: flexible})
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *session) afterForward(v *Verdict) {
+	if v.Throttle > 0 {
+		s.mute(time.Now().Add(v.Throttle))
+	}
+}
+
+// streamToUpstream forwards the size prefix and n payload bytes from the
+// client: what is already buffered is written with the prefix in one
+// call, the rest is copied socket to socket (splice on Linux).
+func (s *session) streamToUpstream(sz [4]byte, n int) error {
+	b := s.cr.Buffered()
+	first, _ := s.cr.Peek(min(b, n))
+	bufs := net.Buffers{sz[:], first}
+	if _, err := bufs.WriteTo(s.upstream); err != nil {
+		return fmt.Errorf("write upstream: %w", err)
+	}
+	s.cr.Discard(len(first))
+	if rest := int64(n - len(first)); rest > 0 {
+		if _, err := io.CopyN(s.upstream, s.client, rest); err != nil {
+			return fmt.Errorf("stream to upstream: %w", err)
+		}
+	}
+	return nil
+}
+
+// respondLocal writes a response the gateway built, in order: directly if
+// nothing is in flight, else queued behind the upstream responses.
+func (s *session) respondLocal(req *Request, flexible bool, b *wire.Buffer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.head == len(s.queue) {
+		_, err := s.client.Write(b.B)
+		b.Release()
+		if err != nil {
+			go s.close(ReasonClientClosed, err)
+		}
+		return
+	}
+	pr := *req
+	pr.Payload = nil
+	s.queue = append(s.queue, pending{req: pr, flexible: flexible, local: b})
+}

@@ -1,0 +1,165 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// maxResponse bounds upstream responses (kgo's own default read cap is
+// 100 MiB; a broker can exceed it only with absurd fetch sizes).
+const maxResponse = 1 << 30
+
+// respond is the upstream-side loop: read each response, check it belongs
+// to the oldest request, rewrite, throttle, write, then flush any local
+// responses queued behind it.
+func (s *session) respond() {
+	var sz [4]byte
+	for {
+		_, err := io.ReadFull(s.ur, sz[:])
+		var n int
+		if err == nil {
+			n, err = wire.FrameSize(sz, maxResponse)
+		}
+		if err != nil {
+			select {
+			case <-s.closed:
+			default:
+				s.close(upstreamReason(err), err)
+			}
+			return
+		}
+		s.mu.Lock()
+		if s.head == len(s.queue) {
+			s.mu.Unlock()
+			s.close(ReasonUpstreamProtocol, errors.New("response with no request outstanding"))
+			return
+		}
+		pr := s.queue[s.head] // stays queued until written, see respondLocal
+		s.mu.Unlock()
+		var r Reason
+		if n >= streamMin && pr.req.Key == wire.KeyFetch {
+			r, err = s.streamFetch(&pr, sz, n)
+		} else {
+			r, err = s.forwardSmall(&pr, sz, n)
+		}
+		if err != nil {
+			s.close(r, err)
+			return
+		}
+		<-s.inFlt
+		if !s.popAndFlush() {
+			return
+		}
+	}
+}
+
+// forwardSmall reads a whole response, rewrites and throttles it, and
+// writes it to the client.
+func (s *session) forwardSmall(pr *pending, sz [4]byte, n int) (Reason, error) {
+	buf := wire.GetBuffer(4 + n)
+	defer func() { buf.Release() }()
+	copy(buf.B, sz[:])
+	if _, err := io.ReadFull(s.ur, buf.B[4:]); err != nil {
+		return upstreamReason(err), err
+	}
+	if err := s.process(buf, pr); err != nil {
+		return upstreamReason(err), err
+	}
+	if _, err := s.client.Write(buf.B); err != nil {
+		return ReasonClientClosed, err
+	}
+	return "", nil
+}
+
+// popAndFlush removes the written head and writes any local responses
+// that were waiting behind it. It reports false when the session is done.
+func (s *session) popAndFlush() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue[s.head] = pending{}
+	s.head++
+	for s.head < len(s.queue) && s.queue[s.head].local != nil {
+		b := s.queue[s.head].local
+		s.queue[s.head] = pending{}
+		s.head++
+		_, err := s.client.Write(b.B)
+		b.Release()
+		if err != nil {
+			go s.close(ReasonClientClosed, err)
+			return false
+		}
+	}
+	if s.head == len(s.queue) {
+		s.queue, s.head = s.queue[:0], 0
+		if s.readDone {
+			go s.close(ReasonShutdown, nil)
+			return false
+		}
+	} else if s.head > 64 && s.head*2 > len(s.queue) {
+		n := copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:])
+		s.queue, s.head = s.queue[:n], 0
+	}
+	return true
+}
+
+func checkCorrelation(p []byte, pr *pending) error {
+	if len(p) < 4 {
+		return wire.ErrShortFrame
+	}
+	if got := wire.CorrelationID(p); got != pr.req.CorrelationID {
+		return fmt.Errorf("%w: got %d, want %d (%s)", errCorrelation, got, pr.req.CorrelationID, wire.Lookup(pr.req.Key).Name)
+	}
+	return nil
+}
+
+// process checks and rewrites one buffered upstream response and applies
+// the throttle.
+func (s *session) process(buf *wire.Buffer, pr *pending) error {
+	if err := checkCorrelation(buf.B[4:], pr); err != nil {
+		return err
+	}
+	key, ver := pr.req.Key, pr.req.Version
+	switch {
+	case key == wire.KeyApiVersions:
+		if err := wire.RewriteApiVersions(buf, ver, nil); err != nil {
+			return err
+		}
+	case wire.CarriesAddresses(key):
+		if err := wire.RewriteAddresses(buf, key, ver, pr.flexible, s.ln); err != nil {
+			return err
+		}
+	}
+	t := s.throttleFor(pr, len(buf.B)-4)
+	if t <= 0 {
+		return nil
+	}
+	if _, err := wire.SetThrottle(buf, key, ver, pr.flexible, throttleMs(t)); err != nil {
+		return err
+	}
+	s.mute(time.Now().Add(t))
+	return nil
+}
+
+func (s *session) throttleFor(pr *pending, size int) time.Duration {
+	if s.gw.policy == nil {
+		return 0
+	}
+	return s.gw.policy.Response(&s.info, &pr.req, size)
+}
+
+func throttleMs(t time.Duration) int32 {
+	return int32(min(t.Milliseconds(), 1<<31-1))
+}
+
+// putThrottle raises the int32 at b to ms.
+func putThrottle(b []byte, ms int32) {
+	if int32(binary.BigEndian.Uint32(b)) < ms {
+		binary.BigEndian.PutUint32(b, uint32(ms))
+	}
+}
