@@ -95,9 +95,15 @@ func (c *Config) Validate() error {
 	if len(c.Listeners) == 0 {
 		errs = append(errs, errors.New("listeners: at least one listener is required"))
 	}
+	seen := map[string]bool{}
 	for i := range c.Listeners {
 		if err := c.Listeners[i].Validate(); err != nil {
 			errs = append(errs, err)
+		}
+		if n := c.Listeners[i].Name; seen[n] {
+			errs = append(errs, fmt.Errorf("listener %s is defined twice", n))
+		} else {
+			seen[n] = true
 		}
 	}
 	if err := c.DevCluster.Validate(); err != nil {
