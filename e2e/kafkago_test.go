@@ -34,8 +34,8 @@ func kafkaGoTransport(t *testing.T, d *testkit.Dialer) *kafka.Transport {
 	return tr
 }
 
-// keyPartition sends a record whose key is "<n>" to partition n.
-var keyPartition = kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int {
+// kafkaGoKeyPartition sends a record whose key is "<n>" to partition n.
+var kafkaGoKeyPartition = kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int {
 	p, err := strconv.Atoi(string(m.Key))
 	if err != nil {
 		panic(fmt.Sprintf("key %q is not a partition number", m.Key))
@@ -173,11 +173,11 @@ func TestKafkaGo(t *testing.T) {
 		}
 	}
 	write(&kafka.Writer{
-		Addr: kafka.TCP(env.Bootstrap), Topic: topicAll, Balancer: keyPartition, Transport: tr,
+		Addr: kafka.TCP(env.Bootstrap), Topic: topicAll, Balancer: kafkaGoKeyPartition, Transport: tr,
 		RequiredAcks: kafka.RequireAll, BatchTimeout: time.Millisecond, BatchSize: 1000,
 	}, topicAll, partsAll)
 	write(&kafka.Writer{
-		Addr: kafka.TCP(env.Bootstrap), Topic: topicNone, Balancer: keyPartition, Transport: tr,
+		Addr: kafka.TCP(env.Bootstrap), Topic: topicNone, Balancer: kafkaGoKeyPartition, Transport: tr,
 		RequiredAcks: kafka.RequireNone, BatchTimeout: time.Millisecond, BatchSize: 1000,
 	}, topicNone, partsNone)
 

@@ -29,9 +29,9 @@ func kcatPath(t *testing.T) string {
 	return p
 }
 
-// kcat runs kcat with args and stdin, bounded by timeout, and returns its
+// runKcat runs kcat with args and stdin, bounded by timeout, and returns its
 // stdout; any failure is fatal and shows stderr.
-func kcat(t *testing.T, ctx context.Context, timeout time.Duration, stdin string, args ...string) string {
+func runKcat(t *testing.T, ctx context.Context, timeout time.Duration, stdin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -91,7 +91,7 @@ func TestKcat(t *testing.T) {
 		}
 	}
 
-	out := kcat(t, ctx, 20*time.Second, "", "-b", env.Bootstrap, "-L", "-J", "-t", topic, "-m", "10")
+	out := runKcat(t, ctx, 20*time.Second, "", "-b", env.Bootstrap, "-L", "-J", "-t", topic, "-m", "10")
 	var md kcatMetadata
 	if err := json.Unmarshal([]byte(out), &md); err != nil {
 		t.Fatalf("parse kcat -L -J output: %v\n%s", err, out)
@@ -134,7 +134,7 @@ func TestKcat(t *testing.T) {
 			fmt.Fprintf(&in, "key%d:v%d-%d\n", k, k, i)
 		}
 	}
-	kcat(t, ctx, 20*time.Second, in.String(), "-P", "-b", env.Bootstrap, "-t", topic, "-K", ":",
+	runKcat(t, ctx, 20*time.Second, in.String(), "-P", "-b", env.Bootstrap, "-t", topic, "-K", ":",
 		"-z", "lz4", "-X", "acks=all", "-X", "linger.ms=5")
 
 	const total = perKey * nkeys
@@ -187,14 +187,14 @@ func TestKcat(t *testing.T) {
 		}
 	}
 
-	out = kcat(t, ctx, 20*time.Second, "", "-C", "-b", env.Bootstrap, "-t", topic, "-o", "beginning",
+	out = runKcat(t, ctx, 20*time.Second, "", "-C", "-b", env.Bootstrap, "-t", topic, "-o", "beginning",
 		"-c", strconv.Itoa(total), "-e", "-f", "%k %s %p %o\n")
 	check("kcat -C", out)
 
 	// A balanced consumer group (JoinGroup, SyncGroup, OffsetFetch,
 	// Heartbeat, LeaveGroup through the gateway's coordinator port).
 	const group = "kcat-g1"
-	out = kcat(t, ctx, 30*time.Second, "", "-b", env.Bootstrap, "-G", group, "-o", "beginning",
+	out = runKcat(t, ctx, 30*time.Second, "", "-b", env.Bootstrap, "-G", group, "-o", "beginning",
 		"-c", strconv.Itoa(total), "-f", "%k %s %p %o\n",
 		"-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
 		"-X", "auto.commit.interval.ms=100", topic)

@@ -254,7 +254,7 @@ func saramaAdmin(t *testing.T, env *testkit.Env, admin sarama.ClusterAdmin) {
 	if err := admin.CreateTopic(topic, &sarama.TopicDetail{
 		NumPartitions:     4,
 		ReplicationFactor: 1,
-		ConfigEntries:     map[string]*string{"retention.ms": ptr("3600000")},
+		ConfigEntries:     map[string]*string{"retention.ms": saramaStrPtr("3600000")},
 	}, false); err != nil {
 		t.Fatalf("admin create topic: %v", err)
 	}
@@ -336,7 +336,7 @@ func isKErr(err error, want sarama.KError) bool {
 	return err == want || err.Error() == want.Error()
 }
 
-func ptr[T any](v T) *T { return &v }
+func saramaStrPtr(v string) *string { return &v }
 
 // saramaHandler checks order per partition and marks every message.
 type saramaHandler struct {

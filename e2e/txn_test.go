@@ -105,10 +105,10 @@ func TestTransactions(t *testing.T) {
 		}
 	})
 
-	committed := readAll(t, ctx, env, dialer, src, partitions*2*perTxn, kgo.ReadCommitted())
-	checkSeq(t, "read_committed "+src, committed, partitions, []string{"c1", "c3"}, "", perTxn)
-	uncommitted := readAll(t, ctx, env, dialer, src, partitions*3*perTxn, kgo.ReadUncommitted())
-	checkSeq(t, "read_uncommitted "+src, uncommitted, partitions, []string{"c1", "a2", "c3"}, "", perTxn)
+	committed := txnReadAll(t, ctx, env, dialer, src, partitions*2*perTxn, kgo.ReadCommitted())
+	txnCheckSeq(t, "read_committed "+src, committed, partitions, []string{"c1", "c3"}, "", perTxn)
+	uncommitted := txnReadAll(t, ctx, env, dialer, src, partitions*3*perTxn, kgo.ReadUncommitted())
+	txnCheckSeq(t, "read_uncommitted "+src, uncommitted, partitions, []string{"c1", "a2", "c3"}, "", perTxn)
 
 	// Consume-transform-produce.
 	const group = "txn-ctp"
@@ -183,8 +183,8 @@ func TestTransactions(t *testing.T) {
 			t.Errorf("group %s committed %+v for %s/%d, want %d", group, o, src, p, wantEnd-1)
 		}
 	}
-	out := readAll(t, ctx, env, dialer, dst, want, kgo.ReadCommitted())
-	checkSeq(t, "read_committed "+dst, out, partitions, []string{"c1", "c3"}, "T:", perTxn)
+	out := txnReadAll(t, ctx, env, dialer, dst, want, kgo.ReadCommitted())
+	txnCheckSeq(t, "read_committed "+dst, out, partitions, []string{"c1", "c3"}, "T:", perTxn)
 
 	gw := env.GatewayAddrs()
 	dialed := dialer.Addrs()
@@ -199,9 +199,9 @@ func TestTransactions(t *testing.T) {
 	}
 }
 
-// readAll reads topic from the start with a fresh client until it has n
+// txnReadAll reads topic from the start with a fresh client until it has n
 // records, then polls once more briefly to catch any extra record.
-func readAll(t *testing.T, ctx context.Context, env *testkit.Env, d *testkit.Dialer, topic string, n int, iso kgo.IsolationLevel) []*kgo.Record {
+func txnReadAll(t *testing.T, ctx context.Context, env *testkit.Env, d *testkit.Dialer, topic string, n int, iso kgo.IsolationLevel) []*kgo.Record {
 	t.Helper()
 	cl := newClient(t, env, d, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(iso), kgo.FetchMaxWait(100*time.Millisecond))
@@ -221,9 +221,9 @@ func readAll(t *testing.T, ctx context.Context, env *testkit.Env, d *testkit.Dia
 	return recs
 }
 
-// checkSeq checks that each partition holds exactly, in order, the records
+// txnCheckSeq checks that each partition holds exactly, in order, the records
 // prefix+"<txn>-<p>-<i>" for each txn in txns and i < per.
-func checkSeq(t *testing.T, name string, recs []*kgo.Record, partitions int, txns []string, prefix string, per int) {
+func txnCheckSeq(t *testing.T, name string, recs []*kgo.Record, partitions int, txns []string, prefix string, per int) {
 	t.Helper()
 	got := map[int32][]string{}
 	for _, r := range recs {
