@@ -21,10 +21,13 @@ type Request struct {
 	Size int
 	// Acks is the Produce acks (meaningful for Key 0 only).
 	Acks int16
-	// Payload is the frame after the size prefix, read-only. For a
-	// streamed Produce (Size >= 64 KiB) it holds only the head of the
-	// frame: the header and at least the first fields of the body.
+	// Payload is the frame after the size prefix. A Policy may patch it
+	// in place (same length) to change what is forwarded. For a streamed
+	// Produce (Size >= 64 KiB) it holds only the head of the frame: the
+	// header and at least the first fields of the body.
 	Payload []byte
+	// BodyOffset is where the body starts in Payload.
+	BodyOffset int
 	// Received is when the frame was read.
 	Received time.Time
 }
@@ -38,11 +41,19 @@ type Verdict struct {
 	// Respond, if non-nil, is answered locally instead of forwarding; the
 	// gateway frames it with the request's correlation id and version.
 	Respond kmsg.Response
+	// Forward, if non-nil, is forwarded instead of the client's request,
+	// with the same correlation id and client id (e.g. the request minus
+	// the items the gateway refused).
+	Forward kmsg.Request
+	// Merge, if non-nil, edits the decoded upstream response before it is
+	// written (e.g. to add back the items the gateway answered itself).
+	Merge func(kmsg.Response)
 	// Close closes the connection with this reason instead of forwarding.
 	Close Reason
-	// Throttle mutes the connection for this long once the request is
-	// forwarded (used for acks=0 Produce, which has no response to carry
-	// a throttle_time_ms).
+	// Throttle is a throttle the gateway decided at request time. For a
+	// request without a response (acks=0 Produce) the connection is muted
+	// for it once the request is forwarded; otherwise the response
+	// carries at least this throttle and the connection is muted for it.
 	Throttle time.Duration
 }
 

@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const (
@@ -83,13 +85,19 @@ func (s *session) handleSmall(sz [4]byte, n int) (Reason, error) {
 	if err != nil || v == nil {
 		return r, err
 	}
-	if err := s.enqueue(req, flexible); err != nil {
+	if err := s.enqueue(req, flexible, v); err != nil {
 		return ReasonIOError, err
 	}
-	if _, err := s.upstream.Write(buf.B); err != nil {
+	out := buf.B
+	if v.Forward != nil {
+		v.Forward.SetVersion(req.Version)
+		s.fwd = s.formatter(req.ClientID).AppendRequest(s.fwd[:0], v.Forward, req.CorrelationID)
+		out = s.fwd
+	}
+	if _, err := s.upstream.Write(out); err != nil {
 		return ReasonUpstreamClosed, fmt.Errorf("write upstream: %w", err)
 	}
-	s.afterForward(v)
+	s.afterForward(req, v)
 	return "", nil
 }
 
@@ -115,13 +123,16 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 		}
 		return r, err
 	}
-	if err := s.enqueue(req, flexible); err != nil {
+	if v.Forward != nil || v.Merge != nil {
+		return ReasonRefused, errors.New("a streamed Produce cannot be rewritten")
+	}
+	if err := s.enqueue(req, flexible, v); err != nil {
 		return ReasonIOError, err
 	}
 	if err := s.streamToUpstream(sz, n); err != nil {
 		return ReasonUpstreamClosed, err
 	}
-	s.afterForward(v)
+	s.afterForward(req, v)
 	return "", nil
 }
 
@@ -141,6 +152,7 @@ func (s *session) parse(p []byte, n int) (*Request, bool, Reason, error) {
 		ClientID:      s.clientIDString(h.ClientID),
 		Size:          n,
 		Payload:       p,
+		BodyOffset:    h.BodyOffset,
 		Received:      time.Now(),
 	}
 	flexible := h.API.Flexible(h.Version)
@@ -171,7 +183,15 @@ func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) 
 		return nil, v.Close, fmt.Errorf("%s v%d refused", wire.Lookup(req.Key).Name, req.Version)
 	case v.Respond != nil:
 		v.Respond.SetVersion(req.Version)
+		if t, ok := v.Respond.(kmsg.SetThrottleResponse); ok && v.Throttle > 0 {
+			if cur, _ := v.Respond.(kmsg.ThrottleResponse).Throttle(); cur < throttleMs(v.Throttle) {
+				t.SetThrottle(throttleMs(v.Throttle))
+			}
+		}
 		s.respondLocal(req, flexible, wire.EncodeResponse(req.CorrelationID, flexible, v.Respond))
+		if v.Throttle > 0 {
+			s.mute(time.Now().Add(v.Throttle))
+		}
 		return nil, "", nil
 	}
 	return v, "", nil
@@ -179,7 +199,7 @@ func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) 
 
 // enqueue records a forwarded request that expects a response, waiting
 // while too many are in flight.
-func (s *session) enqueue(req *Request, flexible bool) error {
+func (s *session) enqueue(req *Request, flexible bool, v *Verdict) error {
 	if !req.ExpectsResponse() {
 		return nil
 	}
@@ -191,15 +211,25 @@ func (s *session) enqueue(req *Request, flexible bool) error {
 	pr := *req
 	pr.Payload = nil
 	s.mu.Lock()
-	s.queue = append(s.queue, pending{req: pr, flexible: flexible})
+	s.queue = append(s.queue, pending{req: pr, flexible: flexible, throttle: v.Throttle, merge: v.Merge})
 	s.mu.Unlock()
 	return nil
 }
 
-func (s *session) afterForward(v *Verdict) {
-	if v.Throttle > 0 {
+// afterForward mutes a request without a response for its throttle; the
+// others are muted when their response is written.
+func (s *session) afterForward(req *Request, v *Verdict) {
+	if v.Throttle > 0 && !req.ExpectsResponse() {
 		s.mute(time.Now().Add(v.Throttle))
 	}
+}
+
+// formatter returns a request formatter for the client's own client id.
+func (s *session) formatter(clientID string) *kmsg.RequestFormatter {
+	if s.fmtr == nil || s.fmtrID != clientID {
+		s.fmtr, s.fmtrID = kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), clientID
+	}
+	return s.fmtr
 }
 
 // streamToUpstream forwards the size prefix and n payload bytes from the

@@ -125,6 +125,11 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		return err
 	}
 	key, ver := pr.req.Key, pr.req.Version
+	if pr.merge != nil {
+		if err := wire.Edit(buf, key, ver, pr.flexible, pr.merge); err != nil {
+			return err
+		}
+	}
 	switch {
 	case key == wire.KeyApiVersions:
 		if err := wire.RewriteApiVersions(buf, ver, nil); err != nil {
@@ -148,9 +153,9 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 
 func (s *session) throttleFor(pr *pending, size int) time.Duration {
 	if s.gw.policy == nil {
-		return 0
+		return pr.throttle
 	}
-	return s.gw.policy.Response(&s.info, &pr.req, size)
+	return max(pr.throttle, s.gw.policy.Response(&s.info, &pr.req, size))
 }
 
 func throttleMs(t time.Duration) int32 {

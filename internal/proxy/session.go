@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var errCorrelation = errors.New("response correlation id does not match the oldest request")
@@ -51,6 +52,9 @@ type session struct {
 	req     Request // the request being read (reader goroutine only)
 	verdict Verdict // its verdict (reader goroutine only)
 	stage   []byte  // staging for streamed responses (responder only)
+	fwd     []byte  // re-encoded requests (reader only)
+	fmtr    *kmsg.RequestFormatter
+	fmtrID  string
 }
 
 // pending is one request whose response has not been written yet.
@@ -58,6 +62,8 @@ type pending struct {
 	req      Request // Payload is nil once forwarded
 	flexible bool
 	local    *wire.Buffer // a local response, ready to write
+	throttle time.Duration
+	merge    func(kmsg.Response)
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32) {

@@ -136,3 +136,21 @@ func mapCoordinator(errCode *int16, id *int32, host *string, port *int32, m Mapp
 	}
 	*host, *port = h, p
 }
+
+// Edit decodes the response frame in buf at its version, lets fn change it,
+// and re-encodes it in place of the original.
+func Edit(buf *Buffer, key, version int16, flexible bool, fn func(kmsg.Response)) error {
+	p := buf.B[4:]
+	bodyOff, err := ResponseBodyOffset(p, key, flexible)
+	if err != nil {
+		return err
+	}
+	resp := kmsg.ResponseForKey(key)
+	resp.SetVersion(version)
+	if err := resp.ReadFrom(p[bodyOff:]); err != nil {
+		return fmt.Errorf("%w: %s v%d response: %v", ErrMalformed, kmsg.NameForKey(key), version, err)
+	}
+	fn(resp)
+	ReplaceBody(buf, bodyOff, resp)
+	return nil
+}

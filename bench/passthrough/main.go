@@ -1,0 +1,331 @@
+// Command passthrough measures what the gateway costs on the data path:
+// produce then consume a fixed volume of records three ways, in
+// alternating runs after a warm-up: directly to the embedded cluster,
+// through a bare TCP forwarder (the physical limit of any proxy), and
+// through Tollgate. The forwarder and Tollgate run as separate processes so
+// their CPU time can be read from /proc.
+//
+//	go build -o /tmp/tollgate ./cmd/tollgate
+//	go run ./bench/passthrough -tollgate /tmp/tollgate -mib 200 -runs 5
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func main() {
+	forward := flag.String("forward", "", "internal: run as a bare TCP forwarder, listen=target,...")
+	tollgate := flag.String("tollgate", "", "path to the tollgate binary")
+	mib := flag.Int("mib", 200, "MiB to produce and then consume per run")
+	recSize := flag.Int("record", 16<<10, "record size in bytes")
+	runs := flag.Int("runs", 5, "measured runs of each way (after one warm-up each)")
+	latN := flag.Int("latency-requests", 2000, "sequential small produce requests for the latency probe")
+	flag.Parse()
+	if *forward != "" {
+		runForwarder(*forward)
+		return
+	}
+	if *tollgate == "" {
+		fmt.Fprintln(os.Stderr, "need -tollgate /path/to/tollgate")
+		os.Exit(2)
+	}
+	ways := []string{"direct", "forwarder", "tollgate"}
+	res := map[string][]result{}
+	for run := 0; run <= *runs; run++ {
+		for _, w := range ways {
+			r, err := once(w, *tollgate, *mib, *recSize, 0)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "%s run %d: %v\n", w, run, err)
+				os.Exit(1)
+			}
+			if run == 0 {
+				fmt.Fprintf(os.Stderr, "warm-up %-9s produce %.1f MB/s consume %.1f MB/s\n", w, r.prodMBs, r.consMBs)
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "run %d %-9s produce %.1f MB/s consume %.1f MB/s cpu %.3f ms/MiB\n", run, w, r.prodMBs, r.consMBs, r.cpuMsPerMiB)
+			res[w] = append(res[w], r)
+		}
+	}
+	lat := map[string][]time.Duration{}
+	for _, w := range ways {
+		r, err := once(w, *tollgate, 0, 0, *latN)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "latency %s: %v\n", w, err)
+			os.Exit(1)
+		}
+		lat[w] = r.lat
+	}
+	report(res, lat, *mib, *recSize, *runs, *latN)
+}
+
+type result struct {
+	prodMBs, consMBs float64
+	cpuMsPerMiB      float64
+	lat              []time.Duration
+}
+
+// once starts a fresh cluster (and proxy) and measures one way.
+func once(way, bin string, mib, recSize, latN int) (result, error) {
+	var r result
+	real := make([]net.Listener, 3)
+	var fwdAddrs []string
+	var opts []kfake.Opt
+	if way == "forwarder" {
+		// kfake advertises the forwarder's addresses, so clients only
+		// ever see the forwarder.
+		for range real {
+			fwdAddrs = append(fwdAddrs, freeAddr())
+		}
+		i := 0
+		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			ln, err := net.Listen(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			real[i] = ln
+			w := advertised{ln, fwdAddrs[i]}
+			i++
+			return w, nil
+		}))
+	}
+	c, err := kfake.NewCluster(append(opts, kfake.NumBrokers(3), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(3))...)
+	if err != nil {
+		return r, err
+	}
+	defer c.Close()
+	bootstrap := c.ListenAddrs()[0]
+	var proc *exec.Cmd
+	switch way {
+	case "forwarder":
+		var pairs []string
+		for i, ln := range real {
+			pairs = append(pairs, fwdAddrs[i]+"="+ln.Addr().String())
+		}
+		self, _ := os.Executable()
+		proc = exec.Command(self, "-forward", strings.Join(pairs, ","))
+		bootstrap = fwdAddrs[0]
+	case "tollgate":
+		dir, _ := os.MkdirTemp("", "tgbench")
+		defer os.RemoveAll(dir)
+		cfg := filepath.Join(dir, "tollgate.yaml")
+		bootstrap = freeAddr()
+		os.WriteFile(cfg, []byte(fmt.Sprintf("listeners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
+			bootstrap, strings.Join(c.ListenAddrs(), ", "))), 0o600)
+		proc = exec.Command(bin, "serve", "--config", cfg)
+	}
+	if proc != nil {
+		proc.Stdout, proc.Stderr = io.Discard, os.Stderr
+		if err := proc.Start(); err != nil {
+			return r, err
+		}
+		defer func() { proc.Process.Kill(); proc.Wait() }()
+		if err := waitDial(bootstrap); err != nil {
+			return r, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	topic := "bench"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
+	if err != nil {
+		return r, err
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		return r, err
+	}
+	if latN > 0 {
+		for i := 0; i < latN; i++ {
+			t0 := time.Now()
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("ping")}).FirstErr(); err != nil {
+				return r, err
+			}
+			r.lat = append(r.lat, time.Since(t0))
+		}
+		return r, nil
+	}
+	n := mib << 20 / recSize
+	val := make([]byte, recSize)
+	cpu0 := procCPU(proc)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var perr error
+	var mu sync.Mutex
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				perr = err
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if perr != nil {
+		return r, perr
+	}
+	prod := time.Since(t0)
+	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(50<<20))
+	if err != nil {
+		return r, err
+	}
+	defer cons.Close()
+	t1 := time.Now()
+	got := 0
+	for got < n+1 {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return r, errs[0].Err
+		}
+		got += fs.NumRecords()
+	}
+	consume := time.Since(t1)
+	cpu := procCPU(proc) - cpu0
+	mb := float64(n*recSize) / 1e6
+	r.prodMBs, r.consMBs = mb/prod.Seconds(), mb/consume.Seconds()
+	r.cpuMsPerMiB = float64(cpu.Milliseconds()) / float64(2*n*recSize>>20)
+	return r, nil
+}
+
+type advertised struct {
+	net.Listener
+	addr string
+}
+
+func (a advertised) Addr() net.Addr {
+	ap, _ := net.ResolveTCPAddr("tcp", a.addr)
+	return ap
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitDial(addr string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not come up", addr)
+}
+
+// procCPU returns user+system CPU time of a child process from /proc.
+func procCPU(p *exec.Cmd) time.Duration {
+	if p == nil || p.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+}
+
+func runForwarder(spec string) {
+	for _, pair := range strings.Split(spec, ",") {
+		from, to, _ := strings.Cut(pair, "=")
+		ln, err := net.Listen("tcp", from)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					u, err := net.Dial("tcp", to)
+					if err != nil {
+						c.Close()
+						return
+					}
+					go func() { io.Copy(u, c); u.Close() }()
+					io.Copy(c, u)
+					c.Close()
+				}()
+			}
+		}()
+	}
+	select {}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)]
+}
+
+func report(res map[string][]result, lat map[string][]time.Duration, mib, rec, runs, latN int) {
+	get := func(w string, f func(result) float64) float64 {
+		var xs []float64
+		for _, r := range res[w] {
+			xs = append(xs, f(r))
+		}
+		return median(xs)
+	}
+	prod := func(r result) float64 { return r.prodMBs }
+	cons := func(r result) float64 { return r.consMBs }
+	cpu := func(r result) float64 { return r.cpuMsPerMiB }
+	fmt.Printf("%d MiB of %d B records, acks=all, no compression; median of %d alternating runs after a warm-up\n\n", mib, rec, runs)
+	fmt.Printf("| way | produce MB/s | consume MB/s | produce ÷ direct | consume ÷ direct | proxy CPU ms/MiB |\n|---|---|---|---|---|---|\n")
+	dp, dc := get("direct", prod), get("direct", cons)
+	for _, w := range []string{"direct", "forwarder", "tollgate"} {
+		fmt.Printf("| %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", w, get(w, prod), get(w, cons), get(w, prod)/dp, get(w, cons)/dc, get(w, cpu))
+	}
+	fp, fc := get("forwarder", prod), get("forwarder", cons)
+	fmt.Printf("\ntollgate ÷ forwarder: produce %.3f, consume %.3f; CPU per MiB %.2f×\n",
+		get("tollgate", prod)/fp, get("tollgate", cons)/fc, get("tollgate", cpu)/get("forwarder", cpu))
+	fmt.Printf("\nlatency of %d sequential 1-record produce requests (acks=all):\n\n| way | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", latN)
+	d50, d99 := pct(lat["direct"], .5), pct(lat["direct"], .99)
+	for _, w := range []string{"direct", "forwarder", "tollgate"} {
+		p50, p99 := pct(lat[w], .5), pct(lat[w], .99)
+		fmt.Printf("| %s | %v | %v | %v | %v |\n", w, p50.Round(time.Microsecond), p99.Round(time.Microsecond), (p50 - d50).Round(time.Microsecond), (p99 - d99).Round(time.Microsecond))
+	}
+}
