@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net"
 	"sort"
@@ -473,6 +474,78 @@ func adminBrokerAddresses(t *testing.T, ctx context.Context, env *testkit.Env, c
 			checkCoordinators(t, what, resp, keysByNode[:], addrs, dev.CoordinatorFor)
 		}
 	}
+	// Produce to a broker that does not lead the partition: NOT_LEADER with
+	// the current leader and, from v10, its endpoint (KIP-951).
+	md, err := kadm.NewClient(cl).Metadata(ctx, "adm-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := md.Topics["adm-a"].Partitions[0].Leader
+	notLeader := (leader + 1) % 3
+	wrong := dialRaw(t, ctx, d, net.JoinHostPort(addrs.host, strconv.Itoa(int(addrs.ports[notLeader]))))
+	if r := ranges[0]; r[1] < 10 {
+		t.Fatalf("gateway advertises Produce versions %v; want max >= 10", r)
+	}
+	for v := max(ranges[0][0], 3); v <= ranges[0][1]; v++ {
+		what := fmt.Sprintf("Produce v%d to non-leader %d", v, notLeader)
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = v
+		req.Acks = -1
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "adm-a"
+		rt.TopicID = md.Topics["adm-a"].ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = 0
+		rp.Records = adminRecordBatch([]byte(what))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := wrong.do(t, req).(*kmsg.ProduceResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Errorf("%s: response topics %+v", what, resp.Topics)
+			continue
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != kerr.NotLeaderForPartition.Code {
+			t.Errorf("%s: error %d, want %d (NOT_LEADER_OR_FOLLOWER)", what, p.ErrorCode, kerr.NotLeaderForPartition.Code)
+		}
+		if v < 10 {
+			continue
+		}
+		if p.CurrentLeader.LeaderID != leader {
+			t.Errorf("%s: current leader %d, want %d", what, p.CurrentLeader.LeaderID, leader)
+		}
+		if len(resp.Brokers) == 0 {
+			t.Errorf("%s: no node endpoints in the response", what)
+		}
+		for _, b := range resp.Brokers {
+			addrs.check(t, what+" node endpoint", b.NodeID, b.Host, b.Port)
+		}
+	}
+
+	// The same request to the leader appends (so the batch above is valid
+	// and only the leadership differed).
+	{
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = ranges[0][1]
+		req.Acks = -1
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "adm-a"
+		rt.TopicID = md.Topics["adm-a"].ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = 0
+		rp.Records = adminRecordBatch([]byte("to the leader"))
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		right := dialRaw(t, ctx, d, net.JoinHostPort(addrs.host, strconv.Itoa(int(addrs.ports[leader]))))
+		resp := right.do(t, req).(*kmsg.ProduceResponse)
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 ||
+			resp.Topics[0].Partitions[0].ErrorCode != 0 || resp.Topics[0].Partitions[0].BaseOffset != 20 {
+			t.Errorf("Produce v%d to leader %d: %+v, want offset 20", req.Version, leader, resp.Topics)
+		}
+	}
+
 	for v := ranges[60][0]; v <= ranges[60][1]; v++ {
 		req := kmsg.NewPtrDescribeClusterRequest()
 		req.Version = v
@@ -515,6 +588,37 @@ func checkCoordinators(t *testing.T, what string, r *kmsg.FindCoordinatorRespons
 			t.Errorf("%s: no coordinator for key %s", what, k)
 		}
 	}
+}
+
+// adminRecordBatch is a valid v2 record batch holding one record.
+func adminRecordBatch(value []byte) []byte {
+	var rec []byte
+	rec = append(rec, 0)               // attributes
+	rec = binary.AppendVarint(rec, 0)  // timestamp delta
+	rec = binary.AppendVarint(rec, 0)  // offset delta
+	rec = binary.AppendVarint(rec, -1) // null key
+	rec = binary.AppendVarint(rec, int64(len(value)))
+	rec = append(rec, value...)
+	rec = binary.AppendVarint(rec, 0) // no headers
+	records := binary.AppendVarint(nil, int64(len(rec)))
+	records = append(records, rec...)
+
+	now := time.Now().UnixMilli()
+	b := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		FirstTimestamp:       now,
+		MaxTimestamp:         now,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           1,
+		Records:              records,
+	}
+	out := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return out
 }
 
 // rawConn speaks the protocol directly, at exactly the version a request
