@@ -89,3 +89,27 @@ func BenchmarkFetchMaxBytes(b *testing.B) {
 		e.FetchMaxBytes("alice", "consumer-1", time.UnixMilli(t0))
 	}
 }
+
+// A connection's Client handle: no map lookup.
+func BenchmarkClientRecordProduce(b *testing.B) {
+	e := benchEngine(b)
+	c := e.Client("userA", "client1")
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		c.RecordProduce(1000, time.UnixMilli(t0+int64(i)))
+	}
+}
+
+func BenchmarkClientRecordProduceParallel(b *testing.B) {
+	e := benchEngine(b)
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		c := e.Client("user-"+strconv.FormatInt(next.Add(1), 10), "client1")
+		now := t0
+		for pb.Next() {
+			now++
+			c.RecordProduce(1000, time.UnixMilli(now))
+		}
+	})
+}

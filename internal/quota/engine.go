@@ -2,7 +2,6 @@ package quota
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,8 +80,9 @@ func (c EngineConfig) normalize() (EngineConfig, error) {
 // The hot path (RecordProduce, RecordFetch) is one lock-free map lookup and
 // one bucket mutex: the (user, client-id) → bucket resolution is cached in a
 // read-only map published through an atomic pointer and rebuilt, sync.Map
-// style, from a locked dirty copy after enough misses. SetQuotas empties the
-// cache; buckets survive it, so a value change keeps their history.
+// style, from a locked dirty copy after enough misses. SetQuotas re-resolves
+// that cache; buckets survive it, so a value change keeps their history.
+// A Client handle skips even the map lookup.
 type Engine struct {
 	cfg           EngineConfig
 	windowMs      int64
@@ -101,6 +101,10 @@ type Engine struct {
 type manager struct {
 	key  Key
 	view atomic.Pointer[view]
+	// gen counts the quota sets. A Client's cached bucket is good while
+	// gen is unchanged: only SetQuotas can move a client to another bucket
+	// (expiry is detected on the bucket itself).
+	gen atomic.Uint64
 
 	// Guarded by Engine.mu.
 	dirty   map[ident]*route // superset of view.routes while not nil
@@ -129,9 +133,15 @@ func (r *route) touch(nowMs int64) {
 	}
 }
 
+// cacheLinePad keeps a bucket's hot fields off cache lines shared with
+// neighbouring allocations: two cores recording into two adjacent buckets
+// would otherwise slow each other down (false sharing).
+type cacheLinePad [64]byte
+
 // bucket is the accounting state of one metric-tag pair: Kafka's quota
 // sensor.
 type bucket struct {
+	_            cacheLinePad
 	mu           sync.Mutex
 	key          Key
 	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
@@ -145,6 +155,7 @@ type bucket struct {
 	throttles    int64
 	throttleMs   int64
 	dead         bool // expired; written with both Engine.mu and mu held
+	_            cacheLinePad
 }
 
 func (b *bucket) noteThrottle(t int64) {
@@ -212,6 +223,9 @@ func (e *Engine) SetQuotas(q Quotas) {
 		}
 		m.view.Store(&view{enabled: t.enabled() != 0, routes: m.reroute(t)})
 		m.dirty, m.misses = nil, 0
+		// After the view: a Client that sees the new gen resolves against
+		// the new view.
+		m.gen.Add(1)
 	}
 }
 
@@ -331,147 +345,4 @@ func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int
 		b.rate = NewRate(e.cfg.WindowNum, e.windowMs)
 	}
 	return b
-}
-
-// lockLive returns b locked, or, if it expired after it was looked up, the
-// live bucket that replaces it, locked; nil when the manager is disabled.
-func (e *Engine) lockLive(m *manager, b *bucket, user, client string, nowMs int64) *bucket {
-	for b != nil {
-		b.mu.Lock()
-		if !b.dead {
-			return b
-		}
-		b.mu.Unlock()
-		b = e.slowBucket(m, user, client, nowMs)
-	}
-	return nil
-}
-
-// record adds v to the bucket of (user, client) and returns the throttle in
-// ms, capped at capMs when capMs > 0. Kafka records first and checks
-// second, and the value stays recorded even when it violates the quota.
-func (e *Engine) record(k Key, user, client string, v float64, nowMs, capMs int64) int64 {
-	m := &e.mgr[k]
-	b := e.lockLive(m, e.bucketFor(m, user, client, nowMs), user, client, nowMs)
-	if b == nil {
-		return 0
-	}
-	b.rate.Record(v, nowMs)
-	b.lastActive = nowMs
-	total, w := b.rate.measure(nowMs)
-	t := int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
-	b.noteThrottle(t)
-	b.mu.Unlock()
-	return t
-}
-
-func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
-
-// RecordProduce records a produce request of the given size (header plus
-// body, everything after the length prefix; acks=0 included) and returns how
-// long to mute the connection, 0 for not at all.
-func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) time.Duration {
-	return ms(e.record(ProducerByteRate, user, clientID, float64(bytes), now.UnixMilli(), e.maxThrottleMs))
-}
-
-// RecordFetch records a consumer fetch response of the given size (4 + the
-// body) and returns the throttle. If the response ends up throttled, by
-// this quota or another, the gateway sends an empty response and must call
-// UnrecordFetch with the same size, as Kafka does.
-func (e *Engine) RecordFetch(user, clientID string, bytes int, now time.Time) time.Duration {
-	return ms(e.record(ConsumerByteRate, user, clientID, float64(bytes), now.UnixMilli(), e.maxThrottleMs))
-}
-
-// UnrecordFetch takes back a fetch that was throttled and answered empty.
-func (e *Engine) UnrecordFetch(user, clientID string, bytes int, now time.Time) {
-	e.Unrecord(ConsumerByteRate, user, clientID, float64(bytes), now)
-}
-
-// Unrecord records −v for key k without any quota check.
-func (e *Engine) Unrecord(k Key, user, clientID string, v float64, now time.Time) {
-	if !k.Valid() {
-		return
-	}
-	nowMs := now.UnixMilli()
-	m := &e.mgr[k]
-	b := e.lockLive(m, e.bucketFor(m, user, clientID, nowMs), user, clientID, nowMs)
-	if b == nil {
-		return
-	}
-	b.rate.Record(-v, nowMs)
-	if k == ControllerMutationRate {
-		b.tokens.Record(-v, nowMs)
-	}
-	b.lastActive = nowMs
-	b.mu.Unlock()
-}
-
-// RecordRequest records thread time against request_percentage and returns
-// the throttle, capped at WindowSize as Kafka caps it. Kafka's unit is
-// percent-seconds: nanoseconds × 100 / 1e9.
-func (e *Engine) RecordRequest(user, clientID string, d time.Duration, now time.Time) time.Duration {
-	capMs := e.windowMs
-	if e.maxThrottleMs > 0 {
-		capMs = min(capMs, e.maxThrottleMs)
-	}
-	v := float64(d.Nanoseconds()) * (100.0 / 1e9)
-	return ms(e.record(RequestPercentage, user, clientID, v, now.UnixMilli(), capMs))
-}
-
-// FetchMaxBytes returns the largest fetch the consumer's quota window can
-// hold, floor(Q·(N−1)·W), which the gateway uses to clamp max_bytes (and
-// min_bytes) of consumer fetches. Without it a small quota makes consumers
-// fetch more than the window allows and stay throttled forever. Without a
-// quota it returns math.MaxInt32.
-func (e *Engine) FetchMaxBytes(user, clientID string, now time.Time) int32 {
-	nowMs := now.UnixMilli()
-	b := e.bucketFor(&e.mgr[ConsumerByteRate], user, clientID, nowMs)
-	if b == nil {
-		return math.MaxInt32
-	}
-	b.mu.Lock()
-	q := b.quota
-	b.mu.Unlock()
-	v := q * float64(e.cfg.WindowNum-1) * (float64(e.windowMs) / 1000)
-	if v >= math.MaxInt32 {
-		return math.MaxInt32
-	}
-	return int32(v)
-}
-
-// Mutation starts one request's controller-mutation accounting for
-// (user, clientID). strict is true for CreateTopics v6+, DeleteTopics v5+
-// and CreatePartitions v3+.
-func (e *Engine) Mutation(user, clientID string, strict bool, now time.Time) Mutation {
-	m := &e.mgr[ControllerMutationRate]
-	return Mutation{b: e.bucketFor(m, user, clientID, now.UnixMilli()), strict: strict}
-}
-
-// CheckMutation reports whether the client's mutation bucket is below zero
-// at now, and the throttle that goes with it. A strict request is rejected
-// exactly when this reports exceeded.
-func (e *Engine) CheckMutation(user, clientID string, now time.Time) (time.Duration, bool) {
-	nowMs := now.UnixMilli()
-	m := &e.mgr[ControllerMutationRate]
-	b := e.lockLive(m, e.bucketFor(m, user, clientID, nowMs), user, clientID, nowMs)
-	if b == nil {
-		return 0, false
-	}
-	tok, q := b.tokens.Tokens(nowMs), b.tokens.quota
-	b.mu.Unlock()
-	if tok < 0 {
-		return ms(max(MutationThrottleMs(tok, q), 0)), true
-	}
-	return 0, false
-}
-
-// RecordMutation charges n partitions in one go. Strict: if the bucket is
-// already below zero nothing is charged and it returns the throttle with
-// exceeded = true (answer THROTTLING_QUOTA_EXCEEDED); otherwise it charges n,
-// however far below zero that goes, and returns (0, false). Permissive: it
-// always charges and returns the deficit as a throttle, never exceeded.
-func (e *Engine) RecordMutation(user, clientID string, n float64, strict bool, now time.Time) (time.Duration, bool) {
-	mu := e.Mutation(user, clientID, strict, now)
-	ok := mu.Record(n, now)
-	return mu.Throttle(now), !ok
 }

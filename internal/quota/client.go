@@ -1,0 +1,243 @@
+package quota
+
+import (
+	"math"
+	"strings"
+	"time"
+)
+
+// Client is one (user, client-id)'s handle on an Engine. It remembers the
+// client's bucket per key until the quota set changes, so its calls skip the
+// engine's map lookup; a gateway keeps one per connection (or per
+// connection and client-id). The Engine's own methods make a throwaway
+// Client per call. A Client is cheap, but not safe for concurrent use.
+type Client struct {
+	e              *Engine
+	user, clientID string
+	cache          [numKeys]cachedBucket
+}
+
+type cachedBucket struct {
+	gen uint64
+	b   *bucket
+}
+
+// Client returns a handle for (user, clientID). A null client-id is "".
+func (e *Engine) Client(user, clientID string) *Client {
+	return &Client{e: e, user: strings.Clone(user), clientID: strings.Clone(clientID)}
+}
+
+// User returns the user name the handle accounts for.
+func (c *Client) User() string { return c.user }
+
+// ClientID returns the client-id the handle accounts for.
+func (c *Client) ClientID() string { return c.clientID }
+
+// bucket returns the client's bucket for key k, nil when k is disabled.
+func (c *Client) bucket(k Key, nowMs int64) *bucket {
+	m := &c.e.mgr[k]
+	g := m.gen.Load()
+	if cb := &c.cache[k]; cb.b != nil && cb.gen == g {
+		return cb.b
+	}
+	b := c.e.bucketFor(m, c.user, c.clientID, nowMs)
+	c.cache[k] = cachedBucket{gen: g, b: b}
+	return b
+}
+
+// lock returns the client's bucket for k locked, replacing it first if it
+// expired since it was looked up; nil when k is disabled.
+func (c *Client) lock(k Key, nowMs int64) *bucket {
+	b := c.bucket(k, nowMs)
+	for b != nil {
+		b.mu.Lock()
+		if !b.dead {
+			return b
+		}
+		b.mu.Unlock()
+		b = c.e.slowBucket(&c.e.mgr[k], c.user, c.clientID, nowMs)
+		c.cache[k].b = b
+	}
+	return nil
+}
+
+// record adds v to the client's bucket for k and returns the throttle in ms,
+// capped at capMs when capMs > 0. Kafka records first and checks second,
+// and the value stays recorded even when it violates the quota.
+func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
+	b := c.lock(k, nowMs)
+	if b == nil {
+		return 0
+	}
+	b.rate.Record(v, nowMs)
+	b.lastActive = nowMs
+	total, w := b.rate.measure(nowMs)
+	t := int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
+	b.noteThrottle(t)
+	b.mu.Unlock()
+	return t
+}
+
+func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
+
+// RecordProduce records a produce request of the given size (header plus
+// body, everything after the length prefix; acks=0 included) and returns how
+// long to mute the connection, 0 for not at all.
+func (c *Client) RecordProduce(bytes int, now time.Time) time.Duration {
+	return ms(c.record(ProducerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
+}
+
+// RecordFetch records a consumer fetch response of the given size (4 + the
+// body) and returns the throttle. If the response ends up throttled, by
+// this quota or another, the gateway sends an empty response and must call
+// UnrecordFetch with the same size, as Kafka does.
+func (c *Client) RecordFetch(bytes int, now time.Time) time.Duration {
+	return ms(c.record(ConsumerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
+}
+
+// UnrecordFetch takes back a fetch that was throttled and answered empty.
+func (c *Client) UnrecordFetch(bytes int, now time.Time) {
+	c.Unrecord(ConsumerByteRate, float64(bytes), now)
+}
+
+// Unrecord records −v for key k without any quota check.
+func (c *Client) Unrecord(k Key, v float64, now time.Time) {
+	if !k.Valid() {
+		return
+	}
+	nowMs := now.UnixMilli()
+	b := c.lock(k, nowMs)
+	if b == nil {
+		return
+	}
+	b.rate.Record(-v, nowMs)
+	if k == ControllerMutationRate {
+		b.tokens.Record(-v, nowMs)
+	}
+	b.lastActive = nowMs
+	b.mu.Unlock()
+}
+
+// RecordRequest records thread time against request_percentage and returns
+// the throttle, capped at WindowSize as Kafka caps it. Kafka's unit is
+// percent-seconds: nanoseconds × 100 / 1e9.
+func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
+	capMs := c.e.windowMs
+	if c.e.maxThrottleMs > 0 {
+		capMs = min(capMs, c.e.maxThrottleMs)
+	}
+	v := float64(d.Nanoseconds()) * (100.0 / 1e9)
+	return ms(c.record(RequestPercentage, v, now.UnixMilli(), capMs))
+}
+
+// FetchMaxBytes returns the largest fetch the consumer's quota window can
+// hold, floor(Q·(N−1)·W), which the gateway uses to clamp max_bytes (and
+// min_bytes) of consumer fetches. Without it a small quota makes consumers
+// fetch more than the window allows and stay throttled forever. Without a
+// quota it returns math.MaxInt32.
+func (c *Client) FetchMaxBytes(now time.Time) int32 {
+	b := c.bucket(ConsumerByteRate, now.UnixMilli())
+	if b == nil {
+		return math.MaxInt32
+	}
+	b.mu.Lock()
+	q := b.quota
+	b.mu.Unlock()
+	v := q * float64(c.e.cfg.WindowNum-1) * (float64(c.e.windowMs) / 1000)
+	if v >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(v)
+}
+
+// Mutation starts one request's controller-mutation accounting. strict is
+// true for CreateTopics v6+, DeleteTopics v5+ and CreatePartitions v3+.
+func (c *Client) Mutation(strict bool, now time.Time) Mutation {
+	return Mutation{b: c.bucket(ControllerMutationRate, now.UnixMilli()), strict: strict}
+}
+
+// CheckMutation reports whether the client's mutation bucket is below zero
+// at now, and the throttle that goes with it. A strict request is rejected
+// exactly when this reports exceeded.
+func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
+	nowMs := now.UnixMilli()
+	b := c.lock(ControllerMutationRate, nowMs)
+	if b == nil {
+		return 0, false
+	}
+	tok, q := b.tokens.Tokens(nowMs), b.tokens.quota
+	b.mu.Unlock()
+	if tok < 0 {
+		return ms(max(MutationThrottleMs(tok, q), 0)), true
+	}
+	return 0, false
+}
+
+// RecordMutation charges n partitions in one go. Strict: if the bucket is
+// already below zero nothing is charged and it returns the throttle with
+// exceeded = true (answer THROTTLING_QUOTA_EXCEEDED); otherwise it charges n,
+// however far below zero that goes, and returns (0, false). Permissive: it
+// always charges and returns the deficit as a throttle, never exceeded.
+func (c *Client) RecordMutation(n float64, strict bool, now time.Time) (time.Duration, bool) {
+	mu := c.Mutation(strict, now)
+	ok := mu.Record(n, now)
+	return mu.Throttle(now), !ok
+}
+
+// The Engine's per-call forms, for callers without a Client at hand. Each
+// makes a Client on the stack, so they cost one map lookup more and no
+// allocation.
+
+// RecordProduce is Client.RecordProduce for (user, clientID).
+func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) time.Duration {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.RecordProduce(bytes, now)
+}
+
+// RecordFetch is Client.RecordFetch for (user, clientID).
+func (e *Engine) RecordFetch(user, clientID string, bytes int, now time.Time) time.Duration {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.RecordFetch(bytes, now)
+}
+
+// UnrecordFetch is Client.UnrecordFetch for (user, clientID).
+func (e *Engine) UnrecordFetch(user, clientID string, bytes int, now time.Time) {
+	c := Client{e: e, user: user, clientID: clientID}
+	c.UnrecordFetch(bytes, now)
+}
+
+// Unrecord is Client.Unrecord for (user, clientID).
+func (e *Engine) Unrecord(k Key, user, clientID string, v float64, now time.Time) {
+	c := Client{e: e, user: user, clientID: clientID}
+	c.Unrecord(k, v, now)
+}
+
+// RecordRequest is Client.RecordRequest for (user, clientID).
+func (e *Engine) RecordRequest(user, clientID string, d time.Duration, now time.Time) time.Duration {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.RecordRequest(d, now)
+}
+
+// FetchMaxBytes is Client.FetchMaxBytes for (user, clientID).
+func (e *Engine) FetchMaxBytes(user, clientID string, now time.Time) int32 {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.FetchMaxBytes(now)
+}
+
+// Mutation is Client.Mutation for (user, clientID).
+func (e *Engine) Mutation(user, clientID string, strict bool, now time.Time) Mutation {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.Mutation(strict, now)
+}
+
+// CheckMutation is Client.CheckMutation for (user, clientID).
+func (e *Engine) CheckMutation(user, clientID string, now time.Time) (time.Duration, bool) {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.CheckMutation(now)
+}
+
+// RecordMutation is Client.RecordMutation for (user, clientID).
+func (e *Engine) RecordMutation(user, clientID string, n float64, strict bool, now time.Time) (time.Duration, bool) {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.RecordMutation(n, strict, now)
+}
