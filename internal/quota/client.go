@@ -136,11 +136,10 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 // fetch more than the window allows and stay throttled forever. Without a
 // quota it returns math.MaxInt32.
 func (c *Client) FetchMaxBytes(now time.Time) int32 {
-	b := c.bucket(ConsumerByteRate, now.UnixMilli())
+	b := c.lock(ConsumerByteRate, now.UnixMilli())
 	if b == nil {
 		return math.MaxInt32
 	}
-	b.mu.Lock()
 	q := b.quota
 	b.mu.Unlock()
 	v := q * float64(c.e.cfg.WindowNum-1) * (float64(c.e.windowMs) / 1000)
@@ -153,7 +152,13 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 // Mutation starts one request's controller-mutation accounting. strict is
 // true for CreateTopics v6+, DeleteTopics v5+ and CreatePartitions v3+.
 func (c *Client) Mutation(strict bool, now time.Time) Mutation {
-	return Mutation{b: c.bucket(ControllerMutationRate, now.UnixMilli()), strict: strict}
+	// lock rather than bucket: a cached bucket that expired must be
+	// replaced here, or the whole request would charge a dropped bucket.
+	b := c.lock(ControllerMutationRate, now.UnixMilli())
+	if b != nil {
+		b.mu.Unlock()
+	}
+	return Mutation{b: b, strict: strict}
 }
 
 // CheckMutation reports whether the client's mutation bucket is below zero

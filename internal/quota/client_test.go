@@ -76,3 +76,17 @@ func TestClientSharesBuckets(t *testing.T) {
 		t.Errorf("Client.CheckMutation %v %v", d, ex)
 	}
 }
+
+// A handle idle past the expiry charges mutations to a live bucket.
+func TestClientMutationAfterExpiry(t *testing.T) {
+	e := mutationEngine(t, 10)
+	c := e.Client("ANONYMOUS", "test-client")
+	c.RecordMutation(1, true, at(0))
+	hour := time.Hour.Milliseconds()
+	e.Expire(at(hour))
+	m := c.Mutation(true, at(hour))
+	m.Record(150, at(hour))
+	if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(hour)); !ex || d != 5*time.Second {
+		t.Errorf("charge lost: %v %v", d, ex)
+	}
+}

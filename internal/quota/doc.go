@@ -15,7 +15,8 @@
 //     by KAFKA-19282 and the empty client-id quirk (Entity, Quotas);
 //   - the Engine the gateway calls on the hot path, which keeps one bucket
 //     per metric-tag pair exactly like Kafka keeps one sensor, expires idle
-//     buckets and reports usage for metrics;
+//     buckets and reports usage for metrics, and the per-connection Client
+//     handle that skips the bucket lookup;
 //   - Kafka's user-name sanitization for metric tags (Sanitize).
 //
 // The package is pure: it does no I/O, starts no goroutines and has no global

@@ -20,7 +20,7 @@ import "math"
 // is recorded the sum is taken in Kafka's slot order again.
 //
 // Times are Unix milliseconds, like Kafka's Time.milliseconds(). A Rate is
-// not safe for concurrent use.
+// not safe for concurrent use, and copies of it share samples.
 type Rate struct {
 	n        int
 	windowMs int64
