@@ -79,7 +79,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Start(ctx, cfg, app.Options{})
+	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path})
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1
@@ -88,7 +88,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if h := a.HTTPAddr(); h != "" {
 		fmt.Fprintf(stdout, "Metrics: http://%s/metrics\n", h)
 	}
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for ctx.Err() == nil {
+		select {
+		case <-hup:
+			a.Reload() // errors are logged; the running config stays
+		case <-ctx.Done():
+		}
+	}
 	stop()
 	fmt.Fprintln(stdout, "Shutting down: finishing in-flight requests...")
 	if err := a.Stop(context.Background()); err != nil {

@@ -17,14 +17,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tollgate/tollgate/internal/devcluster"
+	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
 )
 
 // App is a running Tollgate.
 type App struct {
 	cfg     Config
+	path    string
 	log     *slog.Logger
+	engine  *quota.Engine
+	policy  *enforce.Policy
+	stop    chan struct{}
+	done    chan struct{}
 	dev     *devcluster.Cluster
 	gw      *proxy.Gateway
 	metrics *metrics.Metrics
@@ -39,6 +46,14 @@ type Options struct {
 	DevClusterOpts []kfake.Opt
 	// ProxyOpts are extra gateway options (in-memory networks).
 	ProxyOpts []proxy.Option
+	// ConfigPath is the file cfg came from; when set, its quotas are
+	// re-applied whenever it changes (checked every WatchInterval) and on
+	// Reload.
+	ConfigPath string
+	// WatchInterval is how often ConfigPath is checked (default 1s).
+	WatchInterval time.Duration
+	// Now is the quota clock (default time.Now).
+	Now func() time.Time
 }
 
 // NewLogger builds the logger a LogConfig asks for.
@@ -58,10 +73,25 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: o.Logger, metrics: metrics.New()}
+	a := &App{cfg: cfg, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{})}
 	if a.log == nil {
 		a.log = NewLogger(cfg.Log, os.Stderr)
 	}
+	eng, err := quota.NewEngine(cfg.Quota.engineConfig())
+	if err != nil {
+		return nil, err
+	}
+	q, err := buildQuotas(cfg.Quotas)
+	if err != nil {
+		return nil, err
+	}
+	eng.SetQuotas(q)
+	a.engine = eng
+	a.policy = enforce.New(eng, a.log)
+	if o.Now != nil {
+		a.policy.Now = o.Now
+	}
+	a.metrics.RegisterQuotas(eng)
 	upstream := cfg.Upstream.Bootstrap
 	if len(upstream) == 0 {
 		dev, err := devcluster.Start(cfg.DevCluster, o.DevClusterOpts...)
@@ -80,7 +110,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics)}, o.ProxyOpts...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(a.policy)}, o.ProxyOpts...)
 	gw, err := proxy.New(pcfg, popts...)
 	if err != nil {
 		a.closeDev()
@@ -91,6 +121,12 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.gw = gw
+	a.policy.Topics = gw
+	if a.path != "" {
+		go a.watch(o.WatchInterval)
+	} else {
+		close(a.done)
+	}
 	if cfg.HTTP.Address != "" {
 		if err := a.startHTTP(); err != nil {
 			a.Stop(context.Background())
@@ -119,6 +155,9 @@ func (a *App) startHTTP() error {
 	return nil
 }
 
+// Engine returns the quota engine.
+func (a *App) Engine() *quota.Engine { return a.engine }
+
 // Gateway returns the running gateway.
 func (a *App) Gateway() *proxy.Gateway { return a.gw }
 
@@ -141,6 +180,12 @@ func (a *App) Stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	select {
+	case <-a.stop:
+	default:
+		close(a.stop)
+	}
+	<-a.done
 	if a.gw != nil {
 		if err := a.gw.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gateway shutdown: %w", err))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
 )
 
 // Config is the whole tollgate.yaml. Every key is documented in
@@ -34,6 +35,11 @@ type Config struct {
 	Socket SocketConfig `yaml:"socket"`
 	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// Quota holds the quota.* settings (restart to change).
+	Quota QuotaSettings `yaml:"quota"`
+	// Quotas are client quotas declared in the file; applied live when the
+	// file changes or on SIGHUP.
+	Quotas []QuotaEntry `yaml:"quotas"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -125,6 +131,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("shutdown_timeout must not be negative"))
+	}
+	if _, err := buildQuotas(c.Quotas); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := quota.NewEngine(c.Quota.engineConfig()); err != nil {
+		errs = append(errs, fmt.Errorf("quota: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -33,6 +33,8 @@ type Gateway struct {
 	nextBoot int
 	closed   bool
 
+	numParts partitionsCache
+
 	nextID  atomic.Uint64
 	wg      sync.WaitGroup // accept loops, sessions, refresher
 	closing chan struct{}

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// QuotaSettings are Kafka's quota.* broker settings. They take effect at
+// start; changing them needs a restart (as in Kafka, where they are
+// static).
+type QuotaSettings struct {
+	// WindowNum is quota.window.num (default 11).
+	WindowNum int `yaml:"window_num"`
+	// WindowSize is quota.window.size.seconds (default 1s).
+	WindowSize time.Duration `yaml:"window_size"`
+	// MaxThrottle caps a byte-rate throttle (default 30s; Kafka has no
+	// cap). Negative: no cap.
+	MaxThrottle time.Duration `yaml:"max_throttle"`
+	// ControllerWindowNum and ControllerWindowSize are
+	// controller.quota.window.num / .size.seconds (defaults 11, 1s).
+	ControllerWindowNum  int           `yaml:"controller_window_num"`
+	ControllerWindowSize time.Duration `yaml:"controller_window_size"`
+}
+
+func (s QuotaSettings) engineConfig() quota.EngineConfig {
+	return quota.EngineConfig{
+		WindowNum:            s.WindowNum,
+		WindowSize:           s.WindowSize,
+		MaxThrottle:          s.MaxThrottle,
+		ControllerWindowNum:  s.ControllerWindowNum,
+		ControllerWindowSize: s.ControllerWindowSize,
+	}
+}
+
+// QuotaEntry is one entity's quotas in the config file, in the shape of
+// kafka-configs: a user, a client-id or both, each a name or the default.
+//
+//	quotas:
+//	  - user: alice
+//	    producer_byte_rate: 1048576
+//	  - user: alice
+//	    client_id: ingest
+//	    producer_byte_rate: 4194304
+//	  - default_user: true
+//	    consumer_byte_rate: 2097152
+type QuotaEntry struct {
+	User            *string `yaml:"user"`
+	DefaultUser     bool    `yaml:"default_user"`
+	ClientID        *string `yaml:"client_id"`
+	DefaultClientID bool    `yaml:"default_client_id"`
+
+	ProducerByteRate       *float64 `yaml:"producer_byte_rate"`
+	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate"`
+	RequestPercentage      *float64 `yaml:"request_percentage"`
+	ControllerMutationRate *float64 `yaml:"controller_mutation_rate"`
+}
+
+// Entity returns the entry's quota entity.
+func (e QuotaEntry) Entity() (quota.Entity, error) {
+	var ent quota.Entity
+	switch {
+	case e.User != nil && e.DefaultUser:
+		return ent, errors.New("user and default_user are exclusive")
+	case e.User != nil:
+		ent.User = quota.Exact(*e.User)
+	case e.DefaultUser:
+		ent.User = quota.Default()
+	}
+	switch {
+	case e.ClientID != nil && e.DefaultClientID:
+		return ent, errors.New("client_id and default_client_id are exclusive")
+	case e.ClientID != nil:
+		ent.Client = quota.Exact(*e.ClientID)
+	case e.DefaultClientID:
+		ent.Client = quota.Default()
+	}
+	if !ent.User.IsSet() && !ent.Client.IsSet() {
+		return ent, errors.New("an entry needs user, default_user, client_id or default_client_id")
+	}
+	return ent, nil
+}
+
+// buildQuotas turns the config entries into a quota set, validating values
+// as Kafka's AlterClientQuotas does.
+func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
+	var q quota.Quotas
+	var errs []error
+	for i, e := range entries {
+		ent, err := e.Entity()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+			continue
+		}
+		set := 0
+		for _, kv := range []struct {
+			k       quota.Key
+			v       *float64
+			integer bool
+		}{
+			{quota.ProducerByteRate, e.ProducerByteRate, true},
+			{quota.ConsumerByteRate, e.ConsumerByteRate, true},
+			{quota.RequestPercentage, e.RequestPercentage, false},
+			{quota.ControllerMutationRate, e.ControllerMutationRate, false},
+		} {
+			if kv.v == nil {
+				continue
+			}
+			set++
+			v := *kv.v
+			switch {
+			case !(v > 0):
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Quota %s must be greater than 0", i, ent, kv.k))
+				continue
+			case kv.integer && v > math.MaxInt64:
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Proposed value for %s is too large for a LONG.", i, ent, kv.k))
+				continue
+			case kv.integer && math.Abs(math.Mod(v, 1)) > 1e-6:
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): %s cannot be a fractional value.", i, ent, kv.k))
+				continue
+			}
+			if _, dup := q.Get(ent, kv.k); dup {
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): %s is set twice for this entity", i, ent, kv.k))
+				continue
+			}
+			if err := q.Set(ent, kv.k, v); err != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+			}
+		}
+		if set == 0 {
+			errs = append(errs, fmt.Errorf("quotas[%d] (%v): no quota key set", i, ent))
+		}
+	}
+	return q, errors.Join(errs...)
+}

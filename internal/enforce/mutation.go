@@ -1,0 +1,208 @@
+package enforce
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// item is one topic of a mutation request: how many partitions it
+// creates, adds or deletes.
+type item struct {
+	topic string
+	n     float64
+}
+
+// mutation applies controller_mutation_rate to CreateTopics,
+// CreatePartitions and DeleteTopics. Strict mode checks each topic in
+// request order: while the bucket is not below zero the topic is charged
+// (however far below zero that takes it) and forwarded; once it is, every
+// later topic fails with error 89 and is not charged. Permissive mode
+// charges everything and throttles by the deficit.
+func (p *Policy) mutation(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict {
+	now := p.Now()
+	user := c.Principal.Name
+	if !p.mutationsLimited() {
+		return proxy.Verdict{}
+	}
+	req := kmsg.RequestForKey(r.Key)
+	req.SetVersion(r.Version)
+	if err := req.ReadFrom(r.Payload[r.BodyOffset:]); err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	items := p.items(req)
+	strict := r.Version >= strictFrom(r.Key)
+	m := p.Engine.Client(user, r.ClientID).Mutation(strict, now)
+	rejected := make([]bool, len(items))
+	nRejected := 0
+	for i, it := range items {
+		if !m.Record(it.n, now) {
+			rejected[i] = true
+			nRejected++
+		}
+	}
+	t := m.Throttle(now)
+	if nRejected == 0 {
+		if strict {
+			t = 0 // strict mode throttles only a request it rejected
+		}
+		return proxy.Verdict{Throttle: t}
+	}
+	if nRejected == len(items) {
+		resp := req.ResponseKind()
+		resp.SetVersion(r.Version)
+		addRejected(resp, items, rejected)
+		return proxy.Verdict{Respond: resp, Throttle: t}
+	}
+	return proxy.Verdict{
+		Forward:  keepAccepted(req, rejected),
+		Merge:    func(resp kmsg.Response) { addRejected(resp, items, rejected) },
+		Throttle: t,
+	}
+}
+
+// mutationsLimited reports whether any controller_mutation_rate quota is
+// configured, so requests can skip decoding when none is.
+func (p *Policy) mutationsLimited() bool {
+	q := p.Engine.Quotas()
+	return q.Enabled(quota.ControllerMutationRate)
+}
+
+// items lists a mutation request's topics with their partition counts.
+func (p *Policy) items(req kmsg.Request) []item {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		out := make([]item, len(r.Topics))
+		var dflt int32
+		for i, t := range r.Topics {
+			n := t.NumPartitions
+			if len(t.ReplicaAssignment) > 0 {
+				n = int32(len(t.ReplicaAssignment))
+			} else if n < 0 {
+				if dflt == 0 && p.Topics != nil {
+					dflt = p.Topics.DefaultPartitions(ctx)
+				}
+				n = max(dflt, 1)
+			}
+			out[i] = item{t.Topic, float64(n)}
+		}
+		return out
+	case *kmsg.CreatePartitionsRequest:
+		names := make([]string, len(r.Topics))
+		for i, t := range r.Topics {
+			names[i] = t.Topic
+		}
+		cur := p.partitions(ctx, names)
+		out := make([]item, len(r.Topics))
+		for i, t := range r.Topics {
+			out[i] = item{t.Topic, float64(max(t.Count-cur[t.Topic], 0))}
+		}
+		return out
+	case *kmsg.DeleteTopicsRequest:
+		var names []string
+		if len(r.Topics) > 0 {
+			for _, t := range r.Topics {
+				if t.Topic != nil {
+					names = append(names, *t.Topic)
+				}
+			}
+		} else {
+			names = r.TopicNames
+		}
+		cur := p.partitions(ctx, names)
+		out := make([]item, len(names))
+		for i, n := range names {
+			out[i] = item{n, float64(cur[n])}
+		}
+		return out
+	}
+	return nil
+}
+
+func (p *Policy) partitions(ctx context.Context, topics []string) map[string]int32 {
+	if p.Topics == nil || len(topics) == 0 {
+		return nil
+	}
+	m, err := p.Topics.TopicPartitions(ctx, topics)
+	if err != nil {
+		p.Log.Warn("cannot read partition counts for the mutation quota; counting 0", "err", err)
+	}
+	return m
+}
+
+// keepAccepted returns the request with the rejected topics removed.
+func keepAccepted(req kmsg.Request, rejected []bool) kmsg.Request {
+	switch r := req.(type) {
+	case *kmsg.CreateTopicsRequest:
+		r.Topics = filter(r.Topics, rejected)
+	case *kmsg.CreatePartitionsRequest:
+		r.Topics = filter(r.Topics, rejected)
+	case *kmsg.DeleteTopicsRequest:
+		if len(r.Topics) > 0 {
+			r.Topics = filter(r.Topics, rejected)
+		} else {
+			r.TopicNames = filter(r.TopicNames, rejected)
+		}
+	}
+	return req
+}
+
+func filter[T any](xs []T, drop []bool) []T {
+	out := xs[:0]
+	for i, x := range xs {
+		if !drop[i] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// addRejected puts the rejected topics, with error 89, into a response,
+// in request order among the accepted ones.
+func addRejected(resp kmsg.Response, items []item, rejected []bool) {
+	msg := kmsg.StringPtr(throttledMessage)
+	switch r := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.CreateTopicsResponseTopic {
+			t := kmsg.NewCreateTopicsResponseTopic()
+			t.Topic, t.ErrorCode, t.ErrorMessage = it.topic, ErrThrottlingQuotaExceeded, msg
+			t.NumPartitions, t.ReplicationFactor = -1, -1
+			return t
+		})
+	case *kmsg.CreatePartitionsResponse:
+		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.CreatePartitionsResponseTopic {
+			t := kmsg.NewCreatePartitionsResponseTopic()
+			t.Topic, t.ErrorCode, t.ErrorMessage = it.topic, ErrThrottlingQuotaExceeded, msg
+			return t
+		})
+	case *kmsg.DeleteTopicsResponse:
+		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.DeleteTopicsResponseTopic {
+			t := kmsg.NewDeleteTopicsResponseTopic()
+			t.Topic, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(it.topic), ErrThrottlingQuotaExceeded, msg
+			return t
+		})
+	}
+}
+
+// merge interleaves the upstream's answers for accepted items with the
+// gateway's answers for rejected ones, in request order.
+func merge[T any](got []T, items []item, rejected []bool, mk func(item) T) []T {
+	out := make([]T, 0, len(items))
+	j := 0
+	for i, it := range items {
+		if rejected[i] {
+			out = append(out, mk(it))
+		} else if j < len(got) {
+			out = append(out, got[j])
+			j++
+		}
+	}
+	return append(out, got[j:]...)
+}

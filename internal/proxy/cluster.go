@@ -1,0 +1,91 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TopicPartitions asks upstream for the current partition count of each
+// topic; topics that do not exist are absent from the result. The
+// controller-mutation quota needs it for DeleteTopics and
+// CreatePartitions, which name topics, not partition counts.
+func (g *Gateway) TopicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, g.meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int32, len(topics))
+	for _, t := range resp.Topics {
+		if t.ErrorCode == 0 && t.Topic != nil {
+			out[*t.Topic] = int32(len(t.Partitions))
+		}
+	}
+	return out, nil
+}
+
+// partitionsCache holds num.partitions as last read from upstream.
+type partitionsCache struct {
+	sync.Mutex
+	v  int32
+	at time.Time
+}
+
+// DefaultPartitions returns the cluster's num.partitions (what a
+// CreateTopics with num_partitions -1 gets), cached for a minute; 1 if it
+// cannot be read.
+func (g *Gateway) DefaultPartitions(ctx context.Context) int32 {
+	g.numParts.Lock()
+	defer g.numParts.Unlock()
+	if g.numParts.v > 0 && time.Since(g.numParts.at) < time.Minute {
+		return g.numParts.v
+	}
+	v, err := g.readNumPartitions(ctx)
+	if err != nil {
+		g.log.Warn("cannot read num.partitions from upstream; counting 1", "err", err)
+		return 1
+	}
+	g.numParts.v, g.numParts.at = v, time.Now()
+	return v
+}
+
+func (g *Gateway) readNumPartitions(ctx context.Context) (int32, error) {
+	g.mu.Lock()
+	var id int32 = -1
+	for n := range g.brokers {
+		id = n
+		break
+	}
+	g.mu.Unlock()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	r := kmsg.NewDescribeConfigsRequestResource()
+	r.ResourceType = kmsg.ConfigResourceTypeBroker
+	r.ResourceName = strconv.Itoa(int(id))
+	r.ConfigNames = []string{"num.partitions"}
+	req.Resources = append(req.Resources, r)
+	resp, err := req.RequestWith(ctx, g.meta)
+	if err != nil {
+		return 0, err
+	}
+	for _, res := range resp.Resources {
+		for _, c := range res.Configs {
+			if c.Name == "num.partitions" && c.Value != nil {
+				v, err := strconv.Atoi(*c.Value)
+				if err == nil && v > 0 {
+					return int32(v), nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("num.partitions not in the DescribeConfigs answer")
+}
