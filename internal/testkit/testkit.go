@@ -23,6 +23,9 @@ type Env struct {
 	App       *app.App
 	Bootstrap string
 	Logs      *LogBuffer
+	// Net is the in-memory network everything runs on (StartInBubble),
+	// or nil (Start: real loopback sockets).
+	Net *Network
 }
 
 // Start runs Tollgate with the embedded 3-broker cluster on free loopback
