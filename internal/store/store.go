@@ -1,0 +1,588 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FileName is the name of the database file in the data directory.
+const FileName = "tollgate.db"
+
+// schemaVersion is the layout of the file described below; Open refuses a
+// file written with another layout.
+const schemaVersion = "1"
+
+// Layout of the file:
+//
+//	meta            schema → "1"
+//	client_quotas   one nested bucket per entity, named by encodeEntity;
+//	                in it, quota key → 8-byte big-endian IEEE-754 bits
+//	broker_configs  one nested bucket per broker scope (encodeBroker);
+//	                in it, config key → value
+//
+// Values are kept as raw float bits, so every float64 (NaN, ±Inf, -0)
+// round-trips exactly. An entity or scope whose last key is removed has
+// its bucket deleted: entities exist only while they have a key.
+var (
+	bucketMeta    = []byte("meta")
+	bucketQuotas  = []byte("client_quotas")
+	bucketBrokers = []byte("broker_configs")
+	keySchema     = []byte("schema")
+)
+
+// lockTimeout bounds the wait for the file lock bbolt takes, so that a
+// second gateway on the same data directory fails instead of hanging.
+const lockTimeout = time.Second
+
+// Store is the durable configuration store. Its methods are safe for
+// concurrent use; write transactions are serialised by bbolt.
+type Store struct {
+	db   *bolt.DB
+	path string
+
+	mu     sync.Mutex
+	subs   map[chan struct{}]struct{}
+	closed bool
+}
+
+// Open opens (creating if needed) dir/tollgate.db. The directory is
+// created with mode 0700 and the file with 0600. Another process holding
+// the file gets an error after one second.
+func Open(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("store: no data directory")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, fs.ErrNotExist)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("store: %s is in use by another process", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// bbolt fsyncs every commit unless NoSync is set; an acknowledged
+	// change must survive kill -9, so it must stay unset.
+	db.NoSync = false
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		switch v := meta.Get(keySchema); {
+		case v == nil:
+			if err := meta.Put(keySchema, []byte(schemaVersion)); err != nil {
+				return err
+			}
+		case string(v) != schemaVersion:
+			return fmt.Errorf("store: %s has schema version %q, this build reads %q", path, v, schemaVersion)
+		}
+		for _, b := range [][]byte{bucketQuotas, bucketBrokers} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && created {
+		// The new file's directory entry must be durable too.
+		err = syncDir(dir)
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return &Store{db: db, path: path, subs: make(map[chan struct{}]struct{})}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database and every subscription channel. Transactions in
+// progress finish first.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		for ch := range s.subs {
+			close(ch)
+		}
+		clear(s.subs)
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// Subscribe returns a channel that receives a value after every committed
+// transaction that changed something, and a function that ends the
+// subscription and closes the channel. Signals coalesce: the channel has
+// room for one, so a slow reader sees at least one signal after the last
+// change, never a backlog. Readers reload what they need from the store.
+// Close closes every subscription's channel.
+func (s *Store) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	s.subs[ch] = struct{}{}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if _, ok := s.subs[ch]; ok {
+				delete(s.subs, ch)
+				close(ch)
+			}
+		})
+	}
+}
+
+func (s *Store) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// EntityQuotas is an entity and every quota key it has.
+type EntityQuotas struct {
+	Entity Entity
+	Values map[string]float64
+}
+
+// Op is one change to a key: set it to Value, or remove it.
+type Op struct {
+	Key    string
+	Value  float64
+	Remove bool
+}
+
+// EntityChange is a list of ops on one entity, applied in order.
+type EntityChange struct {
+	Entity Entity
+	Ops    []Op
+}
+
+// ValueChange is the effect of one op: the key's value before and after.
+// Nil means the key is not set. A removal of an unset key has both nil; a
+// set to the current value has both equal.
+type ValueChange struct {
+	Key      string
+	Old, New *float64
+}
+
+// EntityResult is the effect of one EntityChange.
+type EntityResult struct {
+	Entity  Entity
+	Changes []ValueChange
+	// Changed reports whether anything was written for the entity.
+	Changed bool
+}
+
+func encodeFloat(v float64) []byte {
+	return binary.BigEndian.AppendUint64(nil, math.Float64bits(v))
+}
+
+func decodeFloat(b []byte) (float64, error) {
+	if len(b) != 8 {
+		return 0, errors.New("store: corrupt quota value")
+	}
+	return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+}
+
+// ClientQuotas returns every entity with its values, ordered by the
+// canonical key.
+func (s *Store) ClientQuotas() ([]EntityQuotas, error) {
+	var out []EntityQuotas
+	err := s.db.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketQuotas)
+		return root.ForEachBucket(func(k []byte) error {
+			e, err := decodeEntity(k)
+			if err != nil {
+				return err
+			}
+			vals, err := readFloats(root.Bucket(k))
+			if err != nil {
+				return fmt.Errorf("%w (entity %v)", err, e)
+			}
+			if len(vals) > 0 {
+				out = append(out, EntityQuotas{Entity: e, Values: vals})
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ClientQuota returns the values of one entity; an unknown entity has
+// none (an empty map).
+func (s *Store) ClientQuota(e Entity) (map[string]float64, error) {
+	c, err := NewEntity(e...)
+	if err != nil {
+		return nil, err
+	}
+	vals := map[string]float64{}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketQuotas).Bucket(c.Key())
+		if b == nil {
+			return nil
+		}
+		vals, err = readFloats(b)
+		return err
+	})
+	return vals, err
+}
+
+func readFloats(b *bolt.Bucket) (map[string]float64, error) {
+	vals := map[string]float64{}
+	err := b.ForEach(func(k, v []byte) error {
+		f, err := decodeFloat(v)
+		if err != nil {
+			return err
+		}
+		vals[string(k)] = f
+		return nil
+	})
+	return vals, err
+}
+
+// AlterClientQuotas applies the changes in one transaction: all of them or,
+// on error, none. It returns once the transaction is on disk.
+func (s *Store) AlterClientQuotas(changes []EntityChange) error {
+	_, err := s.AlterClientQuotasFunc(changes, nil)
+	return err
+}
+
+// AlterClientQuotasFunc is AlterClientQuotas with a hook: once the effect
+// of every change is computed inside the write transaction, and before it
+// commits, before (if not nil) is called with the results; if it returns an
+// error, nothing is committed and that error is returned unchanged. The
+// control plane writes its audit event there, so the event is durable
+// before the change is, and the old values it records are those the
+// transaction replaced (no other write can interleave). before must not
+// use the store. The results are returned on success.
+func (s *Store) AlterClientQuotasFunc(changes []EntityChange, before func([]EntityResult) error) ([]EntityResult, error) {
+	results := make([]EntityResult, 0, len(changes))
+	changed := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketQuotas)
+		for _, ch := range changes {
+			r, err := alterEntity(root, ch)
+			if err != nil {
+				return err
+			}
+			changed = changed || r.Changed
+			results = append(results, r)
+		}
+		if before != nil {
+			return before(results)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.notify()
+	}
+	return results, nil
+}
+
+func alterEntity(root *bolt.Bucket, ch EntityChange) (EntityResult, error) {
+	e, err := NewEntity(ch.Entity...)
+	if err != nil {
+		return EntityResult{}, err
+	}
+	key := e.Key()
+	if len(key) > bolt.MaxKeySize {
+		return EntityResult{}, fmt.Errorf("store: entity %v is longer than %d bytes encoded", e, bolt.MaxKeySize)
+	}
+	r := EntityResult{Entity: e}
+	b := root.Bucket(key)
+	for _, op := range ch.Ops {
+		if op.Key == "" || len(op.Key) > bolt.MaxKeySize {
+			return r, fmt.Errorf("store: invalid quota key of %d bytes", len(op.Key))
+		}
+		k := []byte(op.Key)
+		var old *float64
+		if b != nil {
+			if v := b.Get(k); v != nil {
+				f, err := decodeFloat(v)
+				if err != nil {
+					return r, err
+				}
+				old = &f
+			}
+		}
+		vc := ValueChange{Key: op.Key, Old: old}
+		switch {
+		case op.Remove:
+			if old != nil {
+				if err := b.Delete(k); err != nil {
+					return r, err
+				}
+				r.Changed = true
+			}
+		default:
+			v := op.Value
+			vc.New = &v
+			// Equality as Java's Double.equals: by bits.
+			if old != nil && math.Float64bits(*old) == math.Float64bits(v) {
+				break
+			}
+			if b == nil {
+				if b, err = root.CreateBucket(key); err != nil {
+					return r, err
+				}
+			}
+			if err := b.Put(k, encodeFloat(v)); err != nil {
+				return r, err
+			}
+			r.Changed = true
+		}
+		r.Changes = append(r.Changes, vc)
+	}
+	if b != nil {
+		if k, _ := b.Cursor().First(); k == nil {
+			if err := root.DeleteBucket(key); err != nil {
+				return r, err
+			}
+		}
+	}
+	return r, nil
+}
+
+// Broker names the scope of a broker-level config: one broker id, or the
+// cluster-wide default (Kafka's config resource with an empty name).
+type Broker struct {
+	ID      int32
+	Default bool
+}
+
+// BrokerDefault is the cluster-wide default scope.
+func BrokerDefault() Broker { return Broker{Default: true} }
+
+// BrokerID is the scope of one broker.
+func BrokerID(id int32) Broker { return Broker{ID: id} }
+
+// String renders the scope as Kafka names the config resource: the broker
+// id, or "" for the default.
+func (b Broker) String() string {
+	if b.Default {
+		return ""
+	}
+	return fmt.Sprint(b.ID)
+}
+
+func encodeBroker(b Broker) []byte {
+	if b.Default {
+		return []byte{'d'}
+	}
+	return binary.BigEndian.AppendUint32([]byte{'b'}, uint32(b.ID))
+}
+
+func decodeBroker(k []byte) (Broker, error) {
+	switch {
+	case bytes.Equal(k, []byte{'d'}):
+		return BrokerDefault(), nil
+	case len(k) == 5 && k[0] == 'b':
+		return BrokerID(int32(binary.BigEndian.Uint32(k[1:]))), nil
+	}
+	return Broker{}, errors.New("store: corrupt broker scope key")
+}
+
+// BrokerConfigs is one scope's configs.
+type BrokerConfigs struct {
+	Broker Broker
+	Values map[string]string
+}
+
+// ConfigOp is one change to a broker config: set it to Value, or remove it.
+type ConfigOp struct {
+	Key    string
+	Value  string
+	Remove bool
+}
+
+// BrokerChange is a list of ops on one scope, applied in order.
+type BrokerChange struct {
+	Broker Broker
+	Ops    []ConfigOp
+}
+
+// StringChange is the effect of one ConfigOp (nil: not set).
+type StringChange struct {
+	Key      string
+	Old, New *string
+}
+
+// BrokerResult is the effect of one BrokerChange.
+type BrokerResult struct {
+	Broker  Broker
+	Changes []StringChange
+	Changed bool
+}
+
+// BrokerConfigs returns every scope that has configs: the default first,
+// then brokers by id.
+func (s *Store) BrokerConfigs() ([]BrokerConfigs, error) {
+	var out []BrokerConfigs
+	err := s.db.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketBrokers)
+		return root.ForEachBucket(func(k []byte) error {
+			b, err := decodeBroker(k)
+			if err != nil {
+				return err
+			}
+			vals := map[string]string{}
+			err = root.Bucket(k).ForEach(func(k, v []byte) error {
+				vals[string(k)] = string(v)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if len(vals) > 0 {
+				out = append(out, BrokerConfigs{Broker: b, Values: vals})
+			}
+			return nil
+		})
+	})
+	// Keys sort 'b'+id before 'd', and negative ids after positive ones.
+	sortBrokers(out)
+	return out, err
+}
+
+func sortBrokers(bs []BrokerConfigs) {
+	slices.SortFunc(bs, func(a, b BrokerConfigs) int {
+		if a.Broker.Default != b.Broker.Default {
+			if a.Broker.Default {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Broker.ID, b.Broker.ID)
+	})
+}
+
+// SetBrokerConfigs applies the changes in one transaction.
+func (s *Store) SetBrokerConfigs(changes []BrokerChange) error {
+	_, err := s.SetBrokerConfigsFunc(changes, nil)
+	return err
+}
+
+// SetBrokerConfigsFunc is SetBrokerConfigs with a hook called before the
+// commit, as AlterClientQuotasFunc.
+func (s *Store) SetBrokerConfigsFunc(changes []BrokerChange, before func([]BrokerResult) error) ([]BrokerResult, error) {
+	results := make([]BrokerResult, 0, len(changes))
+	changed := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketBrokers)
+		for _, ch := range changes {
+			r, err := alterBroker(root, ch)
+			if err != nil {
+				return err
+			}
+			changed = changed || r.Changed
+			results = append(results, r)
+		}
+		if before != nil {
+			return before(results)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.notify()
+	}
+	return results, nil
+}
+
+func alterBroker(root *bolt.Bucket, ch BrokerChange) (BrokerResult, error) {
+	key := encodeBroker(ch.Broker)
+	r := BrokerResult{Broker: ch.Broker}
+	b := root.Bucket(key)
+	var err error
+	for _, op := range ch.Ops {
+		if op.Key == "" || len(op.Key) > bolt.MaxKeySize {
+			return r, fmt.Errorf("store: invalid config key of %d bytes", len(op.Key))
+		}
+		k := []byte(op.Key)
+		var old *string
+		if b != nil {
+			if v := b.Get(k); v != nil {
+				s := string(v)
+				old = &s
+			}
+		}
+		sc := StringChange{Key: op.Key, Old: old}
+		switch {
+		case op.Remove:
+			if old != nil {
+				if err := b.Delete(k); err != nil {
+					return r, err
+				}
+				r.Changed = true
+			}
+		default:
+			v := op.Value
+			sc.New = &v
+			if old != nil && *old == v {
+				break
+			}
+			if b == nil {
+				if b, err = root.CreateBucket(key); err != nil {
+					return r, err
+				}
+			}
+			if err := b.Put(k, []byte(v)); err != nil {
+				return r, err
+			}
+			r.Changed = true
+		}
+		r.Changes = append(r.Changes, sc)
+	}
+	if b != nil {
+		if k, _ := b.Cursor().First(); k == nil {
+			if err := root.DeleteBucket(key); err != nil {
+				return r, err
+			}
+		}
+	}
+	return r, nil
+}
