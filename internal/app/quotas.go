@@ -33,6 +33,8 @@ func (s QuotaSettings) engineConfig() quota.EngineConfig {
 		MaxThrottle:          s.MaxThrottle,
 		ControllerWindowNum:  s.ControllerWindowNum,
 		ControllerWindowSize: s.ControllerWindowSize,
+		// One bucket, many connections: hold them all to one deadline.
+		SharedDeadline: true,
 	}
 }
 

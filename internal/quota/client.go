@@ -73,12 +73,32 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	b.lastActive = nowMs
 	total, w := b.rate.measure(nowMs)
 	t := int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
+	if c.e.cfg.SharedDeadline {
+		t = b.shareDeadline(t, nowMs, capMs)
+	}
 	b.noteThrottle(t)
 	b.mu.Unlock()
 	return t
 }
 
 func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
+
+// shareDeadline extends a throttle t to the bucket's current deadline and
+// moves the deadline out to now+t: all connections of one bucket are held
+// until the same moment. With a single connection this is Kafka's
+// behaviour unchanged, since it only sends again after its throttle.
+func (b *bucket) shareDeadline(t, nowMs, capMs int64) int64 {
+	if t > 0 && nowMs+t > b.until {
+		b.until = nowMs + t
+	}
+	if rem := b.until - nowMs; rem > t {
+		t = rem
+		if capMs > 0 && t > capMs {
+			t = capMs
+		}
+	}
+	return t
+}
 
 // RecordProduce records a produce request of the given size (header plus
 // body, everything after the length prefix; acks=0 included) and returns how
@@ -111,6 +131,7 @@ func (c *Client) Unrecord(k Key, v float64, now time.Time) {
 		return
 	}
 	b.rate.Record(-v, nowMs)
+	b.until = 0 // the deadline may have come from what is taken back
 	if k == ControllerMutationRate {
 		b.tokens.Record(-v, nowMs)
 	}

@@ -40,6 +40,14 @@ type EngineConfig struct {
 	// Expiry drops a bucket after this long without a record, so that
 	// bucket cardinality stays bounded. Its state is then lost, as in Kafka.
 	Expiry time.Duration
+	// SharedDeadline holds every record into a throttled bucket until the
+	// bucket's throttle deadline, not just for its own formula. A gateway
+	// sees one bucket through several connections (one per broker at
+	// least): without it, the connections not yet throttled keep sending
+	// while the first one waits and the cluster-wide rate settles above
+	// the quota. Off, the engine is Kafka's arithmetic exactly (a broker
+	// sees a client's traffic to it on one connection).
+	SharedDeadline bool
 }
 
 func (c EngineConfig) normalize() (EngineConfig, error) {
@@ -154,7 +162,13 @@ type bucket struct {
 	lastActive   int64 // last record, ms
 	throttles    int64
 	throttleMs   int64
-	dead         bool // expired; written with both Engine.mu and mu held
+	// until is when the bucket's current throttle ends (ms). A gateway
+	// sees one bucket through many connections (one per broker at least);
+	// every response of the bucket is throttled until the same deadline,
+	// or the connections not yet throttled would keep sending while the
+	// first one waits, and the cluster-wide rate would settle above Q.
+	until int64
+	dead  bool // expired; written with both Engine.mu and mu held
 	_            cacheLinePad
 }
 
@@ -217,6 +231,9 @@ func (e *Engine) SetQuotas(q Quotas) {
 		for _, b := range m.buckets {
 			lvl, ent, v := t.limit(b.user, b.client)
 			b.mu.Lock()
+			if b.quota != v {
+				b.until = 0 // a new bound gives a new throttle
+			}
 			b.level, b.entity, b.quota = lvl, ent, v
 			b.tokens.SetQuota(v)
 			b.mu.Unlock()

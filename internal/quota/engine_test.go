@@ -402,3 +402,26 @@ func TestEngineOddNames(t *testing.T) {
 		}
 	}
 }
+
+// A gateway sees one bucket through several connections. Every response of
+// a throttled bucket is held to the same deadline, so a second connection
+// cannot keep sending while the first one waits.
+func TestEngineSharedDeadline(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{SharedDeadline: true})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	// The first response takes the bucket 5 s into debt.
+	if d := e.RecordProduce("u", "a", 15000, at(0)); d != 5*time.Second {
+		t.Fatalf("first throttle %v", d)
+	}
+	// Another connection's tiny request 1 s later: on its own the rate is
+	// still over the quota, but its own formula would give less than the
+	// 4 s left; it must wait for the shared deadline.
+	if d := e.RecordProduce("u", "a", 1, at(1000)); d < 4*time.Second {
+		t.Fatalf("second connection throttled %v, want at least the 4 s left", d)
+	}
+	// After the deadline the bucket is not throttled for traffic within
+	// the quota.
+	if d := e.RecordProduce("u", "a", 1, at(30000)); d != 0 {
+		t.Fatalf("after the deadline: %v", d)
+	}
+}

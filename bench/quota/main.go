@@ -1,0 +1,271 @@
+// Command quota measures how accurately Tollgate holds clients to their
+// quotas, in real time on loopback: a franz-go producer and consumer at
+// full speed under Q, many client-ids each under its own quota at once, and
+// a kafka-go producer (which ignores throttle_time_ms and is held by the
+// connection mute alone). Rates are measured client-side in the bytes the
+// quota counts (request bytes for produce, response bytes for fetch),
+// after a start-up period, since a fresh bucket may burst Q·(N−1)·W.
+//
+//	go run ./bench/quota -q 5242880 -warmup 12s -measure 30s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+var (
+	q       = flag.Float64("q", 5<<20, "quota in bytes per second for the single producer/consumer")
+	warmup  = flag.Duration("warmup", 12*time.Second, "start-up period not measured")
+	measure = flag.Duration("measure", 30*time.Second, "measured period")
+	many    = flag.Int("clients", 50, "client-ids, each under its own quota")
+	manyQ   = flag.Float64("clients-q", 200<<10, "quota of each of the many client-ids")
+	only    = flag.String("only", "", "run one scenario: single, many, kafkago")
+)
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	rate := func(v float64) *float64 { return &v }
+	s := func(v string) *string { return &v }
+	var entries []app.QuotaEntry
+	entries = append(entries,
+		app.QuotaEntry{ClientID: s("bench-producer"), ProducerByteRate: rate(*q)},
+		app.QuotaEntry{ClientID: s("bench-consumer"), ConsumerByteRate: rate(*q)},
+		app.QuotaEntry{ClientID: s("bench-kafkago"), ProducerByteRate: rate(*q)},
+	)
+	for i := 0; i < *many; i++ {
+		entries = append(entries, app.QuotaEntry{ClientID: s(fmt.Sprintf("bench-many-%02d", i)), ProducerByteRate: rate(*manyQ)})
+	}
+	cfg := app.Config{
+		Listeners: []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
+		Quotas:    entries,
+	}
+	a, err := app.Start(ctx, cfg, app.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer a.Stop(ctx)
+	boot := a.Bootstrap()
+	fmt.Printf("quota.window.num=11, quota.window.size=1s; warm-up %v, measured %v\n\n", *warmup, *measure)
+	if *only == "" || *only == "single" {
+		single(boot)
+	}
+	if *only == "" || *only == "many" {
+		manyClients(boot)
+	}
+	if *only == "" || *only == "kafkago" {
+		kafkaGo(boot)
+	}
+}
+
+// meter counts bytes in one-second buckets from a start time.
+type meter struct {
+	start time.Time
+	mu    sync.Mutex
+	secs  []float64
+}
+
+func newMeter() *meter { return &meter{start: time.Now()} }
+
+func (m *meter) add(n int) {
+	s := int(time.Since(m.start) / time.Second)
+	m.mu.Lock()
+	for len(m.secs) <= s {
+		m.secs = append(m.secs, 0)
+	}
+	m.secs[s] += float64(n)
+	m.mu.Unlock()
+}
+
+// over returns the mean rate over [from, from+d).
+func (m *meter) over(from, d time.Duration) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, b := int(from/time.Second), int((from+d)/time.Second)
+	var sum float64
+	for i := a; i < b && i < len(m.secs); i++ {
+		sum += m.secs[i]
+	}
+	return sum / d.Seconds()
+}
+
+func (m *meter) shape(n int) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := ""
+	for i := 0; i < n && i < len(m.secs); i++ {
+		out += fmt.Sprintf(" %.1f", m.secs[i]/(1<<20))
+	}
+	return out
+}
+
+// wireHook counts produce request bytes and fetch response bytes as the
+// quota counts them (after the 4-byte size prefix).
+type wireHook struct{ prod, fetch *meter }
+
+func (h wireHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if err == nil && key == 0 && h.prod != nil {
+		h.prod.add(n - 4)
+	}
+}
+
+func (h wireHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if err == nil && key == 1 && h.fetch != nil {
+		h.fetch.add(n - 4)
+	}
+}
+
+func produceLoop(ctx context.Context, cl *kgo.Client, topic string, size int) {
+	val := make([]byte, size)
+	for ctx.Err() == nil {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val}, nil)
+		for cl.BufferedProduceBytes() > 4<<20 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func single(boot string) {
+	total := *warmup + *measure
+	// Fill a topic for the consumer, unthrottled (no quota on this id).
+	fill, _ := kgo.NewClient(kgo.SeedBrokers(boot), kgo.ClientID("bench-fill"), kgo.DefaultProduceTopic("bench-consume"),
+		kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	need := int(*q*total.Seconds()*1.3) / (64 << 10)
+	val := make([]byte, 64<<10)
+	var wg sync.WaitGroup
+	for i := 0; i < need; i++ {
+		wg.Add(1)
+		fill.Produce(context.Background(), &kgo.Record{Value: val}, func(*kgo.Record, error) { wg.Done() })
+	}
+	wg.Wait()
+	fill.Close()
+
+	pm, cm := newMeter(), newMeter()
+	prod, _ := kgo.NewClient(kgo.SeedBrokers(boot), kgo.ClientID("bench-producer"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.WithHooks(wireHook{prod: pm}))
+	cons, _ := kgo.NewClient(kgo.SeedBrokers(boot), kgo.ClientID("bench-consumer"), kgo.ConsumeTopics("bench-consume"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(wireHook{fetch: cm}))
+	ctx, cancel := context.WithTimeout(context.Background(), total)
+	defer cancel()
+	go produceLoop(ctx, prod, "bench-produce", 16<<10)
+	for ctx.Err() == nil {
+		cons.PollFetches(ctx)
+	}
+	prod.Close()
+	cons.Close()
+	p, c := pm.over(*warmup, *measure), cm.over(*warmup, *measure)
+	fmt.Printf("## One producer and one consumer at full speed, Q = %.2f MiB/s each\n\n", *q/(1<<20))
+	fmt.Printf("| client | achieved MiB/s | achieved ÷ Q |\n|---|---|---|\n")
+	fmt.Printf("| franz-go producer | %.3f | %.4f |\n| franz-go consumer | %.3f | %.4f |\n\n", p/(1<<20), p / *q, c/(1<<20), c / *q)
+	fmt.Printf("Shape, MiB per second, whole run (%d s):\n\n- producer:%s\n- consumer:%s\n\n", int(total.Seconds()), pm.shape(int(total.Seconds())), cm.shape(int(total.Seconds())))
+}
+
+func manyClients(boot string) {
+	total := *warmup + *measure
+	ctx, cancel := context.WithTimeout(context.Background(), total)
+	defer cancel()
+	meters := make([]*meter, *many)
+	var wg sync.WaitGroup
+	for i := range meters {
+		meters[i] = newMeter()
+		cl, _ := kgo.NewClient(kgo.SeedBrokers(boot), kgo.ClientID(fmt.Sprintf("bench-many-%02d", i)),
+			kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.WithHooks(wireHook{prod: meters[i]}), kgo.ProducerBatchMaxBytes(256<<10))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			produceLoop(ctx, cl, "bench-many", 8<<10)
+		}()
+	}
+	wg.Wait()
+	var ratios []float64
+	for _, m := range meters {
+		ratios = append(ratios, m.over(*warmup, *measure) / *manyQ)
+	}
+	sort.Float64s(ratios)
+	worst := math.Max(math.Abs(1-ratios[0]), math.Abs(ratios[len(ratios)-1]-1))
+	fmt.Printf("## %d client-ids at once, each with its own quota of %.0f KiB/s\n\n", *many, *manyQ/1024)
+	fmt.Printf("| min ÷ Q | median ÷ Q | max ÷ Q | worst deviation |\n|---|---|---|---|\n| %.4f | %.4f | %.4f | %.2f%% |\n\n",
+		ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1], 100*worst)
+}
+
+// countConn counts the bytes a client writes, Kafka frames included.
+type countConn struct {
+	net.Conn
+	m *meter
+}
+
+func (c countConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.m.add(n)
+	return n, err
+}
+
+func kafkaGo(boot string) {
+	total := *warmup + *measure
+	m := newMeter()
+	var frames atomic.Int64
+	dialer := &net.Dialer{}
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(boot),
+		Topic:        "bench-kafkago",
+		RequiredAcks: kafka.RequireOne,
+		BatchSize:    64,
+		BatchBytes:   1 << 20,
+		BatchTimeout: time.Millisecond,
+		Async:        false,
+		Transport: &kafka.Transport{
+			ClientID: "bench-kafkago",
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dialer.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				frames.Add(1)
+				return countConn{c, m}, nil
+			},
+		},
+		AllowAutoTopicCreation: true,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), total)
+	defer cancel()
+	val := make([]byte, 16<<10)
+	msgs := make([]kafka.Message, 64)
+	for i := range msgs {
+		msgs[i] = kafka.Message{Value: val}
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				w.WriteMessages(ctx, msgs...)
+			}
+		}()
+	}
+	wg.Wait()
+	w.Close()
+	r := m.over(*warmup, *measure)
+	fmt.Printf("## kafka-go producer (ignores throttle_time_ms), Q = %.2f MiB/s\n\n", *q/(1<<20))
+	fmt.Printf("| achieved MiB/s | achieved ÷ Q |\n|---|---|\n| %.3f | %.4f |\n\n", r/(1<<20), r / *q)
+	fmt.Printf("(bytes written by the client on its connections, all requests included)\n\n")
+}
