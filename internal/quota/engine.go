@@ -169,7 +169,7 @@ type bucket struct {
 	// first one waits, and the cluster-wide rate would settle above Q.
 	until int64
 	dead  bool // expired; written with both Engine.mu and mu held
-	_            cacheLinePad
+	_     cacheLinePad
 }
 
 func (b *bucket) noteThrottle(t int64) {
