@@ -1,0 +1,31 @@
+// Package audit records who changed Tollgate's configuration, what changed
+// and whether it was applied: one Event per alteration attempt, written as a
+// JSON line to every configured Sink.
+//
+// The package owns:
+//
+//   - the Event schema (JSON): a unique, time-ordered id; the time
+//     (RFC 3339, nanoseconds, UTC); the action (alter_client_quotas, later
+//     alter_broker_configs, apikey_create, ...); the outcome (applied,
+//     validated, rejected, denied, failed); the Kafka error code and
+//     message; the initiator (principal, client id, source address,
+//     listener); the target (a client-quota entity with defaults marked
+//     explicitly, or a named resource); and each key's old and new value,
+//     null when the key is or becomes unset;
+//   - the sinks: a JSON-lines file (O_APPEND, one event per line, fsync'd
+//     before Write returns), stdout or any io.Writer, and the Sink interface
+//     a Kafka-topic sink can implement later;
+//   - the Logger, which fans an event out to its sinks and keeps the most
+//     recent events in a bounded ring for the HTTP API.
+//
+// Fail-closed (Redpanda's choice): a sink may be Required. Record returns an
+// error when a required sink could not write the event, and the caller must
+// then refuse the alteration. For that to mean anything the caller records
+// the event before it applies and acknowledges the change; Record returns
+// only once every sink has the event (the file sink after fsync). Events of
+// an unwritable required sink are not kept in the ring either, so Recent
+// never shows an alteration that was refused for want of an audit trail.
+//
+// The package imports nothing from the rest of the project; it must not
+// import proxy, app, metrics, httpapi or cli.
+package audit
