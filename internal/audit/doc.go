@@ -22,9 +22,10 @@
 // error when a required sink could not write the event, and the caller must
 // then refuse the alteration. For that to mean anything the caller records
 // the event before it applies and acknowledges the change; Record returns
-// only once every sink has the event (the file sink after fsync). Events of
-// an unwritable required sink are not kept in the ring either, so Recent
-// never shows an alteration that was refused for want of an audit trail.
+// only once every sink has the event (the file sink after fsync). Required
+// sinks are written first; an event a required sink could not take goes
+// neither to the optional sinks nor to the ring, so they never show an
+// alteration that was refused for want of an audit trail.
 //
 // The package imports nothing from the rest of the project; it must not
 // import proxy, app, metrics, httpapi or cli.

@@ -116,7 +116,14 @@ func (l *Logger) Prepare(e *Event) {
 // Record writes e to every sink and returns once they all have it (or
 // failed). It returns an error if the event could not be encoded or a
 // required sink failed; the caller must then refuse the alteration the
-// event describes. The event joins the ring only when Record returns nil.
+// event describes.
+//
+// Required sinks are written first, in order, and the first failure stops
+// the event: optional sinks and the ring get only events that every
+// required sink accepted, so they never show an alteration that was
+// refused for want of an audit trail. (With several required sinks, those
+// before the failing one do have the event; the caller's follow-up event,
+// which supersedes it, corrects them.)
 func (l *Logger) Record(ctx context.Context, e Event) error {
 	if l == nil {
 		return nil
@@ -128,25 +135,30 @@ func (l *Logger) Record(ctx context.Context, e Event) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var errs []error
-	for _, o := range l.cfg.Outputs {
+	write := func(o Output) error {
 		err := ctx.Err()
 		if err == nil {
 			err = o.Sink.Write(ctx, &e, data)
 		}
-		if err == nil {
-			continue
+		if err != nil {
+			l.failed++
+			if l.cfg.OnError != nil {
+				l.cfg.OnError(o.Sink.Name(), err)
+			}
 		}
-		l.failed++
-		if l.cfg.OnError != nil {
-			l.cfg.OnError(o.Sink.Name(), err)
-		}
+		return err
+	}
+	for _, o := range l.cfg.Outputs {
 		if o.Required {
-			errs = append(errs, fmt.Errorf("audit: required sink %s: %w", o.Sink.Name(), err))
+			if err := write(o); err != nil {
+				return fmt.Errorf("audit: required sink %s: %w", o.Sink.Name(), err)
+			}
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	for _, o := range l.cfg.Outputs {
+		if !o.Required {
+			write(o)
+		}
 	}
 	if len(l.ring) > 0 {
 		l.ring[l.next] = e
