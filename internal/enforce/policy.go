@@ -3,7 +3,6 @@ package enforce
 import (
 	"context"
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/principal"
@@ -47,9 +46,15 @@ func (p *Policy) Request(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict 
 			return proxy.Verdict{Throttle: p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, p.Now())}
 		}
 	case wire.KeyFetch:
-		if m := p.Engine.FetchMaxBytes(c.Principal.Name, r.ClientID, p.Now()); m < math.MaxInt32 {
-			wire.ClampFetch(r.Payload, r.BodyOffset, r.Version, max(m, 1))
+		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
+		if !ok {
+			break
 		}
+		clamp, reserved := p.Engine.ReserveFetch(c.Principal.Name, r.ClientID, req, p.Now())
+		if clamp < req {
+			wire.ClampFetch(r.Payload, r.BodyOffset, r.Version, clamp)
+		}
+		r.Reserved = reserved
 	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
 		return p.mutation(c, r)
 	}
@@ -62,9 +67,19 @@ func (p *Policy) Response(c *principal.ConnInfo, r *proxy.Request, size int) tim
 	case wire.KeyProduce:
 		return p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, p.Now())
 	case wire.KeyFetch:
-		return p.Engine.RecordFetch(c.Principal.Name, r.ClientID, size, p.Now())
+		now := p.Now()
+		p.Engine.ReleaseFetch(c.Principal.Name, r.ClientID, r.Reserved, now)
+		return p.Engine.RecordFetch(c.Principal.Name, r.ClientID, size, now)
 	}
 	return 0
+}
+
+// Dropped implements proxy.Dropper: a fetch whose connection closed gives
+// its reservation back.
+func (p *Policy) Dropped(c *principal.ConnInfo, r *proxy.Request) {
+	if r.Key == wire.KeyFetch {
+		p.Engine.ReleaseFetch(c.Principal.Name, r.ClientID, r.Reserved, p.Now())
+	}
 }
 
 // ErrThrottlingQuotaExceeded is THROTTLING_QUOTA_EXCEEDED.

@@ -30,6 +30,9 @@ type Request struct {
 	BodyOffset int
 	// Received is when the frame was read.
 	Received time.Time
+	// Reserved is the Policy's own: a value it sets in Request and gets
+	// back in Response or Dropped (e.g. quota reserved for this request).
+	Reserved int64
 }
 
 // ExpectsResponse reports whether upstream will answer: everything but a
@@ -68,6 +71,13 @@ type Policy interface {
 	// the gateway's throttle for this response: the response carries
 	// max(this, upstream's), and the connection is muted for this long.
 	Response(c *principal.ConnInfo, r *Request, size int) time.Duration
+}
+
+// Dropper is optionally implemented by a Policy that must hear about
+// requests that were forwarded but will never get a response passed to
+// Response, because their connection closed first.
+type Dropper interface {
+	Dropped(c *principal.ConnInfo, r *Request)
 }
 
 // Observer hears about connections opening and closing; metrics, logs and

@@ -150,6 +150,7 @@ func (s *session) open() {
 func (s *session) close(r Reason, err error) {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		defer s.dropPending()
 		s.client.Close()
 		if s.upstream != nil {
 			s.upstream.Close()
@@ -221,4 +222,25 @@ func (s *session) clientIDString(b []byte) string {
 	}
 	s.clientIS = string(b)
 	return s.clientIS
+}
+
+// dropPending tells the policy about forwarded requests that will never be
+// answered. It runs once the connection is closed; the responder may still
+// be running, so the queue is read under mu.
+func (s *session) dropPending() {
+	d, ok := s.gw.policy.(Dropper)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	var lost []Request
+	for _, pr := range s.queue[s.head:] {
+		if pr.local == nil && pr.req.Reserved != 0 {
+			lost = append(lost, pr.req)
+		}
+	}
+	s.mu.Unlock()
+	for i := range lost {
+		d.Dropped(&s.info, &lost[i])
+	}
 }

@@ -170,6 +170,46 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 	return int32(v)
 }
 
+// ReserveFetch clamps one consumer fetch. max_bytes becomes at most
+// floor(Q·(N−1)·W), Kafka's clamp, and — because a gateway's bucket is fed
+// by fetches on several connections at once — at most what the quota
+// window still has room for, counting the fetches already in flight; but
+// at least 1 byte, for which the broker still returns one batch, so the
+// consumer progresses and is throttled by the debt. The clamp is reserved
+// until ReleaseFetch. Without a quota it returns (requested, 0).
+func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, reserved int64) {
+	b := c.lock(ConsumerByteRate, now.UnixMilli())
+	if b == nil {
+		return requested, 0
+	}
+	defer b.mu.Unlock()
+	if b.level == LevelNone {
+		return requested, 0
+	}
+	win := float64(c.e.windowMs) / 1000
+	static := b.quota * float64(c.e.cfg.WindowNum-1) * win
+	rate, w := b.rate.Peek(now.UnixMilli())
+	room := b.quota*float64(w)/1000 - rate*float64(w)/1000 - b.inflight
+	v := min(float64(requested), static, max(room, 1))
+	clamp = int32(max(v, 1))
+	b.inflight += float64(clamp)
+	return clamp, int64(clamp)
+}
+
+// ReleaseFetch returns a reservation made by ReserveFetch, when the fetch
+// is answered (then RecordFetch records what it really carried) or lost.
+func (c *Client) ReleaseFetch(reserved int64, now time.Time) {
+	if reserved <= 0 {
+		return
+	}
+	b := c.lock(ConsumerByteRate, now.UnixMilli())
+	if b == nil {
+		return
+	}
+	b.inflight = max(b.inflight-float64(reserved), 0)
+	b.mu.Unlock()
+}
+
 // Mutation starts one request's controller-mutation accounting. strict is
 // true for CreateTopics v6+, DeleteTopics v5+ and CreatePartitions v3+.
 func (c *Client) Mutation(strict bool, now time.Time) Mutation {
@@ -218,6 +258,18 @@ func (c *Client) RecordMutation(n float64, strict bool, now time.Time) (time.Dur
 func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) time.Duration {
 	c := Client{e: e, user: user, clientID: clientID}
 	return c.RecordProduce(bytes, now)
+}
+
+// ReserveFetch is Client.ReserveFetch for (user, clientID).
+func (e *Engine) ReserveFetch(user, clientID string, requested int32, now time.Time) (int32, int64) {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.ReserveFetch(requested, now)
+}
+
+// ReleaseFetch is Client.ReleaseFetch for (user, clientID).
+func (e *Engine) ReleaseFetch(user, clientID string, reserved int64, now time.Time) {
+	c := Client{e: e, user: user, clientID: clientID}
+	c.ReleaseFetch(reserved, now)
 }
 
 // RecordFetch is Client.RecordFetch for (user, clientID).

@@ -425,3 +425,25 @@ func TestEngineSharedDeadline(t *testing.T) {
 		t.Fatalf("after the deadline: %v", d)
 	}
 }
+
+// Fetches in flight on several connections share the window's room: the
+// second and third parallel fetch get what is left, at least 1 byte.
+func TestEngineReserveFetch(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	if c, r := e.ReserveFetch("u", "c", 50<<20, at(0)); c != 50<<20 || r != 0 {
+		t.Fatalf("no quota: clamp %d reserved %d", c, r)
+	}
+	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
+	c1, r1 := e.ReserveFetch("u", "c", 50<<20, at(0))
+	if c1 != 10000 || r1 != 10000 {
+		t.Fatalf("first fetch: clamp %d reserved %d, want Kafka's Q·(N−1)·W = 10000", c1, r1)
+	}
+	if c2, _ := e.ReserveFetch("u", "c", 50<<20, at(0)); c2 != 1 {
+		t.Fatalf("second parallel fetch: clamp %d, want 1 (the window is reserved)", c2)
+	}
+	e.ReleaseFetch("u", "c", r1, at(10))
+	e.RecordFetch("u", "c", 4000, at(10))
+	if c3, _ := e.ReserveFetch("u", "c", 50<<20, at(10)); c3 < 5000 || c3 > 6000 {
+		t.Fatalf("after 4000 B were used: clamp %d, want the rest of the window", c3)
+	}
+}

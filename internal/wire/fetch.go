@@ -31,3 +31,19 @@ func ClampFetch(p []byte, bodyOff int, version int16, max int32) bool {
 	}
 	return changed
 }
+
+// FetchMaxBytes returns a Fetch request's max_bytes; ok is false below v3,
+// which has none.
+func FetchMaxBytes(p []byte, bodyOff int, version int16) (int32, bool) {
+	if version < 3 {
+		return 0, false
+	}
+	off := bodyOff
+	if version < 15 {
+		off += 4
+	}
+	if off+12 > len(p) {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(p[off+8:])), true
+}

@@ -20,6 +20,9 @@ func TestClampFetch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if m, ok := FetchMaxBytes(p, h.BodyOffset, v); ok != (v >= 3) || (ok && m != 50<<20) {
+			t.Fatalf("v%d: FetchMaxBytes %d %v", v, m, ok)
+		}
 		changed := ClampFetch(p, h.BodyOffset, v, 30000)
 		got := kmsg.NewPtrFetchRequest()
 		got.Version = v

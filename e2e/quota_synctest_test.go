@@ -1,0 +1,293 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// These scenarios run the embedded cluster, the gateway and the clients in
+// one synctest bubble: 30 s of virtual traffic take milliseconds, and every
+// throttle and mute is timed by the bubble's clock.
+
+const (
+	vq       = 256 << 10 // the quota, bytes per second
+	vrun     = 30 * time.Second
+	vburst   = 10 * time.Second // (N−1)·W with Kafka's defaults N=11, W=1s
+	vrecSize = 8 << 10
+)
+
+// counted is bytes as the quota counts them: produce request bytes and
+// fetch response bytes, after the 4-byte size prefix.
+type counted struct {
+	prod, fetch atomic.Int64
+	throttles   atomic.Int64
+	last        atomic.Int64 // last throttle seen, ns
+}
+
+func (c *counted) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if err == nil && key == 0 {
+		c.prod.Add(int64(n - 4))
+	}
+}
+
+func (c *counted) OnBrokerRead(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
+	if err == nil && key == 1 {
+		c.fetch.Add(int64(n - 4))
+	}
+}
+
+func (c *counted) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	c.throttles.Add(1)
+	c.last.Store(int64(d))
+}
+
+// checkHeld asserts that bytes sent over d under quota q are what Kafka's
+// sampled rate allows a client at full speed: at least q·d (minus a
+// little), at most the initial burst q·(N−1)·W plus q·d, plus one window's
+// worth of the sawtooth that follows it.
+func checkHeld(t *testing.T, what string, bytes int64, q float64, d time.Duration) {
+	t.Helper()
+	lo := 0.8 * q * d.Seconds()
+	hi := 1.1 * q * (d + vburst + 2*time.Second).Seconds()
+	t.Logf("%s: %d bytes in %v under %.0f B/s: %.2f×Q·t (allowed %.2f–%.2f)", what, bytes, d, q,
+		float64(bytes)/(q*d.Seconds()), lo/(q*d.Seconds()), hi/(q*d.Seconds()))
+	if float64(bytes) < lo || float64(bytes) > hi {
+		t.Errorf("%s: %d bytes in %v, want %.0f–%.0f", what, bytes, d, lo, hi)
+	}
+}
+
+func bubbleClient(t *testing.T, env *testkit.Env, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	base := []kgo.Opt{kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext),
+		kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression())}
+	cl, err := kgo.NewClient(append(base, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produceFor produces at full speed for d of virtual time.
+func produceFor(cl *kgo.Client, topic string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	val := make([]byte, vrecSize)
+	for ctx.Err() == nil {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val}, nil)
+		for cl.BufferedProduceBytes() > 512<<10 && ctx.Err() == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+func quotaOf(user, client *string, prod, cons float64) app.QuotaEntry {
+	e := app.QuotaEntry{User: user, ClientID: client}
+	if prod > 0 {
+		e.ProducerByteRate = &prod
+	}
+	if cons > 0 {
+		e.ConsumerByteRate = &cons
+	}
+	return e
+}
+
+func sp(s string) *string { return &s }
+
+func TestSynctestProducerHeldToQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+		})
+		n := &counted{}
+		cl := bubbleClient(t, env, kgo.WithHooks(n))
+		produceFor(cl, "held", vrun)
+		checkHeld(t, "franz-go producer", n.prod.Load(), vq, vrun)
+		if n.throttles.Load() == 0 {
+			t.Error("the producer never saw throttle_time_ms")
+		}
+	})
+}
+
+func TestSynctestConsumerHeldToQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("consumer"), 0, vq)}
+		})
+		// Fill the topic with more than the consumer may read in the run,
+		// from a client-id no quota applies to.
+		fill := bubbleClient(t, env, kgo.ClientID("filler"), kgo.DefaultProduceTopic("fill"), kgo.ProducerBatchMaxBytes(80<<10))
+		val := make([]byte, 16<<10)
+		var recs []*kgo.Record
+		for i := 0; i < int(2*vq*(vrun+vburst).Seconds())/len(val); i++ {
+			recs = append(recs, &kgo.Record{Value: val})
+		}
+		if err := fill.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		n := &counted{}
+		cons := bubbleClient(t, env, kgo.ClientID("consumer"), kgo.ConsumeTopics("fill"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(n))
+		ctx, cancel := context.WithTimeout(context.Background(), vrun)
+		defer cancel()
+		for ctx.Err() == nil {
+			cons.PollFetches(ctx)
+		}
+		checkHeld(t, "franz-go consumer", n.fetch.Load(), vq, vrun)
+	})
+}
+
+// Level 3: one user quota is shared by all of that user's client-ids.
+func TestSynctestClientIDsShareUserQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+		})
+		a, b := &counted{}, &counted{}
+		ca := bubbleClient(t, env, kgo.ClientID("a"), kgo.WithHooks(a))
+		cb := bubbleClient(t, env, kgo.ClientID("b"), kgo.WithHooks(b))
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); produceFor(ca, "shared", vrun) }()
+		go func() { defer wg.Done(); produceFor(cb, "shared", vrun) }()
+		wg.Wait()
+		checkHeld(t, "client-ids a+b of one user", a.prod.Load()+b.prod.Load(), vq, vrun)
+		if a.prod.Load() < vq*5 || b.prod.Load() < vq*5 {
+			t.Errorf("one client-id starved: a %d, b %d bytes", a.prod.Load(), b.prod.Load())
+		}
+	})
+}
+
+// Level 1 beats level 3: (user, client-id) gets its own bucket and value.
+func TestSynctestUserClientBeatsUser(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{
+				quotaOf(sp("ANONYMOUS"), nil, vq, 0),
+				quotaOf(sp("ANONYMOUS"), sp("vip"), 2*vq, 0),
+			}
+		})
+		vip, other := &counted{}, &counted{}
+		cv := bubbleClient(t, env, kgo.ClientID("vip"), kgo.WithHooks(vip))
+		co := bubbleClient(t, env, kgo.ClientID("other"), kgo.WithHooks(other))
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); produceFor(cv, "levels", vrun) }()
+		go func() { defer wg.Done(); produceFor(co, "levels", vrun) }()
+		wg.Wait()
+		checkHeld(t, "(ANONYMOUS, vip) at 2Q", vip.prod.Load(), 2*vq, vrun)
+		checkHeld(t, "ANONYMOUS/other under the user quota", other.prod.Load(), vq, vrun)
+	})
+}
+
+// kafka-go ignores throttle_time_ms; the gateway's mute holds it anyway.
+func TestSynctestThrottleIgnoringClientHeldByMute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("kafka-go"), vq, 0)}
+		})
+		var written atomic.Int64
+		tr := &kafka.Transport{
+			ClientID: "kafka-go",
+			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := env.Net.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return countingConn{c, &written}, nil
+			},
+		}
+		w := &kafka.Writer{Addr: kafka.TCP(env.Bootstrap), Topic: "ignorer", Transport: tr,
+			RequiredAcks: kafka.RequireOne, BatchSize: 16, BatchTimeout: time.Millisecond, AllowAutoTopicCreation: true}
+		msgs := make([]kafka.Message, 16)
+		for i := range msgs {
+			msgs[i] = kafka.Message{Value: make([]byte, vrecSize)}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), vrun)
+		for ctx.Err() == nil {
+			w.WriteMessages(ctx, msgs...)
+		}
+		cancel()
+		w.Close()
+		tr.CloseIdleConnections()
+		checkHeld(t, "kafka-go producer (all bytes it wrote)", written.Load(), vq, vrun)
+	})
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// A quota changed in the config file takes effect on the next request.
+func TestSynctestQuotaChangedLive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "tollgate.yaml")
+		write := func(rate int) {
+			body := "listeners:\n  - name: PLAINTEXT\n    bootstrap: 127.0.0.1:0\n"
+			body += fmt.Sprintf("quotas:\n  - user: ANONYMOUS\n    producer_byte_rate: %d\n", rate)
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(vq)
+		env := testkit.StartInBubble(t, app.Options{ConfigPath: path}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+		})
+		n := &counted{}
+		cl := bubbleClient(t, env, kgo.WithHooks(n), kgo.DefaultProduceTopic("live"))
+		val := make([]byte, 512<<10)
+		ctx := context.Background()
+		// 6 MiB at once: well past the 2.5 MiB burst, so the next
+		// requests are throttled.
+		for i := 0; i < 12; i++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Duration(n.last.Load()) <= 0 {
+			t.Fatal("no throttle under the initial quota")
+		}
+		// Raise the quota far above the traffic; the file is re-read
+		// within a second, then the next request is not throttled.
+		write(1 << 40)
+		time.Sleep(1500 * time.Millisecond)
+		before := n.throttles.Load()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if n.throttles.Load() != before {
+			t.Fatalf("still throttled (%v) after the quota was raised", time.Duration(n.last.Load()))
+		}
+		// Lower it again: the next request is throttled at once, on the
+		// history kept by the bucket.
+		write(64 << 10)
+		time.Sleep(1500 * time.Millisecond)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if n.throttles.Load() == before {
+			t.Fatal("not throttled after the quota was lowered")
+		}
+	})
+}
