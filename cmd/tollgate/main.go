@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -33,6 +34,8 @@ func commands() []command {
 	return []command{
 		{"serve", "run the gateway", serve},
 		{"validate", "check a config file offline", validate},
+		{"configs", "describe and alter client quotas (kafka-configs.sh flags and output)", cli.Configs},
+		{"quotas", "apply a quota file; resolve which quota applies to a client", cli.Quotas},
 		{"version", "print the version", func(_ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "tollgate", version)
 			return 0

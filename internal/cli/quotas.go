@@ -1,0 +1,469 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// defaultBootstrap is Tollgate's default listener.
+const defaultBootstrap = "127.0.0.1:9092"
+
+const quotasUsage = `usage: tollgate quotas <command> [flags]
+
+commands:
+  apply -f FILE [--dry-run] [--yes]   make the cluster's client quotas match FILE
+  resolve --user U --client-id C [--ip A]
+                                      show which quota applies to a client
+
+common flags:
+  --bootstrap-server HOST:PORT[,...]  servers to connect to (default 127.0.0.1:9092)
+  --command-config FILE               Kafka client properties (as kafka-configs)
+`
+
+const applyUsage = `usage: tollgate quotas apply -f FILE [--bootstrap-server HOST:PORT] [--command-config FILE] [--dry-run] [--yes]
+
+Reads the desired client quotas from FILE, describes the quotas set on the
+cluster, prints the difference and applies it in one AlterClientQuotas
+request: on --yes, or after answering y at the prompt (stdin must then be a
+terminal). --dry-run prints the difference only.
+
+FILE is a YAML list of entities (or a mapping whose quotas: key is that list,
+so Tollgate's config file can be given as is):
+
+  - user: alice                 # or default_user: true
+    client_id: ingest           # or default_client_id: true; optional
+    producer_byte_rate: 1048576
+    consumer_byte_rate: 2097152
+    request_percentage: 50
+    controller_mutation_rate: 10
+  - ip: 10.0.0.7                # or default_ip: true
+    connection_creation_rate: 20
+
+What is removed: a key set on the cluster but not in FILE is removed when
+its entity is in FILE, or when FILE manages the entity's shape. FILE
+manages the shapes of its entries — user, user+client_id, client_id, ip
+(names and defaults alike) — and those listed in a top-level
+manage: [user, user+client_id, client_id, ip]. Entities of other shapes
+are left alone: a file of user entries never touches client-id or ip quotas.
+
+flags:
+`
+
+const resolveUsage = `usage: tollgate quotas resolve [--user U] [--client-id C] [--ip A] [--bootstrap-server HOST:PORT] [--command-config FILE]
+
+Shows, for each quota key, which configured entity applies to a client and
+its value, with Kafka's precedence (user+client-id, user+default client-id,
+user, default user+client-id, default user+default client-id, default user,
+client-id, default client-id; per key). With --ip, connection_creation_rate:
+the exact ip, else (Tollgate) the most specific range, else the default ip.
+
+flags:
+`
+
+func runQuotas(ctx context.Context, env *Env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, quotasUsage)
+		return 2
+	}
+	switch args[0] {
+	case "apply":
+		return runApply(ctx, env, args[1:])
+	case "resolve":
+		return runResolve(ctx, env, args[1:])
+	case "-h", "--help", "help":
+		fmt.Fprint(env.Stdout, quotasUsage)
+		return 0
+	}
+	fmt.Fprintf(env.Stderr, "tollgate quotas: unknown command %q\n\n", args[0])
+	fmt.Fprint(env.Stderr, quotasUsage)
+	return 2
+}
+
+// commonFlags are the connection flags of the quotas commands.
+type commonFlags struct {
+	bootstrap     string
+	commandConfig string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.bootstrap, "bootstrap-server", defaultBootstrap, "`servers` to connect to, HOST:PORT[,...]")
+	fs.StringVar(&c.commandConfig, "command-config", "", "Kafka client properties `file` (security.protocol, sasl.*, ssl.*)")
+}
+
+func (c *commonFlags) client() (*kgo.Client, error) {
+	cc, err := loadClientConfig(c.bootstrap, c.commandConfig)
+	if err != nil {
+		return nil, err
+	}
+	return kgo.NewClient(cc.kgoOpts()...)
+}
+
+func newFlagSet(name, usage string, env *Env) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; it returns an exit code when the command is done.
+func parseFlags(fs *flag.FlagSet, env *Env, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "tollgate quotas %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, true
+	}
+	return 0, false
+}
+
+// change is one line of a plan.
+type change struct {
+	entity   entity
+	key      string
+	kind     byte // '+' add, '~' change, '-' remove
+	old, new float64
+}
+
+func (c change) String() string {
+	switch c.kind {
+	case '+':
+		return fmt.Sprintf("+ %v %s=%s", c.entity, c.key, formatValue(c.new))
+	case '~':
+		return fmt.Sprintf("~ %v %s %s -> %s", c.entity, c.key, formatValue(c.old), formatValue(c.new))
+	}
+	return fmt.Sprintf("- %v %s=%s", c.entity, c.key, formatValue(c.old))
+}
+
+// plan computes the changes that make cur match the file, ordered by
+// entity and key.
+func plan(cur state, qf *quotaFile) []change {
+	var out []change
+	entities := map[entity]bool{}
+	for e := range qf.desired {
+		entities[e] = true
+	}
+	for e := range cur {
+		if qf.manages[e.shape()] {
+			entities[e] = true
+		}
+	}
+	for e := range entities {
+		want, have := qf.desired[e], cur[e]
+		for k, v := range want {
+			old, ok := have[k]
+			switch {
+			case !ok:
+				out = append(out, change{entity: e, key: k, kind: '+', new: v})
+			case old != v:
+				out = append(out, change{entity: e, key: k, kind: '~', old: old, new: v})
+			}
+		}
+		for k, v := range have {
+			if _, ok := want[k]; !ok {
+				out = append(out, change{entity: e, key: k, kind: '-', old: v})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b change) int {
+		if c := compareEntities(a.entity, b.entity); c != 0 {
+			return c
+		}
+		if c := keyRank(a.key) - keyRank(b.key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	return out
+}
+
+func runApply(ctx context.Context, env *Env, args []string) int {
+	fs := newFlagSet("apply", applyUsage, env)
+	var (
+		common      commonFlags
+		file        string
+		dryRun, yes bool
+	)
+	common.register(fs)
+	fs.StringVar(&file, "f", "", "quota `file` (YAML)")
+	fs.StringVar(&file, "file", "", "quota `file` (YAML)")
+	fs.BoolVar(&dryRun, "dry-run", false, "print the changes, apply nothing")
+	fs.BoolVar(&yes, "yes", false, "apply without asking")
+	fs.BoolVar(&yes, "y", false, "apply without asking")
+	if code, done := parseFlags(fs, env, args); done {
+		return code
+	}
+	if file == "" {
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply: -f FILE is required")
+		return 2
+	}
+	qf, err := loadQuotaFile(file)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply:", err)
+		return 1
+	}
+	cl, err := common.client()
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply:", err)
+		return 1
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, env.timeout())
+	defer cancel()
+
+	ds, err := describeAll(ctx, cl)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply: describing client quotas:", quotasErr(err))
+		return 1
+	}
+	changes := plan(toState(ds), qf)
+	if len(changes) == 0 {
+		fmt.Fprintf(env.Stdout, "No changes: the client quotas match %s.\n", file)
+		return 0
+	}
+	var adds, mods, dels int
+	for _, c := range changes {
+		fmt.Fprintln(env.Stdout, c)
+		switch c.kind {
+		case '+':
+			adds++
+		case '~':
+			mods++
+		default:
+			dels++
+		}
+	}
+	fmt.Fprintf(env.Stdout, "\nPlan: %d to add, %d to change, %d to remove.\n", adds, mods, dels)
+	if dryRun {
+		fmt.Fprintln(env.Stdout, "Dry run: nothing applied.")
+		return 0
+	}
+	if !yes {
+		if !env.isTerminal() {
+			fmt.Fprintln(env.Stderr, "tollgate quotas apply: not applying: stdin is not a terminal to confirm on; pass --yes to apply, or --dry-run")
+			return 1
+		}
+		fmt.Fprint(env.Stdout, "Apply these changes? [y/N] ")
+		answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			fmt.Fprintln(env.Stdout, "Cancelled: nothing applied.")
+			return 1
+		}
+	}
+
+	var entities []entity
+	ops := map[entity][]op{}
+	for _, c := range changes {
+		if _, ok := ops[c.entity]; !ok {
+			entities = append(entities, c.entity)
+		}
+		ops[c.entity] = append(ops[c.entity], op{key: c.key, value: c.new, remove: c.kind == '-'})
+	}
+	res, err := alterQuotas(ctx, cl, entities, ops)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply: altering client quotas:", quotasErr(err))
+		return 1
+	}
+	failed := 0
+	for _, r := range res {
+		if r.err != nil {
+			failed++
+			fmt.Fprintf(env.Stderr, "error: %v: %s: %s\n", r.entity, errCode(r.err), r.err.Error())
+		}
+	}
+	if failed > 0 {
+		fmt.Fprintf(env.Stdout, "Applied the changes of %d of %d entities; %d failed.\n", len(res)-failed, len(res), failed)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "Applied %d changes to %d entities.\n", len(changes), len(entities))
+	return 0
+}
+
+func errCode(se *serverError) string {
+	if ke, ok := se.err.(*kerr.Error); ok {
+		return ke.Message
+	}
+	return "ERROR"
+}
+
+// quotasErr phrases an error of the quotas commands.
+func quotasErr(err error) string {
+	var se *serverError
+	if errors.As(err, &se) {
+		return errCode(se) + ": " + se.Error()
+	}
+	return err.Error()
+}
+
+// resolvedRow is one line of `quotas resolve`.
+type resolvedRow struct {
+	key    string
+	entity *entity // nil: no quota applies
+	value  float64
+	// res is the quota engine's resolution for the user/client-id keys
+	// (nil for connection_creation_rate): the bucket tags say who shares
+	// the quota.
+	res *quota.Resolution
+}
+
+// liveSource adds live columns to `quotas resolve`. It is the extension
+// point for Tollgate's HTTP API, which knows each bucket's current rate;
+// until it exists resolve prints the configuration only (live is nil).
+type liveSource interface {
+	// Live returns the current rate of the row's bucket and its
+	// utilization (rate ÷ quota); ok is false when the bucket is unknown.
+	Live(ctx context.Context, user, clientID string, row resolvedRow) (rate, utilization float64, ok bool, err error)
+}
+
+func runResolve(ctx context.Context, env *Env, args []string) int {
+	return resolveWith(ctx, env, args, nil)
+}
+
+func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) int {
+	fs := newFlagSet("resolve", resolveUsage, env)
+	var (
+		common         commonFlags
+		user, clientID string
+		ipFlag         string
+	)
+	common.register(fs)
+	fs.StringVar(&user, "user", "ANONYMOUS", "user principal name (ANONYMOUS: unauthenticated connections)")
+	fs.StringVar(&clientID, "client-id", "", "client id (empty: a client that sets none)")
+	fs.StringVar(&ipFlag, "ip", "", "client IP address, to resolve connection_creation_rate")
+	if code, done := parseFlags(fs, env, args); done {
+		return code
+	}
+	var ip netip.Addr
+	if ipFlag != "" {
+		a, err := netip.ParseAddr(ipFlag)
+		if err != nil || a.Zone() != "" {
+			fmt.Fprintf(env.Stderr, "tollgate quotas resolve: --ip %s is not an IP address\n", ipFlag)
+			return 2
+		}
+		ip = a.Unmap()
+	}
+	cl, err := common.client()
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "tollgate quotas resolve:", err)
+		return 1
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, env.timeout())
+	defer cancel()
+	ds, err := describeAll(ctx, cl)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, "tollgate quotas resolve: describing client quotas:", quotasErr(err))
+		return 1
+	}
+	st := toState(ds)
+	rows := resolveRows(st, user, clientID)
+	if ip.IsValid() {
+		rows = append(rows, resolveIP(st, ip))
+	}
+
+	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
+	header := "KEY\tENTITY\tVALUE"
+	if live != nil {
+		header += "\tRATE\tUTILIZATION"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		ent, val := "none (unlimited)", "-"
+		if r.entity != nil {
+			ent, val = r.entity.String(), formatValue(r.value)
+		}
+		line := r.key + "\t" + ent + "\t" + val
+		if live != nil {
+			rate, util, ok, err := live.Live(ctx, user, clientID, r)
+			switch {
+			case err != nil:
+				line += "\t?\t?"
+			case !ok:
+				line += "\t-\t-"
+			default:
+				line += fmt.Sprintf("\t%s\t%.1f%%", formatValue(rate), 100*util)
+			}
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	return 0
+}
+
+// resolveRows resolves the four client quota keys with the quota engine's
+// precedence (internal/quota), from the configured entities.
+func resolveRows(st state, user, clientID string) []resolvedRow {
+	var q quota.Quotas
+	back := map[quota.Entity]entity{}
+	for e, vals := range st {
+		qe, ok := e.quotaEntity()
+		if !ok {
+			continue
+		}
+		back[qe] = e
+		for k, v := range vals {
+			if key, ok := quota.ParseKey(k); ok {
+				_ = q.Set(qe, key, v) // Kafka stores only valid values
+			}
+		}
+	}
+	var rows []resolvedRow
+	for _, k := range quota.Keys() {
+		r := q.Resolve(k, user, clientID)
+		row := resolvedRow{key: k.String(), res: &r}
+		if r.Limited() {
+			e := back[r.Entity]
+			row.entity, row.value = &e, r.Quota
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// resolveIP finds the connection_creation_rate of an address: its exact ip
+// entity, else (a Tollgate extension) the most specific range containing
+// it, else the default ip entity.
+func resolveIP(st state, ip netip.Addr) resolvedRow {
+	row := resolvedRow{key: keyConnectionCreationRate}
+	bestBits := -1
+	for e, vals := range st {
+		v, ok := vals[keyConnectionCreationRate]
+		if !ok || !e.ip.set {
+			continue
+		}
+		bits := -1 // the default
+		if !e.ip.dflt {
+			p, err := admission.ParseIPEntity(e.ip.name)
+			if err != nil || !p.Contains(ip) {
+				continue
+			}
+			bits = p.Bits()
+		}
+		better := row.entity == nil || bits > bestBits ||
+			(bits == bestBits && comparePart(e.ip, row.entity.ip) < 0)
+		if better {
+			e := e
+			row.entity, row.value, bestBits = &e, v, bits
+		}
+	}
+	return row
+}
