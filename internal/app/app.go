@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/metrics"
@@ -29,6 +30,7 @@ type App struct {
 	path    string
 	log     *slog.Logger
 	engine  *quota.Engine
+	admit   *admission.Limiter
 	policy  *enforce.Policy
 	stop    chan struct{}
 	done    chan struct{}
@@ -92,6 +94,16 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		a.policy.Now = o.Now
 	}
 	a.metrics.RegisterQuotas(eng)
+	as, err := admissionSettings(&cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := admission.New(as, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	a.admit = lim
+	a.metrics.RegisterAdmission(lim)
 	upstream := cfg.Upstream.Bootstrap
 	if len(upstream) == 0 {
 		dev, err := devcluster.Start(cfg.DevCluster, o.DevClusterOpts...)
@@ -110,7 +122,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(a.policy)}, o.ProxyOpts...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(a.policy), proxy.WithAdmission(lim)}, o.ProxyOpts...)
 	gw, err := proxy.New(pcfg, popts...)
 	if err != nil {
 		a.closeDev()

@@ -40,6 +40,10 @@ type Config struct {
 	// Quotas are client quotas declared in the file; applied live when the
 	// file changes or on SIGHUP.
 	Quotas []QuotaEntry `yaml:"quotas"`
+	// BrokerConfigs are Kafka broker-level settings Tollgate owns, by
+	// Kafka's names (max.connections, listener.name.<l>.max.connections,
+	// max.connection.creation.rate, ...); applied live.
+	BrokerConfigs map[string]string `yaml:"broker_configs"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -133,6 +137,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("shutdown_timeout must not be negative"))
 	}
 	if _, err := buildQuotas(c.Quotas); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := admissionSettings(c, nil); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := quota.NewEngine(c.Quota.engineConfig()); err != nil {

@@ -54,11 +54,14 @@ type QuotaEntry struct {
 	DefaultUser     bool    `yaml:"default_user"`
 	ClientID        *string `yaml:"client_id"`
 	DefaultClientID bool    `yaml:"default_client_id"`
+	IP              *string `yaml:"ip"`
+	DefaultIP       bool    `yaml:"default_ip"`
 
 	ProducerByteRate       *float64 `yaml:"producer_byte_rate"`
 	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate"`
 	RequestPercentage      *float64 `yaml:"request_percentage"`
 	ControllerMutationRate *float64 `yaml:"controller_mutation_rate"`
+	ConnectionCreationRate *float64 `yaml:"connection_creation_rate"`
 }
 
 // Entity returns the entry's quota entity.
@@ -92,6 +95,20 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 	var q quota.Quotas
 	var errs []error
 	for i, e := range entries {
+		if e.IP != nil || e.DefaultIP {
+			if e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID {
+				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user or client-id", i))
+			} else if e.IP != nil && e.DefaultIP {
+				errs = append(errs, fmt.Errorf("quotas[%d]: ip and default_ip are exclusive", i))
+			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity takes only connection_creation_rate", i))
+			}
+			continue // connection quotas: see admissionSettings
+		}
+		if e.ConnectionCreationRate != nil {
+			errs = append(errs, fmt.Errorf("quotas[%d]: connection_creation_rate applies to ip entities only", i))
+			continue
+		}
 		ent, err := e.Entity()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))

@@ -24,6 +24,17 @@ func (a *App) Reload() error {
 		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
 		return err
 	}
+	cfg.Listeners = a.cfg.Listeners // listeners change only with a restart
+	as, err := admissionSettings(&cfg, nil)
+	if err != nil {
+		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
+		return err
+	}
+	if err := a.admit.Update(as, time.Now()); err != nil {
+		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
+		return err
+	}
+	a.cfg.BrokerConfigs = cfg.BrokerConfigs
 	if cfg.Quota != a.cfg.Quota {
 		a.log.Warn("quota.* settings changed; they take effect after a restart", "file", a.path)
 	}

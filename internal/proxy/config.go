@@ -23,6 +23,14 @@ type ListenerConfig struct {
 	// BrokerPortBase maps upstream node N to port BrokerPortBase+N, so the
 	// mapping survives restarts. 0 gives each broker a free port instead.
 	BrokerPortBase int `yaml:"broker_port_base"`
+	// Exempt exempts the listener from max.connection.creation.rate and
+	// max.connections, the role Kafka gives its inter-broker listener: an
+	// operations listener that must stay reachable in a connection storm.
+	Exempt bool `yaml:"exempt"`
+	// ProxyProtocol makes the listener read a PROXY protocol header (v1 or
+	// v2) first, so per-IP limits see the real client address behind a
+	// load balancer.
+	ProxyProtocol bool `yaml:"proxy_protocol"`
 }
 
 // Validate checks the listener on its own.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,6 +28,7 @@ type Gateway struct {
 
 	listeners []*listener
 	meta      *kgo.Client
+	admit     *admission.Limiter
 
 	mu       sync.Mutex
 	brokers  map[int32]string // upstream node id -> host:port
@@ -90,7 +93,7 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 // for each of them.
 func (g *Gateway) Start(ctx context.Context) error {
 	for _, lc := range g.cfg.Listeners {
-		ln, err := g.listenFn("tcp", lc.Bootstrap)
+		ln, err := g.listen(&lc, lc.Bootstrap)
 		if err != nil {
 			g.closeListeners()
 			return fmt.Errorf("listener %s: %w", lc.Name, err)
@@ -118,6 +121,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	g.wg.Add(1)
 	go g.refreshLoop()
+	if g.admit != nil {
+		g.wg.Add(1)
+		go g.shedLoop()
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"github.com/tollgate/tollgate/internal/admission"
 	"net"
 	"slices"
 	"strconv"
@@ -63,7 +64,7 @@ func (l *listener) ensure(id int32) (*brokerPort, error) {
 			return nil, errors.New("broker_port_base + node id exceeds 65535")
 		}
 	}
-	ln, err := l.gw.listenFn("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	ln, err := l.gw.listen(&l.cfg, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,14 @@ func (l *listener) accept(ln net.Listener, node int32) {
 			}
 		}
 		backoff = 0
-		l.gw.serve(c, l, node)
+		var ac *admission.Conn
+		if l.gw.admit != nil {
+			ac = &admission.Conn{ID: l.gw.nextID.Add(1)}
+			if !l.admitConn(c, ac) {
+				continue
+			}
+		}
+		l.gw.serve(c, l, node, ac)
 	}
 }
 

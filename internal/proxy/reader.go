@@ -39,6 +39,9 @@ func (s *session) read() {
 			s.stopReading(clientReason(err), err)
 			return
 		}
+		if s.adm != nil {
+			s.adm.Touch(time.Now()) // least recently used are shed first
+		}
 		var r Reason
 		if n >= streamMin {
 			r, err = s.handleLarge(sz, n)

@@ -25,13 +25,14 @@ const (
 	ReasonRefused          Reason = "request_refused"
 	ReasonShutdown         Reason = "shutdown"
 	ReasonIOError          Reason = "io_error"
+	ReasonShed             Reason = "max_connections_shed"
 )
 
 // Reasons lists every close reason, for metrics that pre-declare labels.
 var Reasons = []Reason{
 	ReasonClientClosed, ReasonUpstreamClosed, ReasonUpstreamDial, ReasonUpstreamProtocol,
 	ReasonFrameTooLarge, ReasonBadFrame, ReasonTLSOnPlaintext, ReasonUnknownAPIKey,
-	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError,
+	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError, ReasonShed,
 }
 
 // clientReason classifies an error from reading or parsing a client frame.

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -49,10 +50,11 @@ type session struct {
 	clientID []byte // last client id seen, and its string
 	clientIS string
 
-	req     Request // the request being read (reader goroutine only)
-	verdict Verdict // its verdict (reader goroutine only)
-	stage   []byte  // staging for streamed responses (responder only)
-	fwd     []byte  // re-encoded requests (reader only)
+	adm     *admission.Conn // admission registration, nil without admission
+	req     Request         // the request being read (reader goroutine only)
+	verdict Verdict         // its verdict (reader goroutine only)
+	stage   []byte          // staging for streamed responses (responder only)
+	fwd     []byte          // re-encoded requests (reader only)
 	fmtr    *kmsg.RequestFormatter
 	fmtrID  string
 }
@@ -66,7 +68,7 @@ type pending struct {
 	merge    func(kmsg.Response)
 }
 
-func (g *Gateway) serve(c net.Conn, l *listener, node int32) {
+func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {
 	s := &session{
 		gw:     g,
 		ln:     l,
@@ -74,8 +76,13 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32) {
 		inFlt:  make(chan struct{}, g.cfg.MaxInFlight),
 		closed: make(chan struct{}),
 	}
+	id := g.nextID.Add(1)
+	if ac != nil {
+		id = ac.ID
+		s.adm = ac
+	}
 	s.info = principal.ConnInfo{
-		ID:        g.nextID.Add(1),
+		ID:        id,
 		Listener:  l.cfg.Name,
 		Local:     c.LocalAddr().String(),
 		NodeID:    node,
@@ -86,6 +93,9 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32) {
 	}
 	if !g.addSession(s) {
 		c.Close()
+		if ac != nil {
+			g.admit.Release(ac)
+		}
 		return
 	}
 	go s.run()
@@ -151,6 +161,9 @@ func (s *session) close(r Reason, err error) {
 	s.closeOnce.Do(func() {
 		close(s.closed)
 		defer s.dropPending()
+		if s.adm != nil {
+			s.gw.admit.Release(s.adm)
+		}
 		s.client.Close()
 		if s.upstream != nil {
 			s.upstream.Close()

@@ -1,0 +1,72 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+
+	"github.com/tollgate/tollgate/internal/admission"
+)
+
+// admissionSettings builds the connection-quota settings from the config:
+// the listeners (and which are exempt), quota.window.* (Kafka shares them
+// between client and connection quotas), the Kafka-named broker configs,
+// and connection_creation_rate on ip entities.
+func admissionSettings(c *Config, dynamic map[string]string) (admission.Settings, error) {
+	s := admission.DefaultSettings()
+	if c.Quota.WindowNum > 0 {
+		s.QuotaWindowNum = c.Quota.WindowNum
+	}
+	if c.Quota.WindowSize > 0 {
+		s.QuotaWindowSizeSeconds = max(int(c.Quota.WindowSize.Seconds()), 1)
+	}
+	for _, l := range c.Listeners {
+		s.Listeners = append(s.Listeners, admission.ListenerSettings{Name: l.Name, Exempt: l.Exempt})
+	}
+	var errs []error
+	apply := func(src map[string]string) {
+		keys := make([]string, 0, len(src))
+		for k := range src {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // deterministic error order
+		for _, k := range keys {
+			if err := s.Set(k, src[k]); err != nil {
+				errs = append(errs, fmt.Errorf("broker_configs: %w", err))
+			}
+		}
+	}
+	apply(c.BrokerConfigs)
+	apply(dynamic) // set through the Kafka config API: wins over the file
+	s.IPConnectionRates = map[netip.Prefix]int{}
+	for i, e := range c.Quotas {
+		if e.IP == nil && !e.DefaultIP {
+			continue
+		}
+		if e.ConnectionCreationRate == nil {
+			errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity takes connection_creation_rate", i))
+			continue
+		}
+		v := *e.ConnectionCreationRate
+		if !(v > 0) || v > math.MaxInt32 || math.Abs(math.Mod(v, 1)) > 1e-6 {
+			errs = append(errs, fmt.Errorf("quotas[%d]: connection_creation_rate %v must be a whole number from 1 to %d", i, v, math.MaxInt32))
+			continue
+		}
+		if e.DefaultIP {
+			s.DefaultIPConnectionRate = int(v)
+			continue
+		}
+		p, err := admission.ParseIPEntity(*e.IP)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+			continue
+		}
+		s.IPConnectionRates[p] = int(v)
+	}
+	if err := s.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return s, errors.Join(errs...)
+}

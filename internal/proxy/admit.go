@@ -1,0 +1,134 @@
+package proxy
+
+import (
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/admission"
+)
+
+// WithAdmission makes every listener ask lim before serving a connection
+// (KIP-612 creation rates, KIP-402 counts; admission.Limiter holds the
+// rules). Listener names must be declared in lim's settings.
+func WithAdmission(lim *admission.Limiter) Option {
+	return func(g *Gateway) { g.admit = lim }
+}
+
+// admitConn runs Kafka's acceptor procedure for one accepted socket. It
+// returns true when the connection is to be served (then ac is
+// registered), and false when it was rejected or parked; it blocks this
+// accept loop while the gateway or listener rate, or a count, says wait.
+func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
+	lim := l.gw.admit
+	now := time.Now()
+	t, err := lim.Admit(l.cfg.Name, now)
+	if err != nil {
+		l.gw.log.Error("admission", "listener", l.cfg.Name, "err", err)
+		c.Close()
+		return false
+	}
+	ip := remoteIP(c)
+	for {
+		d := lim.AdmitIP(&t, ip, ac, time.Now())
+		switch d.Verdict {
+		case admission.Accept:
+			return true
+		case admission.Wait:
+			// Block this acceptor, as Kafka does: accept nothing more on
+			// this port until the wait is over.
+			var timer <-chan time.Time
+			if !d.Until.IsZero() {
+				tm := time.NewTimer(time.Until(d.Until))
+				defer tm.Stop()
+				timer = tm.C
+			}
+			select {
+			case <-timer:
+			case <-d.Wake:
+			case <-l.gw.closing:
+				lim.Cancel(&t, time.Now())
+				c.Close()
+				return false
+			}
+		case admission.Park:
+			// Per-IP rate: never serve the socket; close it once the
+			// throttle has passed (Kafka's delayed close).
+			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),
+				"reason", "connection_rate_"+d.Reason.String(), "close_in", d.Delay)
+			if l.gw.observer != nil {
+				l.gw.noteRefused(l.cfg.Name, d.Reason.String())
+			}
+			go func() {
+				t := time.NewTimer(time.Until(d.Until))
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-l.gw.closing:
+				}
+				c.Close()
+			}()
+			return false
+		default: // Reject
+			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),
+				"reason", "connection_limit_"+d.Reason.String())
+			l.gw.noteRefused(l.cfg.Name, d.Reason.String())
+			c.Close()
+			return false
+		}
+	}
+}
+
+func remoteIP(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			return a.Unmap()
+		}
+	}
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.IPv4Unspecified()
+}
+
+// RefusalObserver is optionally implemented by an Observer that counts
+// connections refused by admission, by Kafka setting name.
+type RefusalObserver interface {
+	Refused(listener, reason string)
+}
+
+func (g *Gateway) noteRefused(listener, reason string) {
+	if ro, ok := g.observer.(RefusalObserver); ok {
+		ro.Refused(listener, reason)
+	}
+}
+
+// shedLoop closes the least recently used connections when the gateway is
+// over max.connections (after the limit was lowered, or while an exempt
+// listener took more than its share).
+func (g *Gateway) shedLoop() {
+	defer g.wg.Done()
+	var ids []uint64
+	for {
+		select {
+		case <-g.closing:
+			return
+		case <-g.admit.ShedSignal():
+		}
+		ids = g.admit.Shed(ids[:0])
+		if len(ids) == 0 {
+			continue
+		}
+		want := make(map[uint64]bool, len(ids))
+		for _, id := range ids {
+			want[id] = true
+		}
+		g.mu.Lock()
+		for s := range g.sessions {
+			if want[s.info.ID] {
+				go s.close(ReasonShed, nil)
+			}
+		}
+		g.mu.Unlock()
+	}
+}

@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/pires/go-proxyproto"
+)
+
+// proxyHeaderTimeout bounds how long a client may take to send its PROXY
+// protocol header.
+const proxyHeaderTimeout = 5 * time.Second
+
+// proxyListener reads the PROXY protocol header (v1 or v2) of each
+// connection in a goroutine of its own, so that a slow or silent client
+// cannot stall the acceptor, and hands on only connections whose header
+// parsed: their RemoteAddr is the client's real address, which is what
+// per-IP connection limits must see. A missing or malformed header closes
+// only that connection.
+type proxyListener struct {
+	net.Listener
+	log   *slog.Logger
+	name  string
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+	err   error
+}
+
+func newProxyListener(ln net.Listener, name string, log *slog.Logger) *proxyListener {
+	p := &proxyListener{Listener: ln, log: log, name: name, conns: make(chan net.Conn), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *proxyListener) run() {
+	for {
+		c, err := p.Listener.Accept()
+		if err != nil {
+			p.err = err
+			p.once.Do(func() { close(p.done) })
+			return
+		}
+		go p.header(c)
+	}
+}
+
+func (p *proxyListener) header(c net.Conn) {
+	pc := proxyproto.NewConn(c, proxyproto.WithPolicy(proxyproto.REQUIRE), proxyproto.SetReadHeaderTimeout(proxyHeaderTimeout))
+	if pc.ProxyHeader() == nil {
+		p.log.Warn("connection closed", "listener", p.name, "remote", c.RemoteAddr().String(),
+			"reason", "bad_proxy_header", "err", "missing or malformed PROXY protocol header")
+		c.Close()
+		return
+	}
+	select {
+	case p.conns <- pc:
+	case <-p.done:
+		c.Close()
+	}
+}
+
+func (p *proxyListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-p.conns:
+		return c, nil
+	case <-p.done:
+		if p.err == nil {
+			p.err = net.ErrClosed
+		}
+		return nil, p.err
+	}
+}
+
+func (p *proxyListener) Close() error {
+	err := p.Listener.Close()
+	p.once.Do(func() { close(p.done) })
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// listen opens one port of a listener, reading PROXY headers if the
+// listener is configured to.
+func (g *Gateway) listen(lc *ListenerConfig, addr string) (net.Listener, error) {
+	ln, err := g.listenFn("tcp", addr)
+	if err != nil || !lc.ProxyProtocol {
+		return ln, err
+	}
+	return newProxyListener(ln, lc.Name, g.log), nil
+}
