@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -351,7 +352,7 @@ func runConfigs(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, err)
 		return 1
 	}
-	cl, err := kgo.NewClient(cc.kgoOpts()...)
+	cl, watch, err := cc.newClient()
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return 1
@@ -379,20 +380,24 @@ func runConfigs(ctx context.Context, env *Env, args []string) int {
 	if errors.As(err, &se) {
 		fmt.Fprintf(env.Stderr, "%s: %s\n", se.javaName(), se.Error())
 	} else {
-		fmt.Fprintln(env.Stderr, clientErr(err))
+		fmt.Fprintln(env.Stderr, clientErr(err, watch, env.timeout()))
 	}
 	return 1
 }
 
 // clientErr phrases a client-side failure (no connection, authentication,
 // timeout).
-func clientErr(err error) string {
+func clientErr(err error, w *connWatch, timeout time.Duration) string {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return javaException(ke.Message) + ": " + err.Error()
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "TimeoutException: timed out waiting for the cluster (" + err.Error() + ")"
+		msg := fmt.Sprintf("TimeoutException: no answer from the cluster within %v", timeout)
+		if p := w.lastProblem(); p != "" {
+			msg += "; last problem: " + p
+		}
+		return msg
 	}
 	return err.Error()
 }

@@ -1,22 +1,26 @@
 package cli
 
 import (
+	"crypto/tls"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // seedAll is a cluster with quotas at every level.
 var seedAll = map[string]map[string]float64{
-	"user=alice":                        {"producer_byte_rate": 1024, "consumer_byte_rate": 2048},
-	"user=bob":                          {"request_percentage": 12.5},
-	"user=<default>":                    {"producer_byte_rate": 10485760},
-	"client-id=app":                     {"consumer_byte_rate": 1048576},
-	"client-id=<default>":               {"controller_mutation_rate": 5},
-	"user=alice,client-id=app":          {"producer_byte_rate": 4096},
-	"user=alice,client-id=<default>":    {"producer_byte_rate": 2000},
-	"user=<default>,client-id=app":      {"consumer_byte_rate": 3000},
+	"user=alice":                         {"producer_byte_rate": 1024, "consumer_byte_rate": 2048},
+	"user=bob":                           {"request_percentage": 12.5},
+	"user=<default>":                     {"producer_byte_rate": 10485760},
+	"client-id=app":                      {"consumer_byte_rate": 1048576},
+	"client-id=<default>":                {"controller_mutation_rate": 5},
+	"user=alice,client-id=app":           {"producer_byte_rate": 4096},
+	"user=alice,client-id=<default>":     {"producer_byte_rate": 2000},
+	"user=<default>,client-id=app":       {"consumer_byte_rate": 3000},
 	"user=<default>,client-id=<default>": {"request_percentage": 200},
-	"ip=10.0.0.1":                       {"connection_creation_rate": 20},
-	"ip=<default>":                      {"connection_creation_rate": 100},
+	"ip=10.0.0.1":                        {"connection_creation_rate": 20},
+	"ip=<default>":                       {"connection_creation_rate": 100},
 }
 
 func TestConfigsDescribe(t *testing.T) {
@@ -148,4 +152,96 @@ func TestConfigsServerValidation(t *testing.T) {
 	s.run(append(b, "request_percentage=0.5")...)
 	s.run("configs", "--bootstrap-server", "$BOOTSTRAP", "--describe", "--user", "alice")
 	s.golden("configs_server_validation")
+}
+
+// --command-config against a cluster that requires SASL.
+func TestConfigsCommandConfigSASL(t *testing.T) {
+	tg := startCluster(t,
+		kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"),
+		kfake.Superuser("PLAIN", "alice", "secret"),
+	)
+	s := newSession(t, tg)
+	scram := s.file("scram.properties", `# SCRAM, as in Kafka's docs
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-256
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+    username="admin" \
+    password="admin";
+`)
+	plainProps := s.file("plain.properties", `security.protocol: SASL_PLAINTEXT
+sasl.mechanism = PLAIN
+sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="secret";
+`)
+	wrong := s.file("wrong.properties", `security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-256
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="nope";
+`)
+	gssapi := s.file("gssapi.properties", `security.protocol=SASL_PLAINTEXT
+sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;
+`)
+	b := []string{"configs", "--bootstrap-server", "$BOOTSTRAP"}
+	s.note("SCRAM-SHA-256")
+	s.run(append(b, "--command-config", scram, "--alter", "--user", "bob", "--add-config", "producer_byte_rate=1024")...)
+	s.run(append(b, "--command-config", scram, "--describe", "--user", "bob")...)
+	s.note("describing users also lists their SCRAM credentials, as kafka-configs does")
+	s.run(append(b, "--command-config", scram, "--describe", "--entity-type", "users")...)
+	s.run(append(b, "--command-config", scram, "--describe", "--entity-type", "users", "--entity-name", "admin")...)
+	s.note("PLAIN")
+	s.run(append(b, "--command-config", plainProps, "--alter", "--client-defaults", "--add-config", "consumer_byte_rate=2048")...)
+	s.run(append(b, "--command-config", plainProps, "--describe", "--entity-type", "clients")...)
+	s.note("a wrong password, and a mechanism tollgate does not speak")
+	s.timeout = 3 * time.Second
+	s.run(append(b, "--command-config", wrong, "--describe", "--user", "bob")...)
+	s.run(append(b, "--command-config", gssapi, "--describe", "--user", "bob")...)
+	s.run(append(b, "--command-config", s.dir+"/missing.properties", "--describe", "--user", "bob")...)
+	s.golden("configs_sasl")
+}
+
+// --command-config with TLS: a PEM truststore, the host name check and its
+// opt-out, and a client certificate.
+func TestConfigsCommandConfigSSL(t *testing.T) {
+	dir := t.TempDir()
+	c := makeCerts(t, dir, "broker.example") // not the address dialed
+	srv := c.serverTLS.Clone()
+	srv.ClientAuth = tls.RequireAndVerifyClientCert
+	tg := startCluster(t, kfake.TLS(srv))
+	s := newSession(t, tg)
+	s.dir = dir
+	mtls := s.file("mtls.properties", `security.protocol=SSL
+ssl.truststore.type=PEM
+ssl.truststore.location=`+c.caFile+`
+ssl.keystore.type=PEM
+ssl.keystore.location=`+c.certFile+`
+ssl.key.location=`+c.keyFile+`
+ssl.endpoint.identification.algorithm=
+`)
+	bundle := s.file("bundle.properties", `security.protocol=SSL
+ssl.truststore.type=PEM
+ssl.truststore.location=`+c.caFile+`
+ssl.keystore.type=PEM
+ssl.keystore.location=`+c.bundleFile+`
+ssl.endpoint.identification.algorithm=
+`)
+	hostCheck := s.file("hostcheck.properties", `security.protocol=SSL
+ssl.truststore.location=`+c.caFile+`
+ssl.keystore.location=`+c.bundleFile+`
+`)
+	jks := s.file("jks.properties", `security.protocol=SSL
+ssl.truststore.type=JKS
+ssl.truststore.location=/etc/kafka/truststore.jks
+`)
+	b := []string{"configs", "--bootstrap-server", "$BOOTSTRAP"}
+	s.note("client certificate and key in two files; no host name check")
+	s.run(append(b, "--command-config", mtls, "--alter", "--ip-defaults", "--add-config", "connection_creation_rate=30")...)
+	s.note("key and chain in one PEM keystore")
+	s.run(append(b, "--command-config", bundle, "--describe", "--entity-type", "ips")...)
+	s.note("the certificate names broker.example, not 127.0.0.1: the default host name check refuses it")
+	s.timeout = 5 * time.Second
+	code := s.run(append(b, "--command-config", hostCheck, "--describe", "--entity-type", "ips")...)
+	if code != 1 {
+		t.Errorf("host name check: exit %d, want 1", code)
+	}
+	s.run(append(b, "--command-config", jks, "--describe", "--entity-type", "ips")...)
+	s.golden("configs_ssl")
 }

@@ -97,15 +97,15 @@ func loadQuotaFile(path string) (*quotaFile, error) {
 			}
 		}
 		if list == nil && len(qf.manages) == 0 {
-			return nil, fmt.Errorf("%s: no quotas list", path)
+			return nil, fmt.Errorf("%s: expected a list of quota entries, or a mapping with a quotas: list", path)
 		}
 	default:
-		return nil, fmt.Errorf("%s: expected a list of quota entries or a mapping with quotas:", path)
+		return nil, fmt.Errorf("%s: expected a list of quota entries, or a mapping with a quotas: list", path)
 	}
 	var errs []error
 	if list != nil {
 		for i, item := range list.Content {
-			if err := qf.add(item); err != nil {
+			for _, err := range qf.add(item) {
 				errs = append(errs, fmt.Errorf("%s:%d: quotas[%d]: %w", path, item.Line, i, err))
 			}
 		}
@@ -116,22 +116,23 @@ func loadQuotaFile(path string) (*quotaFile, error) {
 	return qf, nil
 }
 
-func (qf *quotaFile) add(item *yaml.Node) error {
+// add adds one entry; it returns every problem of the entry.
+func (qf *quotaFile) add(item *yaml.Node) []error {
 	if item.Kind != yaml.MappingNode {
-		return errors.New("an entry must be a mapping")
+		return []error{errors.New("an entry must be a mapping")}
 	}
 	for i := 0; i+1 < len(item.Content); i += 2 {
 		if k := item.Content[i].Value; !slices.Contains(fileEntryKeys, k) {
-			return fmt.Errorf("unknown key %q", k)
+			return []error{fmt.Errorf("unknown key %q", k)}
 		}
 	}
 	var fe fileEntry
 	if err := item.Decode(&fe); err != nil {
-		return err
+		return []error{err}
 	}
 	e, err := fe.entity()
 	if err != nil {
-		return err
+		return []error{err}
 	}
 	vals := []struct {
 		k string
@@ -175,7 +176,7 @@ func (qf *quotaFile) add(item *yaml.Node) error {
 		errs = append(errs, fmt.Errorf("no quota key set for %v", e))
 	}
 	qf.manages[e.shape()] = true
-	return errors.Join(errs...)
+	return errs
 }
 
 func (fe fileEntry) entity() (entity, error) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -103,12 +104,12 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.commandConfig, "command-config", "", "Kafka client properties `file` (security.protocol, sasl.*, ssl.*)")
 }
 
-func (c *commonFlags) client() (*kgo.Client, error) {
+func (c *commonFlags) client() (*kgo.Client, *connWatch, error) {
 	cc, err := loadClientConfig(c.bootstrap, c.commandConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return kgo.NewClient(cc.kgoOpts()...)
+	return cc.newClient()
 }
 
 func newFlagSet(name, usage string, env *Env) *flag.FlagSet {
@@ -218,10 +219,16 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	}
 	qf, err := loadQuotaFile(file)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas apply:", err)
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, err := range errs {
+			fmt.Fprintln(env.Stderr, "tollgate quotas apply:", err)
+		}
 		return 1
 	}
-	cl, err := common.client()
+	cl, watch, err := common.client()
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "tollgate quotas apply:", err)
 		return 1
@@ -232,7 +239,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 
 	ds, err := describeAll(ctx, cl)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas apply: describing client quotas:", quotasErr(err))
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply: describing client quotas:", quotasErr(err, watch, env.timeout()))
 		return 1
 	}
 	changes := plan(toState(ds), qf)
@@ -280,7 +287,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	}
 	res, err := alterQuotas(ctx, cl, entities, ops)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas apply: altering client quotas:", quotasErr(err))
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply: altering client quotas:", quotasErr(err, watch, env.timeout()))
 		return 1
 	}
 	failed := 0
@@ -306,10 +313,17 @@ func errCode(se *serverError) string {
 }
 
 // quotasErr phrases an error of the quotas commands.
-func quotasErr(err error) string {
+func quotasErr(err error, w *connWatch, timeout time.Duration) string {
 	var se *serverError
 	if errors.As(err, &se) {
 		return errCode(se) + ": " + se.Error()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg := fmt.Sprintf("no answer from the cluster within %v", timeout)
+		if p := w.lastProblem(); p != "" {
+			msg += "; last problem: " + p
+		}
+		return msg
 	}
 	return err.Error()
 }
@@ -361,7 +375,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		}
 		ip = a.Unmap()
 	}
-	cl, err := common.client()
+	cl, watch, err := common.client()
 	if err != nil {
 		fmt.Fprintln(env.Stderr, "tollgate quotas resolve:", err)
 		return 1
@@ -371,7 +385,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	defer cancel()
 	ds, err := describeAll(ctx, cl)
 	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas resolve: describing client quotas:", quotasErr(err))
+		fmt.Fprintln(env.Stderr, "tollgate quotas resolve: describing client quotas:", quotasErr(err, watch, env.timeout()))
 		return 1
 	}
 	st := toState(ds)
