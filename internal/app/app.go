@@ -10,15 +10,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/enforce"
+	"github.com/tollgate/tollgate/internal/httpapi"
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
@@ -26,19 +28,21 @@ import (
 
 // App is a running Tollgate.
 type App struct {
-	cfg     Config
-	path    string
-	log     *slog.Logger
-	engine  *quota.Engine
-	admit   *admission.Limiter
-	policy  *enforce.Policy
-	stop    chan struct{}
-	done    chan struct{}
-	dev     *devcluster.Cluster
-	gw      *proxy.Gateway
-	metrics *metrics.Metrics
-	httpLn  net.Listener
-	httpSrv *http.Server
+	cfg         Config
+	path        string
+	log         *slog.Logger
+	engine      *quota.Engine
+	admit       *admission.Limiter
+	mu          sync.Mutex
+	admSettings admission.Settings
+	policy      *enforce.Policy
+	stop        chan struct{}
+	done        chan struct{}
+	dev         *devcluster.Cluster
+	gw          *proxy.Gateway
+	metrics     *metrics.Metrics
+	httpLn      net.Listener
+	httpSrv     *http.Server
 }
 
 // Options are test and embedding hooks; the zero value is production.
@@ -103,6 +107,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.admit = lim
+	a.admSettings = as
 	a.metrics.RegisterAdmission(lim)
 	upstream := cfg.Upstream.Bootstrap
 	if len(upstream) == 0 {
@@ -156,15 +161,45 @@ func (a *App) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("http: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ready\n")) })
+	h := httpapi.Handler(httpapi.Sources{
+		Engine:    a.engine,
+		Admission: a.admit,
+		Sessions:  a.gw.SessionsByListener,
+		IPRate:    a.ipRate,
+		Ready:     a.gw.Ready,
+		Registry:  a.metrics.Registry,
+	})
 	a.httpLn = ln
-	a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go a.httpSrv.Serve(ln)
 	a.log.Info("admin HTTP port open", "addr", ln.Addr().String())
 	return nil
+}
+
+// ipRate is the connection_creation_rate that applies to ip: the exact
+// entity, else the most specific range, else the default.
+func (a *App) ipRate(ip netip.Addr) (int, string, bool) {
+	a.mu.Lock()
+	s := a.admSettings
+	a.mu.Unlock()
+	ip = ip.Unmap()
+	best, bits := netip.Prefix{}, -1
+	for p := range s.IPConnectionRates {
+		if p.Contains(ip) && p.Bits() > bits {
+			best, bits = p, p.Bits()
+		}
+	}
+	if bits >= 0 {
+		name := best.String()
+		if best.Bits() == ip.BitLen() {
+			name = best.Addr().String()
+		}
+		return s.IPConnectionRates[best], name, true
+	}
+	if s.DefaultIPConnectionRate < admission.Unlimited {
+		return s.DefaultIPConnectionRate, "", true
+	}
+	return 0, "", false
 }
 
 // Engine returns the quota engine.

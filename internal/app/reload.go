@@ -35,6 +35,9 @@ func (a *App) Reload() error {
 		return err
 	}
 	a.cfg.BrokerConfigs = cfg.BrokerConfigs
+	a.mu.Lock()
+	a.admSettings = as
+	a.mu.Unlock()
 	if cfg.Quota != a.cfg.Quota {
 		a.log.Warn("quota.* settings changed; they take effect after a restart", "file", a.path)
 	}

@@ -311,6 +311,24 @@ func (g *Gateway) removeSession(s *session) {
 	g.wg.Done()
 }
 
+// SessionsByListener returns open client connections per listener.
+func (g *Gateway) SessionsByListener() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[string]int{}
+	for s := range g.sessions {
+		out[s.info.Listener]++
+	}
+	return out
+}
+
+// Ready reports whether the gateway knows at least one upstream broker.
+func (g *Gateway) Ready() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.brokers) > 0
+}
+
 // Sessions returns how many client connections are open.
 func (g *Gateway) Sessions() int {
 	g.mu.Lock()

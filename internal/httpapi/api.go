@@ -1,0 +1,278 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// Sources are what the API reads. Any field may be nil; its endpoints then
+// answer 503.
+type Sources struct {
+	Engine    *quota.Engine
+	Admission *admission.Limiter
+	// Sessions returns open client connections per listener.
+	Sessions func() map[string]int
+	// IPRate returns the connection_creation_rate that applies to an
+	// address and the entity it comes from ("" = the default entity), or
+	// ok=false when none does.
+	IPRate func(ip netip.Addr) (rate int, entity string, ok bool)
+	// Audit returns the most recent audit events, newest last.
+	Audit func(n int) []any
+	// Ready reports whether the gateway knows its upstream brokers.
+	Ready    func() bool
+	Registry *prometheus.Registry
+	Now      func() time.Time
+}
+
+// Handler returns the admin port's handler.
+func Handler(s Sources) http.Handler {
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.Ready != nil && !s.Ready() {
+			http.Error(w, "not ready: upstream brokers unknown\n", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	})
+	if s.Registry != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /api/v1/buckets", s.buckets)
+	mux.HandleFunc("GET /api/v1/resolve", s.resolve)
+	mux.HandleFunc("GET /api/v1/connections", s.connections)
+	mux.HandleFunc("GET /api/v1/audit", s.audit)
+	mux.Handle("GET /", dashboard())
+	return mux
+}
+
+// apiError is the one error shape of the API.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func fail(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, apiError{msg}) }
+
+// num renders Kafka's "unlimited" (Long.MAX_VALUE) as null.
+func num(v float64) *float64 {
+	if v >= quota.Unlimited || math.IsInf(v, 0) || math.IsNaN(v) {
+		return nil
+	}
+	return &v
+}
+
+// Bucket is one live quota bucket.
+type Bucket struct {
+	Quota       string       `json:"quota"`
+	User        string       `json:"user"`
+	ClientID    string       `json:"client_id"`
+	Level       string       `json:"level"`
+	Entity      []EntityPart `json:"entity,omitempty"`
+	Limit       *float64     `json:"limit"`
+	Rate        float64      `json:"rate"`
+	Utilization float64      `json:"utilization"`
+	Throttled   int64        `json:"throttled"`
+	ThrottleMs  int64        `json:"throttle_ms_total"`
+	LastActive  string       `json:"last_active"`
+}
+
+func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
+	if s.Engine == nil {
+		fail(w, http.StatusServiceUnavailable, "no quota engine")
+		return
+	}
+	out := []Bucket{}
+	for _, u := range s.Engine.Usage(s.Now()) {
+		b := Bucket{
+			Quota: u.Key.String(), User: u.User, ClientID: u.ClientID, Level: u.Level.String(),
+			Limit: num(u.Quota), Rate: u.Rate, Utilization: u.Utilization,
+			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
+			LastActive: u.LastActive.UTC().Format(time.RFC3339Nano),
+		}
+		if u.Level != quota.LevelNone {
+			b.Entity = entityJSON(u.Entity)
+		}
+		out = append(out, b)
+	}
+	// Busiest first: what an operator looks at.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Utilization > out[j].Utilization })
+	writeJSON(w, http.StatusOK, map[string]any{"buckets": out})
+}
+
+// EntityPart is one (type, name) pair of a quota entity, as in Kafka's
+// DescribeClientQuotas: Default marks the default entity (name absent), so
+// a literal name "<default>" stays distinct.
+type EntityPart struct {
+	Type    string  `json:"type"`
+	Name    *string `json:"name"`
+	Default bool    `json:"default,omitempty"`
+}
+
+func entityJSON(e quota.Entity) []EntityPart {
+	var out []EntityPart
+	add := func(typ string, n quota.Name) {
+		if !n.IsSet() {
+			return
+		}
+		p := EntityPart{Type: typ}
+		if n.IsDefault() {
+			p.Default = true
+		} else {
+			v := n.Value()
+			p.Name = &v
+		}
+		out = append(out, p)
+	}
+	add("user", e.User)
+	add("client-id", e.Client)
+	return out
+}
+
+// Resolved is the answer for one quota key.
+type Resolved struct {
+	Quota       string       `json:"quota"`
+	Level       string       `json:"level"`
+	Entity      []EntityPart `json:"entity,omitempty"`
+	Value       *float64     `json:"value"`
+	BucketUser  string       `json:"bucket_user"`
+	BucketCID   string       `json:"bucket_client_id"`
+	Rate        float64      `json:"rate"`
+	Utilization float64      `json:"utilization"`
+}
+
+func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
+	if s.Engine == nil {
+		fail(w, http.StatusServiceUnavailable, "no quota engine")
+		return
+	}
+	q := r.URL.Query()
+	user, cid := q.Get("user"), q.Get("client_id")
+	if !q.Has("user") {
+		fail(w, http.StatusBadRequest, "user is required (the principal name; ANONYMOUS on PLAINTEXT)")
+		return
+	}
+	now := s.Now()
+	var out []Resolved
+	for _, k := range quota.Keys() {
+		res := s.Engine.Resolve(k, user, cid, now)
+		rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
+			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
+		if res.Level != quota.LevelNone {
+			rv.Entity = entityJSON(res.Entity)
+		}
+		out = append(out, rv)
+	}
+	resp := map[string]any{"user": user, "client_id": cid, "quotas": out}
+	if ipS := q.Get("ip"); ipS != "" {
+		ip, err := netip.ParseAddr(ipS)
+		if err != nil {
+			fail(w, http.StatusBadRequest, "ip: "+err.Error())
+			return
+		}
+		ipr := map[string]any{"ip": ip.String(), "quota": "connection_creation_rate", "value": nil}
+		if s.IPRate != nil {
+			if rate, ent, ok := s.IPRate(ip); ok {
+				part := EntityPart{Type: "ip", Default: ent == ""}
+				if ent != "" {
+					part.Name = &ent
+				}
+				ipr["value"], ipr["entity"] = rate, []EntityPart{part}
+			}
+		}
+		if s.Admission != nil {
+			if r, ok := s.Admission.IPConnectionAcceptRate(ip, now); ok {
+				ipr["rate"] = r
+			}
+			ipr["connections"] = s.Admission.IPConnections(ip)
+		}
+		resp["ip"] = ipr
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// Listener is one listener's connections and limits.
+type Listener struct {
+	Name             string   `json:"name"`
+	Exempt           bool     `json:"exempt"`
+	Sessions         int      `json:"sessions"`
+	Active           int      `json:"active"`
+	MaxConnections   *float64 `json:"max_connections"`
+	MaxCreationRate  *float64 `json:"max_connection_creation_rate"`
+	AcceptRate       float64  `json:"connection_accept_rate"`
+	Accepted         uint64   `json:"accepted"`
+	Throttled        uint64   `json:"throttled"`
+	Blocked          uint64   `json:"blocked"`
+	Parked           uint64   `json:"parked"`
+	Rejected         uint64   `json:"rejected"`
+	BlockedPercent1m float64  `json:"acceptor_blocked_percent"`
+}
+
+func limit(v int) *float64 {
+	if v >= admission.Unlimited {
+		return nil
+	}
+	f := float64(v)
+	return &f
+}
+
+func (s Sources) connections(w http.ResponseWriter, r *http.Request) {
+	if s.Admission == nil {
+		fail(w, http.StatusServiceUnavailable, "no admission")
+		return
+	}
+	st := s.Admission.Stats(s.Now())
+	var sessions map[string]int
+	if s.Sessions != nil {
+		sessions = s.Sessions()
+	}
+	var ls []Listener
+	for _, l := range st.Listeners {
+		ls = append(ls, Listener{
+			Name: l.Name, Exempt: l.Exempt, Sessions: sessions[l.Name], Active: l.Active,
+			MaxConnections: limit(l.MaxConnections), MaxCreationRate: limit(l.MaxConnectionCreationRate),
+			AcceptRate: l.ConnectionAcceptRate, Accepted: l.Accepted,
+			Throttled: l.ThrottledByGatewayRate + l.ThrottledByListenerRate,
+			Blocked:   l.BlockedByGatewayCount + l.BlockedByListenerCount,
+			Parked:    l.ParkedByIPRate, Rejected: l.RejectedByIPCount,
+			BlockedPercent1m: l.Blocked.OneMinuteRate,
+		})
+	}
+	var ips []map[string]any
+	for _, ip := range st.TopIPs {
+		ips = append(ips, map[string]any{"ip": ip.Addr.String(), "parked": ip.Parked, "rejected": ip.Rejected})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"active": st.Active, "max_connections": limit(st.MaxConnections),
+		"connection_accept_rate": st.ConnectionAcceptRate, "listeners": ls, "top_ips": ips,
+	})
+}
+
+func (s Sources) audit(w http.ResponseWriter, r *http.Request) {
+	if s.Audit == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"events": []any{}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": s.Audit(100)})
+}

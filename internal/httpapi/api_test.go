@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+func get(t *testing.T, h http.Handler, path string) (int, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	var body map[string]any
+	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%s: %v\n%s", path, err, rec.Body.String())
+		}
+	}
+	return rec.Code, body
+}
+
+func TestHandlers(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	eng, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
+	q.Set(quota.ClientEntity(quota.Default()), quota.ConsumerByteRate, 5000)
+	eng.SetQuotas(q)
+	eng.RecordProduce("alice", "app", 20000, now) // twice the 10 s burst: throttled
+	as := admission.DefaultSettings()
+	as.Listeners = []admission.ListenerSettings{{Name: "PLAINTEXT", MaxConnections: 10}}
+	lim, err := admission.New(as, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(Sources{
+		Engine: eng, Admission: lim, Now: func() time.Time { return now },
+		Sessions: func() map[string]int { return map[string]int{"PLAINTEXT": 3} },
+		IPRate: func(ip netip.Addr) (int, string, bool) {
+			if ip == netip.MustParseAddr("10.0.0.1") {
+				return 5, "10.0.0.0/8", true
+			}
+			return 0, "", false
+		},
+		Ready: func() bool { return true },
+	})
+
+	for _, tc := range []struct {
+		path string
+		code int
+		want []string // substrings of the JSON
+	}{
+		{"/api/v1/buckets", 200, []string{`"quota":"producer_byte_rate"`, `"user":"alice"`, `"limit":1000`, `"throttled":1`}},
+		{"/api/v1/resolve?user=alice&client_id=app", 200, []string{`"entity":[{"type":"user","name":"alice"}]`, `"value":1000`, `"level":"user"`}},
+		{"/api/v1/resolve?user=bob&client_id=x&ip=10.0.0.1", 200, []string{`"value":5000`, `"entity":[{"type":"client-id","name":null,"default":true}]`, `"entity":[{"type":"ip","name":"10.0.0.0/8"}]`}},
+		{"/api/v1/resolve?client_id=x", 400, []string{`user is required`}},
+		{"/api/v1/resolve?user=a&ip=nope", 400, []string{`ip:`}},
+		{"/api/v1/connections", 200, []string{`"name":"PLAINTEXT"`, `"sessions":3`, `"max_connections":10`}},
+		{"/api/v1/audit", 200, []string{`"events":[]`}},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		if rec.Code != tc.code {
+			t.Errorf("%s: status %d, want %d: %s", tc.path, rec.Code, tc.code, rec.Body.String())
+		}
+		var buf bytes.Buffer
+		json.Compact(&buf, rec.Body.Bytes())
+		compact := buf.String()
+		for _, w := range tc.want {
+			if !strings.Contains(compact, w) {
+				t.Errorf("%s: body lacks %s:\n%s", tc.path, w, rec.Body.String())
+			}
+		}
+	}
+	if code, _ := get(t, h, "/healthz"); code != 200 {
+		t.Errorf("healthz %d", code)
+	}
+	notReady := Handler(Sources{Ready: func() bool { return false }})
+	if code, _ := get(t, notReady, "/readyz"); code != 503 {
+		t.Errorf("readyz while not ready: %d", code)
+	}
+	if code, _ := get(t, notReady, "/api/v1/buckets"); code != 503 {
+		t.Errorf("buckets without an engine: %d", code)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "Tollgate") {
+		t.Errorf("dashboard: %d", rec.Code)
+	}
+}
