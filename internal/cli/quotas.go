@@ -339,9 +339,12 @@ type resolvedRow struct {
 	res *quota.Resolution
 }
 
-// liveSource adds live columns to `quotas resolve`. It is the extension
-// point for Tollgate's HTTP API, which knows each bucket's current rate;
-// until it exists resolve prints the configuration only (live is nil).
+// liveSource adds RATE and UTILIZATION columns to `quotas resolve`. It is
+// the extension point for Tollgate's HTTP API (GET /api/v1/resolve returns
+// rate and utilization per key for a user and client_id): a source built
+// on it is passed to resolveWith behind a flag naming the HTTP address.
+// runResolve passes nil: the CLI prints the configuration only, which is
+// all a plain Kafka cluster can tell.
 type liveSource interface {
 	// Live returns the current rate of the row's bucket and its
 	// utilization (rate ÷ quota); ok is false when the bucket is unknown.
