@@ -328,7 +328,7 @@ func alterEntity(root *bolt.Bucket, ch EntityChange) (EntityResult, error) {
 	}
 	key := e.Key()
 	if len(key) > bolt.MaxKeySize {
-		return EntityResult{}, fmt.Errorf("store: entity %v is longer than %d bytes encoded", e, bolt.MaxKeySize)
+		return EntityResult{}, fmt.Errorf("store: entity encodes to %d bytes, more than the %d a key may have", len(key), bolt.MaxKeySize)
 	}
 	r := EntityResult{Entity: e}
 	b := root.Bucket(key)
