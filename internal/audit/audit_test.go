@@ -261,6 +261,16 @@ func TestRequiredSinkFailsClosed(t *testing.T) {
 	if strings.Count(buf.String(), "\n") != 1 || len(reported) != 1 || l.Failures() != 1 {
 		t.Fatalf("optional sink %q, reported %v, failures %d", buf.String(), reported, l.Failures())
 	}
+	// An event that claims no change (the refusal) still reaches the
+	// optional sink and the ring, and Record still reports the failure.
+	refusal := sampleEvent()
+	refusal.Outcome = Rejected
+	if err := l.Record(context.Background(), refusal); err == nil {
+		t.Fatal("required failure not reported for a rejected event")
+	}
+	if strings.Count(buf.String(), "\n") != 2 || len(l.Recent(0)) != 2 || l.Recent(1)[0].Outcome != Rejected {
+		t.Fatalf("rejected event: optional sink %q, ring %d", buf.String(), len(l.Recent(0)))
+	}
 
 	// An optional failing sink does not fail Record.
 	bad := &failingSink{err: errors.New("disk on fire")}

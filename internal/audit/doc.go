@@ -23,9 +23,11 @@
 // then refuse the alteration. For that to mean anything the caller records
 // the event before it applies and acknowledges the change; Record returns
 // only once every sink has the event (the file sink after fsync). Required
-// sinks are written first; an event a required sink could not take goes
-// neither to the optional sinks nor to the ring, so they never show an
-// alteration that was refused for want of an audit trail.
+// sinks are written first; a success ("applied", "validated") a required
+// sink could not take goes neither to the optional sinks nor to the ring, so
+// they never show an alteration that was refused for want of an audit
+// trail, while the refusal that follows (a "rejected" event) still reaches
+// them.
 //
 // The package imports nothing from the rest of the project; it must not
 // import proxy, app, metrics, httpapi or cli.

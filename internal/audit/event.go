@@ -40,6 +40,10 @@ const (
 	Failed Outcome = "failed"
 )
 
+// Success reports whether the outcome is one the client is answered
+// without error (Applied, Validated).
+func (o Outcome) Success() bool { return o == Applied || o == Validated }
+
 // Initiator is who asked for the alteration.
 type Initiator struct {
 	// Principal is the authenticated principal, e.g. "User:alice" or

@@ -119,11 +119,13 @@ func (l *Logger) Prepare(e *Event) {
 // event describes.
 //
 // Required sinks are written first, in order, and the first failure stops
-// the event: optional sinks and the ring get only events that every
-// required sink accepted, so they never show an alteration that was
+// them. A success (Applied, Validated) that a required sink refused goes no
+// further: optional sinks and the ring never show an alteration that was
 // refused for want of an audit trail. (With several required sinks, those
-// before the failing one do have the event; the caller's follow-up event,
-// which supersedes it, corrects them.)
+// before the failing one do have it; the caller's follow-up event, which
+// supersedes it, corrects them.) Any other event still goes to the optional
+// sinks and the ring: that is how the refusal itself reaches stdout and the
+// HTTP API while the required sink is down.
 func (l *Logger) Record(ctx context.Context, e Event) error {
 	if l == nil {
 		return nil
@@ -148,12 +150,17 @@ func (l *Logger) Record(ctx context.Context, e Event) error {
 		}
 		return err
 	}
+	var reqErr error
 	for _, o := range l.cfg.Outputs {
 		if o.Required {
 			if err := write(o); err != nil {
-				return fmt.Errorf("audit: required sink %s: %w", o.Sink.Name(), err)
+				reqErr = fmt.Errorf("audit: required sink %s: %w", o.Sink.Name(), err)
+				break
 			}
 		}
+	}
+	if reqErr != nil && e.Outcome.Success() {
+		return reqErr
 	}
 	for _, o := range l.cfg.Outputs {
 		if !o.Required {
@@ -167,7 +174,7 @@ func (l *Logger) Record(ctx context.Context, e Event) error {
 			l.next, l.full = 0, true
 		}
 	}
-	return nil
+	return reqErr
 }
 
 // Recent returns up to n of the most recently recorded events, oldest
