@@ -1,0 +1,164 @@
+package control
+
+import (
+	"context"
+	"slices"
+
+	"github.com/tollgate/tollgate/internal/store"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeClientQuotas: v0-1
+//
+// KIP-546: client quota configuration APIs. v1 is the flexible encoding and
+// adds nothing else.
+//
+// Behavior:
+// * ACL: DESCRIBE_CONFIGS on CLUSTER (Authorizer); denied: 31 "Cluster
+// authorization failed." for the whole response, entries null
+// * Filter validation as Kafka's ClientQuotasImage, component by component
+// in request order, the first failure answering for the whole response
+// with entries null: empty type (42), a type twice (42), an unknown type
+// (35 UNSUPPORTED_VERSION), EXACT without a match, DEFAULT or SPECIFIED
+// with one, an unknown match type (42); then ip with user or client-id (42)
+// * EXACT matches the raw name, case-sensitively; DEFAULT matches the
+// default (null name); SPECIFIED matches any name, defaults included
+// * strict: the entity has exactly as many types as there are components;
+// no components: every entity (ip included) unless strict, then none
+// * Every key and value of each matching entity; entities exist only while
+// they have a key
+//
+// Where Tollgate differs from Kafka:
+// * Entries are ordered by entity (canonical key) and values by key; Kafka's
+// order is that of its hash maps
+// * Answers from the store, so an Alter is visible at once (Kafka's brokers
+// lag their metadata log)
+// * A store read failure answers -1 UNKNOWN_SERVER_ERROR
+
+// Describe answers a DescribeClientQuotas request.
+func (c *ClientQuotas) Describe(_ context.Context, who Initiator, req *kmsg.DescribeClientQuotasRequest) *kmsg.DescribeClientQuotasResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	fail := func(code int16, msg string) *kmsg.DescribeClientQuotasResponse {
+		resp.ErrorCode = code
+		resp.ErrorMessage = &msg
+		resp.Entries = nil
+		return resp
+	}
+	if !c.authorize(who, OpDescribeConfigs) {
+		return fail(errClusterAuthorizationFailed, msgClusterAuthorizationFailed)
+	}
+	f, res := parseFilter(req.Components, req.Strict)
+	if res.failed() {
+		return fail(res.code, res.msg)
+	}
+	all, err := c.Store.ClientQuotas()
+	if err != nil {
+		return fail(errUnknownServerError, "Tollgate could not read its store: "+err.Error())
+	}
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
+	for _, eq := range all {
+		if !f.match(eq.Entity) {
+			continue
+		}
+		entry := kmsg.NewDescribeClientQuotasResponseEntry()
+		for _, comp := range eq.Entity {
+			ee := kmsg.NewDescribeClientQuotasResponseEntryEntity()
+			ee.Type, ee.Name = comp.Type, comp.NamePtr()
+			entry.Entity = append(entry.Entity, ee)
+		}
+		keys := make([]string, 0, len(eq.Values))
+		for k := range eq.Values {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ev := kmsg.NewDescribeClientQuotasResponseEntryValue()
+			ev.Key, ev.Value = k, eq.Values[k]
+			entry.Values = append(entry.Values, ev)
+		}
+		resp.Entries = append(resp.Entries, entry)
+	}
+	return resp
+}
+
+// filter is a validated DescribeClientQuotas filter.
+type filter struct {
+	exact  map[string]*string // type → name, nil for DEFAULT
+	any    map[string]bool    // SPECIFIED types
+	strict bool
+}
+
+// parseFilter validates the components as ClientQuotasImage.describe does.
+func parseFilter(comps []kmsg.DescribeClientQuotasRequestComponent, strict bool) (filter, apiError) {
+	f := filter{exact: map[string]*string{}, any: map[string]bool{}, strict: strict}
+	for _, comp := range comps {
+		t := comp.EntityType
+		if t == "" {
+			return f, invalid("Invalid empty entity type.")
+		}
+		if _, ok := f.exact[t]; ok || f.any[t] {
+			return f, invalid("Entity type " + t + " cannot appear more than once in the filter.")
+		}
+		if !store.KnownType(t) {
+			return f, apiError{code: errUnsupportedVersion, msg: "Unsupported entity type " + t}
+		}
+		switch comp.MatchType {
+		case kmsg.QuotasMatchTypeExact:
+			if comp.Match == nil {
+				return f, invalid("Request specified MATCH_TYPE_EXACT, but set match string to null.")
+			}
+			m := *comp.Match
+			f.exact[t] = &m
+		case kmsg.QuotasMatchTypeDefault:
+			if comp.Match != nil {
+				return f, invalid("Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
+			}
+			f.exact[t] = nil
+		case kmsg.QuotasMatchTypeAny:
+			if comp.Match != nil {
+				return f, invalid("Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.")
+			}
+			f.any[t] = true
+		default:
+			return f, invalid("Unknown match type " + matchTypeString(int8(comp.MatchType)))
+		}
+	}
+	has := func(t string) bool {
+		_, ok := f.exact[t]
+		return ok || f.any[t]
+	}
+	if has(store.TypeIP) && (has(store.TypeUser) || has(store.TypeClientID)) {
+		return f, invalid("Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
+	}
+	return f, apiError{}
+}
+
+// match reports whether an entity passes the filter.
+func (f filter) match(e store.Entity) bool {
+	n := len(f.exact) + len(f.any)
+	if n == 0 {
+		return !f.strict
+	}
+	if f.strict && len(e) != n {
+		return false
+	}
+	for t, name := range f.exact {
+		c, ok := e.Get(t)
+		if !ok {
+			return false
+		}
+		if name == nil {
+			if !c.Default {
+				return false
+			}
+		} else if c.Default || c.Name != *name {
+			return false
+		}
+	}
+	for t := range f.any {
+		if !e.Has(t) {
+			return false
+		}
+	}
+	return true
+}

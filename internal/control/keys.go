@@ -1,0 +1,154 @@
+package control
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/store"
+)
+
+// Kafka error codes used by the control plane.
+const (
+	errNone                       int16 = 0
+	errUnknownServerError         int16 = -1
+	errClusterAuthorizationFailed int16 = 31
+	errUnsupportedVersion         int16 = 35
+	errInvalidRequest             int16 = 42
+)
+
+// msgClusterAuthorizationFailed is Errors.CLUSTER_AUTHORIZATION_FAILED's
+// default message, what Kafka answers a denied request with.
+const msgClusterAuthorizationFailed = "Cluster authorization failed."
+
+// configType is a quota key's ConfigDef type.
+type configType uint8
+
+const (
+	typeDouble configType = iota
+	typeLong
+	typeInt
+)
+
+// The client quota keys and their types (Kafka's QuotaConfigs): the four
+// user/client-id keys, and connection_creation_rate for ip entities only.
+var (
+	userClientKeys = map[string]configType{
+		"producer_byte_rate":       typeLong,
+		"consumer_byte_rate":       typeLong,
+		"request_percentage":       typeDouble,
+		"controller_mutation_rate": typeDouble,
+	}
+	ipKeys = map[string]configType{
+		"connection_creation_rate": typeInt,
+	}
+)
+
+// keyConnectionCreationRate is the ip entity's only key.
+const keyConnectionCreationRate = "connection_creation_rate"
+
+// apiError is a Kafka error code and message; code 0 is success.
+type apiError struct {
+	code int16
+	msg  string
+}
+
+func (e apiError) failed() bool { return e.code != errNone }
+
+func invalid(msg string) apiError { return apiError{code: errInvalidRequest, msg: msg} }
+
+// validateEntity is ClientQuotaControlManager.validateEntity: the entity
+// is not empty, every type is known and no name is "". The pairs are
+// checked in the map's iteration order, which decides the message when
+// there are several problems.
+func validateEntity(e javaEntity) apiError {
+	if len(e.pairs) == 0 {
+		return invalid("Invalid empty client quota entity")
+	}
+	for _, p := range e.pairs {
+		if !store.KnownType(p.typ) {
+			return invalid("Unhandled client quota entity type: " + p.typ)
+		}
+		if p.name != nil && *p.name == "" {
+			return invalid("Empty " + p.typ + " not supported")
+		}
+	}
+	return apiError{}
+}
+
+// keysForEntity is configKeysForEntityType: ip goes alone, and a named ip
+// must be an address. It returns the keys the entity may carry.
+func keysForEntity(e javaEntity) (map[string]configType, apiError) {
+	ip, hasIP := e.get(store.TypeIP)
+	_, hasUser := e.get(store.TypeUser)
+	_, hasClient := e.get(store.TypeClientID)
+	switch {
+	case hasIP && (hasUser || hasClient):
+		// "shouldnot" (sic) is Kafka's text, asserted by its tests.
+		return nil, invalid("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
+	case hasIP:
+		if ip != nil {
+			if e := validIPEntity(*ip); e.failed() {
+				return nil, e
+			}
+		}
+		return ipKeys, apiError{}
+	case hasUser || hasClient:
+		return userClientKeys, apiError{}
+	}
+	return nil, invalid("Invalid empty client quota entity")
+}
+
+// validIPEntity accepts what Tollgate can enforce: an IPv4 or IPv6 literal
+// and, beyond Kafka, a CIDR range (admission.ParseIPEntity). Kafka also
+// accepts a host name that resolves on the controller; Tollgate does not
+// resolve names (an address pinned at alter time would silently go stale),
+// so a host name gets Kafka's message for one that does not resolve.
+func validIPEntity(name string) apiError {
+	if name == strings.TrimSpace(name) {
+		_, err := admission.ParseIPEntity(name)
+		if err == nil {
+			return apiError{}
+		}
+		if strings.Contains(name, "/") {
+			return invalid(err.Error())
+		}
+	}
+	return invalid(name + " is not a valid IP or resolvable host.")
+}
+
+// validateKeyValue is validateQuotaKeyValue for a set (removals are not
+// validated). Beyond Kafka, NaN is refused as not greater than 0: Kafka lets
+// it through every check and stores it.
+func validateKeyValue(keys map[string]configType, key string, v float64) apiError {
+	typ, ok := keys[key]
+	if !ok {
+		return invalid("Invalid configuration key " + key)
+	}
+	if !(v > 0) {
+		return invalid("Quota " + key + " must be greater than 0")
+	}
+	switch typ {
+	case typeLong:
+		// Java compares with Long.MAX_VALUE as a double, i.e. 2^63.
+		if v > math.MaxInt64 {
+			return invalid("Proposed value for " + key + " is too large for a LONG.")
+		}
+	case typeInt:
+		if v > math.MaxInt32 {
+			return invalid("Proposed value for " + key + " is too large for an INT.")
+		}
+	default:
+		return apiError{}
+	}
+	// Java's % on doubles truncates like math.Mod: only values at most
+	// 1e-6 above an integer pass, 2.9999999 does not.
+	if math.Abs(math.Mod(v, 1)) > 1e-6 {
+		return invalid(key + " cannot be a fractional value.")
+	}
+	return apiError{}
+}
+
+// matchTypeString renders a match type as Java prints a byte.
+func matchTypeString(m int8) string { return strconv.Itoa(int(m)) }

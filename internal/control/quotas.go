@@ -1,0 +1,120 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tollgate/tollgate/internal/audit"
+	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/store"
+)
+
+// IPQuotas is connection_creation_rate per ip entity: the key is the
+// entity's name (an address or, beyond Kafka, a CIDR range; parse it with
+// admission.ParseIPEntity) and "" is the default ip entity.
+type IPQuotas map[string]float64
+
+// ClientQuotas answers DescribeClientQuotas and AlterClientQuotas from the
+// store, audits every alteration and tells the data path about changes.
+type ClientQuotas struct {
+	Store *store.Store
+	// Audit records one event per AlterClientQuotas entry; nil records
+	// nothing. With a required sink, an entry whose event cannot be
+	// written is refused.
+	Audit *audit.Logger
+	// Authz decides who may describe and alter; nil is Admins{} (nobody
+	// alters, authenticated principals describe).
+	Authz Authorizer
+	// OnChange, if set, is called after an Alter that committed a change,
+	// before its response is returned, with the quotas now in the store.
+	// Calls are serialised and the last one always reflects every commit
+	// before it.
+	OnChange func(quota.Quotas, IPQuotas)
+
+	changeMu sync.Mutex
+}
+
+func (c *ClientQuotas) authorize(who Initiator, op Operation) bool {
+	if c.Authz == nil {
+		return Admins{}.Authorize(who, op)
+	}
+	return c.Authz.Authorize(who, op)
+}
+
+// Quotas builds the quota engine's input from the store: the user and
+// client-id entities as a quota.Quotas, and the ip entities'
+// connection_creation_rate. Keys the engine does not know are skipped (as
+// Kafka's brokers skip them with a warning). An error lists the values
+// quota.Quotas refused; the rest is still returned.
+func (c *ClientQuotas) Quotas() (quota.Quotas, IPQuotas, error) {
+	return Build(c.Store)
+}
+
+// Build is ClientQuotas.Quotas for any store.
+func Build(s *store.Store) (quota.Quotas, IPQuotas, error) {
+	var q quota.Quotas
+	ips := IPQuotas{}
+	all, err := s.ClientQuotas()
+	if err != nil {
+		return q, ips, err
+	}
+	var errs []error
+	for _, eq := range all {
+		if ip, ok := eq.Entity.Get(store.TypeIP); ok {
+			if v, ok := eq.Values[keyConnectionCreationRate]; ok {
+				name := ip.Name
+				if ip.Default {
+					name = ""
+				}
+				ips[name] = v
+			}
+			continue
+		}
+		var e quota.Entity
+		if u, ok := eq.Entity.Get(store.TypeUser); ok {
+			e.User = quotaName(u)
+		}
+		if cl, ok := eq.Entity.Get(store.TypeClientID); ok {
+			e.Client = quotaName(cl)
+		}
+		for k, v := range eq.Values {
+			key, ok := quota.ParseKey(k)
+			if !ok {
+				continue
+			}
+			if err := q.Set(e, key, v); err != nil {
+				errs = append(errs, fmt.Errorf("%v %s=%v: %w", eq.Entity, k, v, err))
+			}
+		}
+	}
+	return q, ips, errors.Join(errs...)
+}
+
+func quotaName(c store.Component) quota.Name {
+	if c.Default {
+		return quota.Default()
+	}
+	return quota.Exact(c.Name)
+}
+
+// changed hands the store's quotas to OnChange.
+func (c *ClientQuotas) changed() {
+	if c.OnChange == nil {
+		return
+	}
+	c.changeMu.Lock()
+	defer c.changeMu.Unlock()
+	q, ips, err := c.Quotas()
+	if err != nil && q.Len() == 0 && len(ips) == 0 {
+		return
+	}
+	c.OnChange(q, ips)
+}
+
+// record writes an audit event. Failures of events that only report a
+// refusal are not fatal: the response is an error already.
+func (c *ClientQuotas) record(ctx context.Context, e audit.Event) error {
+	return c.Audit.Record(ctx, e)
+}
