@@ -106,6 +106,9 @@ func TestEventJSON(t *testing.T) {
 	if s, ok := back.Changes[3].Old.Str(); !ok || s != "1000" {
 		t.Errorf("string round trip: %v", back.Changes[3].Old)
 	}
+	if !bytes.Contains(data, []byte(`"new":1048576}`)) {
+		t.Errorf("number not in plain form: %s", data)
+	}
 	// No changes: [] not null.
 	data, _ = json.Marshal(Event{})
 	if !bytes.Contains(data, []byte(`"changes":[]`)) {

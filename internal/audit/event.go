@@ -135,7 +135,8 @@ func (v Value) String() string {
 	return strconv.FormatFloat(v.num, 'g', -1, 64)
 }
 
-// MarshalJSON writes a number (shortest exact form) or a string.
+// MarshalJSON writes a number (shortest exact form, as encoding/json:
+// 1048576, not 1.048576e+06) or a string.
 func (v Value) MarshalJSON() ([]byte, error) {
 	switch {
 	case v.isStr:
@@ -147,7 +148,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	case math.IsInf(v.num, -1):
 		return []byte(`"-Inf"`), nil
 	}
-	return strconv.AppendFloat(nil, v.num, 'g', -1, 64), nil
+	return json.Marshal(v.num)
 }
 
 // UnmarshalJSON reads a number or a string. The strings written for
