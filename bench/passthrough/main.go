@@ -124,8 +124,8 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		defer os.RemoveAll(dir)
 		cfg := filepath.Join(dir, "tollgate.yaml")
 		bootstrap = freeAddr()
-		os.WriteFile(cfg, []byte(fmt.Sprintf("listeners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
-			bootstrap, strings.Join(c.ListenAddrs(), ", "))), 0o600)
+		os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nlisteners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
+			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))), 0o600)
 		proc = exec.Command(bin, "serve", "--config", cfg)
 	}
 	if proc != nil {

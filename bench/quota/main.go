@@ -56,6 +56,9 @@ func main() {
 		Listeners: []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
 		Quotas:    entries,
 	}
+	dir, _ := os.MkdirTemp("", "tgbench")
+	defer os.RemoveAll(dir)
+	cfg.DataDir = dir
 	a, err := app.Start(ctx, cfg, app.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -32,6 +32,7 @@ func TestServeAndSIGTERM(t *testing.T) {
 	bin := buildBinary(t)
 	cfg := filepath.Join(t.TempDir(), "tollgate.yaml")
 	os.WriteFile(cfg, []byte(`
+data_dir: `+filepath.Join(t.TempDir(), "data")+`
 listeners:
   - name: PLAINTEXT
     bootstrap: 127.0.0.1:0

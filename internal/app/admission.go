@@ -8,13 +8,14 @@ import (
 	"sort"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/control"
 )
 
 // admissionSettings builds the connection-quota settings from the config:
 // the listeners (and which are exempt), quota.window.* (Kafka shares them
 // between client and connection quotas), the Kafka-named broker configs,
 // and connection_creation_rate on ip entities.
-func admissionSettings(c *Config, dynamic map[string]string) (admission.Settings, error) {
+func admissionSettings(c *Config, dynamic map[string]string, ips control.IPQuotas) (admission.Settings, error) {
 	s := admission.DefaultSettings()
 	if c.Quota.WindowNum > 0 {
 		s.QuotaWindowNum = c.Quota.WindowNum
@@ -41,6 +42,18 @@ func admissionSettings(c *Config, dynamic map[string]string) (admission.Settings
 	apply(c.BrokerConfigs)
 	apply(dynamic) // set through the Kafka config API: wins over the file
 	s.IPConnectionRates = map[netip.Prefix]int{}
+	for name, v := range ips {
+		if name == "" {
+			s.DefaultIPConnectionRate = int(min(v, math.MaxInt32))
+			continue
+		}
+		p, err := admission.ParseIPEntity(name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ip entity %q: %w", name, err))
+			continue
+		}
+		s.IPConnectionRates[p] = int(min(v, math.MaxInt32))
+	}
 	for i, e := range c.Quotas {
 		if e.IP == nil && !e.DefaultIP {
 			continue
@@ -54,16 +67,18 @@ func admissionSettings(c *Config, dynamic map[string]string) (admission.Settings
 			errs = append(errs, fmt.Errorf("quotas[%d]: connection_creation_rate %v must be a whole number from 1 to %d", i, v, math.MaxInt32))
 			continue
 		}
-		if e.DefaultIP {
-			s.DefaultIPConnectionRate = int(v)
-			continue
+		if e.IP != nil {
+			if _, err := admission.ParseIPEntity(*e.IP); err != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+			}
 		}
-		p, err := admission.ParseIPEntity(*e.IP)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
-			continue
+		if ips == nil { // validating the file alone
+			if e.DefaultIP {
+				s.DefaultIPConnectionRate = int(v)
+			} else if p, err := admission.ParseIPEntity(*e.IP); err == nil {
+				s.IPConnectionRates[p] = int(v)
+			}
 		}
-		s.IPConnectionRates[p] = int(v)
 	}
 	if err := s.Validate(); err != nil {
 		errs = append(errs, err)

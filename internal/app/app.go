@@ -18,12 +18,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/audit"
+	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/httpapi"
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/store"
 )
 
 // App is a running Tollgate.
@@ -31,6 +34,11 @@ type App struct {
 	cfg         Config
 	path        string
 	log         *slog.Logger
+	opts        Options
+	store       *store.Store
+	audit       *audit.Logger
+	ctl         *control.ClientQuotas
+	ipQuotas    control.IPQuotas
 	engine      *quota.Engine
 	admit       *admission.Limiter
 	mu          sync.Mutex
@@ -60,6 +68,9 @@ type Options struct {
 	WatchInterval time.Duration
 	// Now is the quota clock (default time.Now).
 	Now func() time.Time
+	// UpstreamDial replaces the dialer of every upstream connection
+	// (gateway sessions, metadata, the audit topic sink).
+	UpstreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // NewLogger builds the logger a LogConfig asks for.
@@ -79,7 +90,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{})}
+	a := &App{cfg: cfg, opts: o, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{})}
 	if a.log == nil {
 		a.log = NewLogger(cfg.Log, os.Stderr)
 	}
@@ -87,18 +98,16 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := buildQuotas(cfg.Quotas)
-	if err != nil {
+	if _, err := buildQuotas(cfg.Quotas); err != nil {
 		return nil, err
 	}
-	eng.SetQuotas(q)
 	a.engine = eng
 	a.policy = enforce.New(eng, a.log)
 	if o.Now != nil {
 		a.policy.Now = o.Now
 	}
 	a.metrics.RegisterQuotas(eng)
-	as, err := admissionSettings(&cfg, nil)
+	as, err := admissionSettings(&cfg, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +128,14 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		upstream = dev.Addrs()
 		a.log.Info("embedded development cluster started", "brokers", len(upstream), "addrs", upstream)
 	}
+	if err := a.openControl(upstream); err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	if err := a.refreshQuotas(); err != nil {
+		a.closeAll()
+		return nil, err
+	}
 	pcfg := proxy.Config{
 		Listeners:       cfg.Listeners,
 		Upstream:        upstream,
@@ -127,14 +144,17 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(a.policy), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	if o.UpstreamDial != nil {
+		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
+	}
 	gw, err := proxy.New(pcfg, popts...)
 	if err != nil {
-		a.closeDev()
+		a.closeAll()
 		return nil, err
 	}
 	if err := gw.Start(ctx); err != nil {
-		a.closeDev()
+		a.closeAll()
 		return nil, err
 	}
 	a.gw = gw
@@ -165,9 +185,17 @@ func (a *App) startHTTP() error {
 		Engine:    a.engine,
 		Admission: a.admit,
 		Sessions:  a.gw.SessionsByListener,
-		IPRate:    a.ipRate,
-		Ready:     a.gw.Ready,
-		Registry:  a.metrics.Registry,
+		Audit: func(n int) []any {
+			evs := a.audit.Recent(n)
+			out := make([]any, len(evs))
+			for i := range evs {
+				out[i] = &evs[i]
+			}
+			return out
+		},
+		IPRate:   a.ipRate,
+		Ready:    a.gw.Ready,
+		Registry: a.metrics.Registry,
 	})
 	a.httpLn = ln
 	a.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
@@ -243,8 +271,21 @@ func (a *App) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	a.closeDev()
+	a.closeAll()
 	return errors.Join(errs...)
+}
+
+// closeAll closes the embedded cluster, the audit log and the store.
+func (a *App) closeAll() {
+	a.closeDev()
+	if a.audit != nil {
+		a.audit.Close()
+		a.audit = nil
+	}
+	if a.store != nil {
+		a.store.Close()
+		a.store = nil
+	}
 }
 
 func (a *App) closeDev() {

@@ -44,6 +44,13 @@ type Config struct {
 	// Kafka's names (max.connections, listener.name.<l>.max.connections,
 	// max.connection.creation.rate, ...); applied live.
 	BrokerConfigs map[string]string `yaml:"broker_configs"`
+	// DataDir holds the durable store (tollgate.db) and, by default, the
+	// audit log.
+	DataDir string `yaml:"data_dir"`
+	// Audit says where audit events go.
+	Audit AuditConfig `yaml:"audit"`
+	// Authorization says who may use the control plane.
+	Authorization AuthorizationConfig `yaml:"authorization"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -139,7 +146,7 @@ func (c *Config) Validate() error {
 	if _, err := buildQuotas(c.Quotas); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := admissionSettings(c, nil); err != nil {
+	if _, err := admissionSettings(c, nil, nil); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := quota.NewEngine(c.Quota.engineConfig()); err != nil {

@@ -19,30 +19,28 @@ func (a *App) Reload() error {
 		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
 		return err
 	}
-	q, err := buildQuotas(cfg.Quotas)
-	if err != nil {
+	if _, err := buildQuotas(cfg.Quotas); err != nil {
 		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
 		return err
 	}
 	cfg.Listeners = a.cfg.Listeners // listeners change only with a restart
-	as, err := admissionSettings(&cfg, nil)
-	if err != nil {
+	if _, err := admissionSettings(&cfg, nil, nil); err != nil {
 		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
 		return err
 	}
-	if err := a.admit.Update(as, time.Now()); err != nil {
-		a.log.Error("config reload failed; keeping the running configuration", "file", a.path, "err", err)
-		return err
-	}
-	a.cfg.BrokerConfigs = cfg.BrokerConfigs
-	a.mu.Lock()
-	a.admSettings = as
-	a.mu.Unlock()
 	if cfg.Quota != a.cfg.Quota {
 		a.log.Warn("quota.* settings changed; they take effect after a restart", "file", a.path)
 	}
-	a.engine.SetQuotas(q)
+	a.mu.Lock()
 	a.cfg.Quotas = cfg.Quotas
+	a.cfg.BrokerConfigs = cfg.BrokerConfigs
+	a.mu.Unlock()
+	a.ctl.SetFixed(fileEntities(cfg.Quotas))
+	if err := a.refreshQuotas(); err != nil {
+		a.log.Error("config reload failed", "file", a.path, "err", err)
+		return err
+	}
+	q := a.engine.Quotas()
 	a.log.Info("quotas reloaded", "file", a.path, "entities", q.Len())
 	return nil
 }

@@ -45,7 +45,11 @@ func startCluster(t *testing.T, opts ...kfake.Opt) *target {
 // startGateway starts Tollgate (testkit) and returns it as a target.
 func startGateway(t *testing.T) *target {
 	t.Helper()
-	env := testkit.Start(t, app.Options{})
+	// The CLI's tests run as an unauthenticated client: make ANONYMOUS a
+	// quota admin so Tollgate's control plane lets it alter.
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Authorization.QuotaAdmins = []string{"ANONYMOUS"}
+	})
 	return &target{name: "gateway", bootstrap: env.Bootstrap}
 }
 

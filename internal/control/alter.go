@@ -144,6 +144,14 @@ func (c *ClientQuotas) Alter(ctx context.Context, who Initiator, req *kmsg.Alter
 		}
 
 		se, res := validate(je, alts, opsMap.order())
+		if !res.failed() {
+			for _, a := range alts {
+				if c.fixedKey(se, a.key) {
+					res = invalid("Quota " + a.key + " of " + se.String() + " is declared in Tollgate's config file, which is authoritative for what it names; change it there")
+					break
+				}
+			}
+		}
 		if res.failed() {
 			results.put(je, res)
 			c.record(ctx, c.event(who, audit.Rejected, entry, c.requested(entry, se), res))

@@ -51,7 +51,7 @@ func (c *ClientQuotas) Describe(_ context.Context, who Initiator, req *kmsg.Desc
 	if res.failed() {
 		return fail(res.code, res.msg)
 	}
-	all, err := c.Store.ClientQuotas()
+	all, err := c.merged()
 	if err != nil {
 		return fail(errUnknownServerError, "Tollgate could not read its store: "+err.Error())
 	}

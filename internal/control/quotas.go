@@ -1,10 +1,13 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/quota"
@@ -34,6 +37,64 @@ type ClientQuotas struct {
 	OnChange func(quota.Quotas, IPQuotas)
 
 	changeMu sync.Mutex
+	fixed    atomic.Pointer[[]store.EntityQuotas]
+}
+
+// SetFixed sets quotas declared outside the Kafka API (Tollgate's config
+// file). They are authoritative for the (entity, key) pairs they name:
+// Describe reports them over the store's values, Alter refuses to change
+// them, and Quotas includes them.
+func (c *ClientQuotas) SetFixed(f []store.EntityQuotas) { c.fixed.Store(&f) }
+
+func (c *ClientQuotas) fixedQuotas() []store.EntityQuotas {
+	if p := c.fixed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fixedKey returns the fixed value of key on entity e, if any.
+func (c *ClientQuotas) fixedKey(e store.Entity, key string) bool {
+	for _, f := range c.fixedQuotas() {
+		if f.Entity.Equal(e) {
+			_, ok := f.Values[key]
+			return ok
+		}
+	}
+	return false
+}
+
+// merged is the store's quotas with the fixed ones laid over them.
+func (c *ClientQuotas) merged() ([]store.EntityQuotas, error) {
+	all, err := c.Store.ClientQuotas()
+	if err != nil {
+		return nil, err
+	}
+	return Overlay(all, c.fixedQuotas()), nil
+}
+
+// Overlay returns base with over's values laid on top, entity by entity.
+func Overlay(base, over []store.EntityQuotas) []store.EntityQuotas {
+	out := make([]store.EntityQuotas, 0, len(base)+len(over))
+	for _, b := range base {
+		vals := make(map[string]float64, len(b.Values))
+		for k, v := range b.Values {
+			vals[k] = v
+		}
+		out = append(out, store.EntityQuotas{Entity: b.Entity, Values: vals})
+	}
+	for _, o := range over {
+		i := slices.IndexFunc(out, func(e store.EntityQuotas) bool { return e.Entity.Equal(o.Entity) })
+		if i < 0 {
+			out = append(out, store.EntityQuotas{Entity: o.Entity, Values: map[string]float64{}})
+			i = len(out) - 1
+		}
+		for k, v := range o.Values {
+			out[i].Values[k] = v
+		}
+	}
+	slices.SortFunc(out, func(a, b store.EntityQuotas) int { return bytes.Compare(a.Entity.Key(), b.Entity.Key()) })
+	return out
 }
 
 func (c *ClientQuotas) authorize(who Initiator, op Operation) bool {
@@ -49,17 +110,26 @@ func (c *ClientQuotas) authorize(who Initiator, op Operation) bool {
 // Kafka's brokers skip them with a warning). An error lists the values
 // quota.Quotas refused; the rest is still returned.
 func (c *ClientQuotas) Quotas() (quota.Quotas, IPQuotas, error) {
-	return Build(c.Store)
+	all, err := c.merged()
+	if err != nil {
+		return quota.Quotas{}, IPQuotas{}, err
+	}
+	return BuildFrom(all)
 }
 
-// Build is ClientQuotas.Quotas for any store.
+// Build is ClientQuotas.Quotas for any store (without fixed quotas).
 func Build(s *store.Store) (quota.Quotas, IPQuotas, error) {
-	var q quota.Quotas
-	ips := IPQuotas{}
 	all, err := s.ClientQuotas()
 	if err != nil {
-		return q, ips, err
+		return quota.Quotas{}, IPQuotas{}, err
 	}
+	return BuildFrom(all)
+}
+
+// BuildFrom turns entities into the quota engine's input.
+func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
+	var q quota.Quotas
+	ips := IPQuotas{}
 	var errs []error
 	for _, eq := range all {
 		if ip, ok := eq.Entity.Get(store.TypeIP); ok {

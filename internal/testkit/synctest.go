@@ -40,6 +40,7 @@ func StartInBubble(t *testing.T, opts app.Options, edit ...func(*app.Config)) *E
 		Upstream:  app.UpstreamConfig{MetadataRefresh: 200 * time.Millisecond},
 	}
 	cfg.ShutdownTimeout = 10 * time.Second
+	cfg.DataDir = t.TempDir()
 	for _, e := range edit {
 		e(&cfg)
 	}

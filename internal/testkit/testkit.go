@@ -38,6 +38,7 @@ func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
 		Upstream:  app.UpstreamConfig{MetadataRefresh: 200 * time.Millisecond},
 	}
 	cfg.ShutdownTimeout = 10 * time.Second
+	cfg.DataDir = t.TempDir()
 	for _, e := range edit {
 		e(&cfg)
 	}

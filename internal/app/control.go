@@ -1,0 +1,223 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/audit"
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/enforce"
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/store"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// AuditConfig says where audit events go.
+type AuditConfig struct {
+	// File is the JSON-lines audit log (default <data_dir>/audit.log; "-"
+	// disables it). Each event is appended and fsync'd before the
+	// response that reports the change is sent.
+	File string `yaml:"file"`
+	// Stdout also writes each event to standard output.
+	Stdout bool `yaml:"stdout"`
+	// Topic also produces each event to this topic on the upstream
+	// cluster (acks=all, synchronous).
+	Topic string `yaml:"topic"`
+	// Required refuses an alteration whose event cannot be written to
+	// every sink (fail closed).
+	Required bool `yaml:"required"`
+}
+
+// AuthorizationConfig says who may use the control plane.
+type AuthorizationConfig struct {
+	// QuotaAdmins are the principals allowed to alter quotas and
+	// Tollgate's broker configs ("alice" or "User:alice").
+	QuotaAdmins []string `yaml:"quota_admins"`
+	// AllowAnonymousDescribe lets unauthenticated (ANONYMOUS) clients
+	// describe quotas and configs; authenticated principals always may.
+	AllowAnonymousDescribe bool `yaml:"allow_anonymous_describe"`
+}
+
+func (c *Config) dataDir() string {
+	if c.DataDir != "" {
+		return c.DataDir
+	}
+	return "tollgate-data"
+}
+
+// openControl opens the store and audit log and builds the control plane.
+func (a *App) openControl(upstream []string) error {
+	st, err := store.Open(a.cfg.dataDir())
+	if err != nil {
+		return fmt.Errorf("data_dir %s: %w", a.cfg.dataDir(), err)
+	}
+	a.store = st
+	var outs []audit.Output
+	file := a.cfg.Audit.File
+	if file == "" {
+		file = filepath.Join(a.cfg.dataDir(), "audit.log")
+	}
+	if file != "-" {
+		fs, err := audit.OpenFileSink(file)
+		if err != nil {
+			return fmt.Errorf("audit.file: %w", err)
+		}
+		outs = append(outs, audit.Output{Sink: fs, Required: a.cfg.Audit.Required})
+	}
+	if a.cfg.Audit.Stdout {
+		outs = append(outs, audit.Output{Sink: audit.NewWriterSink("stdout", os.Stdout), Required: a.cfg.Audit.Required})
+	}
+	if a.cfg.Audit.Topic != "" {
+		ts, err := newTopicSink(upstream, a.cfg.Audit.Topic, a.opts)
+		if err != nil {
+			return fmt.Errorf("audit.topic: %w", err)
+		}
+		outs = append(outs, audit.Output{Sink: ts, Required: a.cfg.Audit.Required})
+	}
+	a.audit = audit.NewLogger(audit.Config{Outputs: outs, OnError: func(sink string, err error) {
+		a.log.Error("audit sink failed", "sink", sink, "err", err)
+	}})
+	a.ctl = &control.ClientQuotas{
+		Store:    st,
+		Audit:    a.audit,
+		Authz:    control.Admins{Principals: a.cfg.Authorization.QuotaAdmins, AllowAnonymousDescribe: a.cfg.Authorization.AllowAnonymousDescribe},
+		OnChange: a.applyQuotas,
+	}
+	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
+	return nil
+}
+
+// refreshQuotas recomputes the engine's and admission's input from the
+// store and the file.
+func (a *App) refreshQuotas() error {
+	q, ips, err := a.ctl.Quotas()
+	if err != nil {
+		return err
+	}
+	a.applyQuotas(q, ips)
+	return nil
+}
+
+func (a *App) applyQuotas(q quota.Quotas, ips control.IPQuotas) {
+	a.engine.SetQuotas(q)
+	a.mu.Lock()
+	a.ipQuotas = ips
+	cfg := a.cfg
+	a.mu.Unlock()
+	as, err := admissionSettings(&cfg, nil, ips)
+	if err != nil {
+		a.log.Error("connection quotas not applied", "err", err)
+		return
+	}
+	if a.admit != nil {
+		if err := a.admit.Update(as, time.Now()); err != nil {
+			a.log.Error("connection quotas not applied", "err", err)
+			return
+		}
+	}
+	a.mu.Lock()
+	a.admSettings = as
+	a.mu.Unlock()
+}
+
+// fileEntities turns the config file's quota entries into store entities
+// (the file layer laid over the store).
+func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
+	var out []store.EntityQuotas
+	for _, e := range entries {
+		var cs []store.Component
+		add := func(typ string, name *string, dflt bool) {
+			switch {
+			case dflt:
+				cs = append(cs, store.DefaultOf(typ))
+			case name != nil:
+				cs = append(cs, store.Named(typ, *name))
+			}
+		}
+		add(store.TypeUser, e.User, e.DefaultUser)
+		add(store.TypeClientID, e.ClientID, e.DefaultClientID)
+		add(store.TypeIP, e.IP, e.DefaultIP)
+		ent, err := store.NewEntity(cs...)
+		if err != nil {
+			continue // Validate reported it
+		}
+		vals := map[string]float64{}
+		for k, v := range map[string]*float64{
+			"producer_byte_rate": e.ProducerByteRate, "consumer_byte_rate": e.ConsumerByteRate,
+			"request_percentage": e.RequestPercentage, "controller_mutation_rate": e.ControllerMutationRate,
+			"connection_creation_rate": e.ConnectionCreationRate,
+		} {
+			if v != nil {
+				vals[k] = *v
+			}
+		}
+		out = append(out, store.EntityQuotas{Entity: ent, Values: vals})
+	}
+	return control.Overlay(nil, out)
+}
+
+// router answers the control-plane requests Tollgate owns and passes
+// everything else to the quota policy.
+type router struct {
+	*enforce.Policy
+	ctl *control.ClientQuotas
+	log *slog.Logger
+}
+
+func (r *router) Request(c *principal.ConnInfo, req *proxy.Request) proxy.Verdict {
+	switch req.Key {
+	case wire.KeyDescribeClientQuota, wire.KeyAlterClientQuotas:
+		kr := kmsg.RequestForKey(req.Key)
+		kr.SetVersion(req.Version)
+		if err := kr.ReadFrom(req.Payload[req.BodyOffset:]); err != nil {
+			return proxy.Verdict{Close: proxy.ReasonBadFrame}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		who := control.FromConn(c, req.ClientID)
+		if req.Key == wire.KeyDescribeClientQuota {
+			return proxy.Verdict{Respond: r.ctl.Describe(ctx, who, kr.(*kmsg.DescribeClientQuotasRequest))}
+		}
+		return proxy.Verdict{Respond: r.ctl.Alter(ctx, who, kr.(*kmsg.AlterClientQuotasRequest))}
+	}
+	return r.Policy.Request(c, req)
+}
+
+// topicSink produces audit events to a topic on the upstream cluster.
+type topicSink struct {
+	cl    *kgo.Client
+	topic string
+}
+
+func newTopicSink(upstream []string, topic string, o Options) (*topicSink, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(upstream...), kgo.ClientID("tollgate-audit"), kgo.AllowAutoTopicCreation(),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic)}
+	if o.UpstreamDial != nil {
+		opts = append(opts, kgo.Dialer(o.UpstreamDial))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &topicSink{cl: cl, topic: topic}, nil
+}
+
+func (t *topicSink) Name() string { return "topic:" + t.topic }
+
+func (t *topicSink) Write(ctx context.Context, e *audit.Event, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rec := &kgo.Record{Key: []byte(e.ID), Value: append([]byte(nil), data...)}
+	return t.cl.ProduceSync(ctx, rec).FirstErr()
+}
+
+func (t *topicSink) Close() error { t.cl.Close(); return nil }
