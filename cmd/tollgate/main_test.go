@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -90,6 +92,80 @@ log:
 	}
 	if !strings.Contains(stderr.String(), `"msg":"connection open"`) {
 		t.Errorf("expected JSON connection log lines; got:\n%s", stderr.String())
+	}
+}
+
+// startServe runs the binary with cfg and returns the bootstrap address.
+func startServe(t *testing.T, bin, cfg string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--config", cfg)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`Bootstrap servers: (\S+)`)
+	for lines.Scan() {
+		if m := re.FindStringSubmatch(lines.Text()); m != nil {
+			go func() {
+				for lines.Scan() {
+				}
+			}()
+			return cmd, m[1]
+		}
+	}
+	t.Fatal("tollgate printed no bootstrap address")
+	return nil, ""
+}
+
+// An acknowledged AlterClientQuotas survives kill -9 of the gateway.
+func TestQuotaChangeSurvivesKill9(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tollgate.yaml")
+	os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(dir, "data")+`
+listeners:
+  - name: PLAINTEXT
+    bootstrap: 127.0.0.1:0
+http:
+  address: ""
+authorization:
+  quota_admins: [ANONYMOUS]
+`), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	name := "durable-user"
+	entity := []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &name}}
+
+	cmd, boot := startServe(t, bin, cfg)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(boot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 123456}},
+	}})
+	cl.Close()
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	// Acknowledged: now kill -9, no chance to flush anything.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+
+	_, boot = startServe(t, bin, cfg)
+	cl, err = kgo.NewClient(kgo.SeedBrokers(boot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	desc, err := kadm.NewClient(cl).DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &name}})
+	if err != nil || len(desc) != 1 || len(desc[0].Values) != 1 || desc[0].Values[0].Value != 123456 {
+		t.Fatalf("after kill -9 and restart: %v %+v", err, desc)
 	}
 }
 

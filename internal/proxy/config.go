@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"net/netip"
+
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/internal/principal"
 	"net"
 	"strconv"
 	"time"
@@ -31,6 +34,17 @@ type ListenerConfig struct {
 	// v2) first, so per-IP limits see the real client address behind a
 	// load balancer.
 	ProxyProtocol bool `yaml:"proxy_protocol"`
+	// PrincipalsByCIDR names the principal of unauthenticated connections
+	// by source address (KIP-55's "custom principal builder, e.g. per IP
+	// range"): the most specific matching range wins; connections no range
+	// matches are ANONYMOUS.
+	PrincipalsByCIDR []CIDRPrincipal `yaml:"principals_by_cidr"`
+}
+
+// CIDRPrincipal maps a source range to a principal name.
+type CIDRPrincipal struct {
+	CIDR      string `yaml:"cidr"`
+	Principal string `yaml:"principal"`
 }
 
 // Validate checks the listener on its own.
@@ -46,10 +60,34 @@ func (l *ListenerConfig) Validate() error {
 		return fmt.Errorf("listener %s: bootstrap port %q is not a port number", l.Name, port)
 	}
 	_ = host
+	for _, cp := range l.PrincipalsByCIDR {
+		if _, err := netip.ParsePrefix(cp.CIDR); err != nil {
+			return fmt.Errorf("listener %s: principals_by_cidr: %w", l.Name, err)
+		}
+		if cp.Principal == "" {
+			return fmt.Errorf("listener %s: principals_by_cidr %s: principal is required", l.Name, cp.CIDR)
+		}
+	}
 	if l.BrokerPortBase < 0 || l.BrokerPortBase > 65535 {
 		return fmt.Errorf("listener %s: broker_port_base %d out of range 0-65535", l.Name, l.BrokerPortBase)
 	}
 	return nil
+}
+
+// principalFor returns the principal of an unauthenticated connection
+// from addr.
+func (l *ListenerConfig) principalFor(addr netip.Addr) principal.Principal {
+	best, bits := "", -1
+	for _, cp := range l.PrincipalsByCIDR {
+		p, err := netip.ParsePrefix(cp.CIDR)
+		if err == nil && p.Contains(addr.Unmap()) && p.Bits() > bits {
+			best, bits = cp.Principal, p.Bits()
+		}
+	}
+	if bits < 0 {
+		return principal.AnonymousPrincipal
+	}
+	return principal.Principal{Type: "User", Name: best}
 }
 
 func (l *ListenerConfig) advertisedHost() string {

@@ -90,6 +90,7 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 	}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		s.info.Remote = ap
+		s.info.Principal = l.cfg.principalFor(ap.Addr())
 	}
 	if !g.addSession(s) {
 		c.Close()

@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	kafka "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// Principals for the control-plane tests come from the listener's
+// principals_by_cidr: connections from 127.0.0.2 are "admin", from
+// 127.0.0.3 "alice", from anywhere else ANONYMOUS.
+func startControl(t *testing.T, edit ...func(*app.Config)) *testkit.Env {
+	t.Helper()
+	return testkit.Start(t, app.Options{}, append([]func(*app.Config){func(c *app.Config) {
+		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{
+			{CIDR: "127.0.0.2/32", Principal: "admin"},
+			{CIDR: "127.0.0.3/32", Principal: "alice"},
+		}
+		c.Authorization.QuotaAdmins = []string{"admin"}
+	}}, edit...)...)
+}
+
+func fromIP(ip string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return d.DialContext
+}
+
+func adminAs(t *testing.T, env *testkit.Env, ip string) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(newClient(t, env, nil, kgo.Dialer(fromIP(ip))))
+}
+
+// AlterClientQuotas and DescribeClientQuotas are answered by Tollgate
+// itself (the upstream cluster never sees them), through kadm, sarama and
+// kafka-go as independent implementations.
+func TestQuotaAPIRoundTrip(t *testing.T) {
+	env := startControl(t)
+	ctx := ctxT(t, 30*time.Second)
+	adm := adminAs(t, env, "127.0.0.2")
+
+	// kadm: set, describe, remove.
+	user := "team/a b=c"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1048576}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	desc, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &user, MatchType: 0}})
+	if err != nil || len(desc) != 1 || desc[0].Values[0].Value != 1048576 || *desc[0].Entity[0].Name != user {
+		t.Fatalf("describe: %v %+v", err, desc)
+	}
+	// The upstream cluster was not told.
+	direct, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	up, err := kadm.NewClient(direct).DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(up) != 0 {
+		t.Fatalf("the upstream cluster has quotas %+v (%v): the request was forwarded", up, err)
+	}
+
+	// sarama ClusterAdmin.
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Net.LocalAddr = &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}
+	sa, err := sarama.NewClusterAdmin([]string{env.Bootstrap}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sa.Close()
+	ent := []sarama.QuotaEntityComponent{{EntityType: sarama.QuotaEntityClientID, MatchType: sarama.QuotaMatchExact, Name: "sarama-app"}}
+	if err := sa.AlterClientQuotas(ent, sarama.ClientQuotasOp{Key: "consumer_byte_rate", Value: 2048}, false); err != nil {
+		t.Fatalf("sarama alter: %v", err)
+	}
+	got, err := sa.DescribeClientQuotas([]sarama.QuotaFilterComponent{{EntityType: sarama.QuotaEntityClientID, MatchType: sarama.QuotaMatchExact, Match: "sarama-app"}}, true)
+	if err != nil || len(got) != 1 || got[0].Values["consumer_byte_rate"] != 2048 {
+		t.Fatalf("sarama describe: %v %+v", err, got)
+	}
+	if err := sa.AlterClientQuotas(ent, sarama.ClientQuotasOp{Key: "consumer_byte_rate", Remove: true}, false); err != nil {
+		t.Fatalf("sarama remove: %v", err)
+	}
+	if got, _ := sa.DescribeClientQuotas([]sarama.QuotaFilterComponent{{EntityType: sarama.QuotaEntityClientID, MatchType: sarama.QuotaMatchExact, Match: "sarama-app"}}, true); len(got) != 0 {
+		t.Fatalf("sarama: still described after removal: %+v", got)
+	}
+
+	// kafka-go Client.
+	kg := &kafka.Client{Addr: kafka.TCP(env.Bootstrap), Transport: &kafka.Transport{Dial: fromIP("127.0.0.2")}}
+	ar, err := kg.AlterClientQuotas(ctx, &kafka.AlterClientQuotasRequest{Entries: []kafka.AlterClientQuotaEntry{{
+		Entities: []kafka.AlterClientQuotaEntity{{EntityType: "user", EntityName: "kgo-user"}, {EntityType: "client-id", EntityName: "x"}},
+		Ops:      []kafka.AlterClientQuotaOps{{Key: "request_percentage", Value: 50}},
+	}}})
+	if err != nil || ar.Entries[0].Error != nil {
+		t.Fatalf("kafka-go alter: %v %+v", err, ar)
+	}
+	dr, err := kg.DescribeClientQuotas(ctx, &kafka.DescribeClientQuotasRequest{
+		Components: []kafka.DescribeClientQuotasRequestComponent{{EntityType: "user", MatchType: 0, Match: "kgo-user"}},
+	})
+	if err != nil || dr.Error != nil || len(dr.Entries) != 1 || dr.Entries[0].Values[0].Value != 50 {
+		t.Fatalf("kafka-go describe: %v %+v", err, dr)
+	}
+	tr := kg.Transport.(*kafka.Transport)
+	tr.CloseIdleConnections()
+
+	// Kafka's validation, through kadm: per-entity errors with Kafka's words.
+	bad, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 0}}},
+		{Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}, {Type: "ip", Name: &user}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}}},
+	})
+	if err != nil || len(bad) != 2 {
+		t.Fatalf("bad alter: %v %+v", err, bad)
+	}
+	msgs := map[string]bool{}
+	for _, b := range bad {
+		if b.Err == nil {
+			t.Fatalf("invalid entry accepted: %+v", b)
+		}
+		msgs[b.ErrMessage] = true
+	}
+	if !msgs["Quota producer_byte_rate must be greater than 0"] {
+		t.Errorf("messages %v", msgs)
+	}
+}
+
+// Authorization: quota admins alter; any authenticated principal
+// describes; ANONYMOUS describes only when allowed. Denied describe: 31
+// for the whole response; denied alter: 31 on every entry. validate_only
+// is an alter.
+func TestQuotaAPIAuthorization(t *testing.T) {
+	for _, allowAnon := range []bool{false, true} {
+		env := startControl(t, func(c *app.Config) { c.Authorization.AllowAnonymousDescribe = allowAnon })
+		ctx := ctxT(t, 30*time.Second)
+		name := "target"
+		entity := []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &name}}
+		for _, who := range []struct {
+			ip               string
+			alter, describe  bool
+			anonymousAllowed bool
+		}{
+			{"127.0.0.2", true, true, false},  // admin
+			{"127.0.0.3", false, true, false}, // alice
+			{"127.0.0.1", false, allowAnon, true},
+		} {
+			req := kmsg.NewPtrDescribeClientQuotasRequest()
+			cl := newClient(t, env, nil, kgo.Dialer(fromIP(who.ip)))
+			dresp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok := dresp.ErrorCode == 0; ok != who.describe {
+				t.Errorf("%s (anon describe %v): describe error %d, want allowed=%v", who.ip, allowAnon, dresp.ErrorCode, who.describe)
+			}
+			if !who.describe && (dresp.ErrorCode != 31 || dresp.Entries != nil) {
+				t.Errorf("%s: denied describe got %d with entries %v, want 31 and null", who.ip, dresp.ErrorCode, dresp.Entries)
+			}
+			for _, validateOnly := range []bool{true, false} {
+				adm := kadm.NewClient(cl)
+				var res []kadm.AlteredClientQuota
+				ops := []kadm.AlterClientQuotaEntry{{Entity: entity, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1000}}}}
+				if validateOnly {
+					res, err = adm.ValidateAlterClientQuotas(ctx, ops)
+				} else {
+					res, err = adm.AlterClientQuotas(ctx, ops)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				allowed := res[0].Err == nil
+				if allowed != who.alter {
+					t.Errorf("%s validate_only=%v: alter allowed=%v (%v), want %v", who.ip, validateOnly, allowed, res[0].Err, who.alter)
+				}
+				if !who.alter && !strings.Contains(res[0].Err.Error(), "CLUSTER_AUTHORIZATION_FAILED") {
+					t.Errorf("%s: denied alter error %v, want CLUSTER_AUTHORIZATION_FAILED", who.ip, res[0].Err)
+				}
+			}
+		}
+	}
+}
+
+// Every alteration is audited with old and new values; the change reaches
+// a running producer's throttle within a second.
+func TestQuotaAPIAuditAndLiveEffect(t *testing.T) {
+	var dataDir string
+	env := startControl(t, func(c *app.Config) { dataDir = c.DataDir })
+	ctx := ctxT(t, 30*time.Second)
+	adm := adminAs(t, env, "127.0.0.2")
+	hook := &throttleHook{}
+	prod := newClient(t, env, nil, kgo.DefaultProduceTopic("live"), kgo.AllowAutoTopicCreation(), kgo.WithHooks(hook),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	val := make([]byte, 256<<10)
+	for i := 0; i < 4; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hook.n.Load() != 0 {
+		t.Fatal("throttled before any quota")
+	}
+	anon := "ANONYMOUS"
+	set := func(v float64) {
+		t.Helper()
+		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &anon}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
+		}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("alter: %v %+v", err, res)
+		}
+	}
+	set(4096) // 1 MiB already in the window: far over 4 KiB/s
+	start := time.Now()
+	for hook.n.Load() == 0 {
+		if time.Since(start) > time.Second {
+			t.Fatal("the quota did not throttle the running producer within 1 s")
+		}
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(8192)
+	// A denied change by alice, audited too.
+	alice := kadm.NewClient(newClient(t, env, nil, kgo.Dialer(fromIP("127.0.0.3"))))
+	alice.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &anon}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}},
+	}})
+
+	f, err := os.Open(filepath.Join(dataDir, "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var events []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit line is not JSON: %s", sc.Text())
+		}
+		events = append(events, ev)
+	}
+	if len(events) != 3 {
+		t.Fatalf("%d audit events, want 3:\n%v", len(events), events)
+	}
+	second := events[1]
+	ch := second["changes"].([]any)[0].(map[string]any)
+	if second["outcome"] != "applied" || ch["key"] != "producer_byte_rate" || ch["old"] != 4096.0 || ch["new"] != 8192.0 {
+		t.Errorf("second event: %v", second)
+	}
+	init := second["initiator"].(map[string]any)
+	if !strings.Contains(init["principal"].(string), "admin") || !strings.HasPrefix(init["source"].(string), "127.0.0.2:") {
+		t.Errorf("initiator %v", init)
+	}
+	if events[2]["outcome"] != "denied" || !strings.Contains(events[2]["initiator"].(map[string]any)["principal"].(string), "alice") {
+		t.Errorf("denied event: %v", events[2])
+	}
+}
