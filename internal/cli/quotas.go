@@ -361,13 +361,21 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		common         commonFlags
 		user, clientID string
 		ipFlag         string
+		adminURL       string
 	)
 	common.register(fs)
+	fs.StringVar(&adminURL, "admin-url", "", "Tollgate's admin HTTP `address` (e.g. http://127.0.0.1:9644): add each bucket's live rate and utilization")
 	fs.StringVar(&user, "user", "ANONYMOUS", "user principal name (ANONYMOUS: unauthenticated connections)")
 	fs.StringVar(&clientID, "client-id", "", "client id (empty: a client that sets none)")
 	fs.StringVar(&ipFlag, "ip", "", "client IP address, to resolve connection_creation_rate")
 	if code, done := parseFlags(fs, env, args); done {
 		return code
+	}
+	if adminURL != "" && live == nil {
+		if !strings.Contains(adminURL, "://") {
+			adminURL = "http://" + adminURL
+		}
+		live = &httpLive{base: strings.TrimRight(adminURL, "/")}
 	}
 	var ip netip.Addr
 	if ipFlag != "" {
