@@ -38,6 +38,7 @@ type App struct {
 	store       *store.Store
 	audit       *audit.Logger
 	ctl         *control.ClientQuotas
+	brokers     *control.BrokerConfigs
 	ipQuotas    control.IPQuotas
 	engine      *quota.Engine
 	admit       *admission.Limiter
@@ -144,7 +145,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, brokers: a.brokers, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
 	if o.UpstreamDial != nil {
 		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
 	}

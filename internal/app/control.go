@@ -93,6 +93,31 @@ func (a *App) openControl(upstream []string) error {
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
+	a.brokers = &control.BrokerConfigs{
+		Store:    st,
+		Audit:    a.audit,
+		Authz:    a.ctl.Authz,
+		Defaults: brokerConfigDefaults(a.cfg.Listeners),
+		Static: func() map[string]string {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return a.cfg.BrokerConfigs
+		},
+		Validate: func(eff map[string]string) error {
+			a.mu.Lock()
+			cfg := a.cfg
+			ips := a.ipQuotas
+			a.mu.Unlock()
+			cfg.BrokerConfigs = nil
+			_, err := admissionSettings(&cfg, eff, ips)
+			return err
+		},
+		OnChange: func(map[string]string) {
+			if err := a.refreshQuotas(); err != nil {
+				a.log.Error("broker configs not applied", "err", err)
+			}
+		},
+	}
 	return nil
 }
 
@@ -113,7 +138,14 @@ func (a *App) applyQuotas(q quota.Quotas, ips control.IPQuotas) {
 	a.ipQuotas = ips
 	cfg := a.cfg
 	a.mu.Unlock()
-	as, err := admissionSettings(&cfg, nil, ips)
+	var dynamic map[string]string
+	if a.brokers != nil {
+		var err error
+		if dynamic, err = a.brokers.Dynamic(); err != nil {
+			a.log.Error("cannot read broker configs", "err", err)
+		}
+	}
+	as, err := admissionSettings(&cfg, dynamic, ips)
 	if err != nil {
 		a.log.Error("connection quotas not applied", "err", err)
 		return
@@ -169,8 +201,9 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 // everything else to the quota policy.
 type router struct {
 	*enforce.Policy
-	ctl *control.ClientQuotas
-	log *slog.Logger
+	ctl     *control.ClientQuotas
+	brokers *control.BrokerConfigs
+	log     *slog.Logger
 }
 
 func (r *router) Request(c *principal.ConnInfo, req *proxy.Request) proxy.Verdict {
@@ -188,6 +221,10 @@ func (r *router) Request(c *principal.ConnInfo, req *proxy.Request) proxy.Verdic
 			return proxy.Verdict{Respond: r.ctl.Describe(ctx, who, kr.(*kmsg.DescribeClientQuotasRequest))}
 		}
 		return proxy.Verdict{Respond: r.ctl.Alter(ctx, who, kr.(*kmsg.AlterClientQuotasRequest))}
+	case wire.KeyDescribeConfigs, wire.KeyAlterConfigs, wire.KeyIncrementalAlter:
+		if v, ok := r.brokerConfigs(c, req); ok {
+			return v
+		}
 	}
 	return r.Policy.Request(c, req)
 }
