@@ -30,7 +30,7 @@ const (
 
 // kafkaOnlyTypes are entity types kafka-configs knows that are not client
 // quotas.
-var kafkaOnlyTypes = []string{"topics", "brokers", "broker-loggers", "client-metrics", "groups"}
+var kafkaOnlyTypes = []string{"topics", "broker-loggers", "client-metrics", "groups"}
 
 // configsOpts are the parsed flags of `tollgate configs`, in the model of
 // kafka-configs' ConfigCommandOptions.
@@ -223,7 +223,7 @@ func (o *configsOpts) check() error {
 		}
 	}
 	if len(o.unsupported) > 0 {
-		return argErr("%s is not supported: tollgate configs manages client quotas only (users, clients, ips)", o.unsupported[0])
+		return argErr("%s is not supported: tollgate configs manages client quotas (users, clients, ips) and broker configs (brokers)", o.unsupported[0])
 	}
 	if actions := min(o.describe, 1) + min(o.alter, 1); actions != 1 {
 		return &usageError{msg: "Command must include exactly one action: --describe, --alter", showUsage: true}
@@ -255,10 +255,10 @@ func (o *configsOpts) check() error {
 	}
 	for _, t := range types {
 		if slices.Contains(kafkaOnlyTypes, t) {
-			return argErr("Entity type %s is not supported: tollgate configs manages client quotas only (users, clients, ips); use kafka-configs.sh for %s", t, t)
+			return argErr("Entity type %s is not supported: tollgate configs manages client quotas (users, clients, ips) and broker configs (brokers); use kafka-configs.sh for %s", t, t)
 		}
-		if t != usersType && t != clientsType && t != ipsType {
-			return argErr("Invalid entity type %s, the entity type must be one of users, clients, ips with a --bootstrap-server argument", t)
+		if t != usersType && t != clientsType && t != ipsType && t != brokersType {
+			return argErr("Invalid entity type %s, the entity type must be one of users, clients, brokers, ips with a --bootstrap-server argument", t)
 		}
 	}
 	if len(types) == 0 {
@@ -271,6 +271,11 @@ func (o *configsOpts) check() error {
 		return argErr("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
 	}
 	names := o.entityNames()
+	if seen[brokersType] {
+		if _, err := brokerIDs(names); err != nil {
+			return err
+		}
+	}
 	hasName := slices.ContainsFunc(names, func(n string) bool { return n != "" })
 	hasDefault := slices.Contains(names, "")
 	if hasName && seen[ipsType] {
@@ -550,6 +555,9 @@ func kafkaEntityString(e entity) string {
 
 func describeConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) error {
 	types, names := o.entityTypes(), o.entityNames()
+	if types[0] == brokersType {
+		return describeBrokers(ctx, env, cl, o)
+	}
 	filter, err := quotaFilter(types, names)
 	if err != nil {
 		return err
@@ -740,6 +748,9 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 		if !configKeyChars.MatchString(k) {
 			return argErr("Invalid character found for config key: %s", k)
 		}
+	}
+	if entityType == brokersType {
+		return alterBrokers(ctx, env, cl, o, add, addOrder)
 	}
 	del := o.deleteConfig
 

@@ -49,7 +49,7 @@ func TestResolveLive(t *testing.T) {
 		}
 	}
 	f := strings.Fields(prod)
-	if len(f) < 5 || f[1] != `user=ANONYMOUS` || f[3] == "0" || f[3] == "-" || !strings.HasSuffix(f[4], "%") || f[4] == "0.0%" {
+	if len(f) < 5 || f[1] != `user=ANONYMOUS` || f[3] == "0/s" || f[3] == "-" || !strings.HasSuffix(f[4], "%") || f[4] == "0.00%" {
 		t.Fatalf("producer_byte_rate row %q lacks a live rate:\n%s", prod, out.String())
 	}
 }

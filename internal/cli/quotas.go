@@ -425,7 +425,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 			case !ok:
 				line += "\t-\t-"
 			default:
-				line += fmt.Sprintf("\t%s\t%.1f%%", formatValue(rate), 100*util)
+				line += fmt.Sprintf("\t%.0f/s\t%.2f%%", rate, 100*util)
 			}
 		}
 		fmt.Fprintln(tw, line)
