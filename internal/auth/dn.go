@@ -33,7 +33,6 @@ var derStringTags = map[int]bool{
 	asn1.TagGeneralString:   true,
 	asn1.TagUTF8String:      true,
 	asn1.TagBMPString:       true,
-	28:                      true, // UniversalString
 }
 
 type rawAVA struct {
@@ -59,9 +58,11 @@ func DistinguishedName(cert *x509.Certificate) (string, error) {
 // X500Principal.getName() does: RDNs in reverse order joined by ",", the
 // AVAs of a multi-valued RDN in encoded order joined by "+", keywords
 // CN, C, L, ST, O, OU, STREET, DC, UID and dotted OIDs otherwise; string
-// values with `,=+<>#;"\` backslash-escaped anywhere and spaces or CR
-// escaped at either end, other characters as they are; non-string values
-// and OID-named types as # and the lower-case hex of the DER value.
+// values (decoded as UTF-8 whatever the string type, as the JDK does) with
+// `,=+<>#;"\` backslash-escaped anywhere, NUL as \00, spaces or CR escaped
+// at either end, other characters as they are; non-string values and
+// OID-named types as # and the lower-case hex of the DER value. This is the
+// behaviour of current JDKs (sun.security.x509.AVA.toRFC2253String).
 func FormatDN(der []byte) (string, error) {
 	var seq []rawRDNSET
 	rest, err := asn1.Unmarshal(der, &seq)
@@ -97,10 +98,15 @@ func formatAVA(ava rawAVA) string {
 	val := decodeUTF8Java(v.Bytes)
 	var b strings.Builder
 	for _, c := range val {
-		if strings.ContainsRune(`,=+<>#;"\`, c) {
+		switch {
+		case strings.ContainsRune(`,=+<>#;"\`, c):
 			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c == 0:
+			b.WriteString(`\00`) // RFC 4514
+		default:
+			b.WriteRune(c)
 		}
-		b.WriteRune(c)
 	}
 	chars := []rune(b.String())
 	lead := 0

@@ -36,7 +36,10 @@ const (
 const rulePattern = `(DEFAULT)|RULE:((\\` + javaDot + `|[^\\/])*)/((\\` + javaDot + `|[^\\/])*)/([LU]?)` + javaDot + `*?|(` + javaDot + `*?)`
 
 var (
-	// RULE_SPLITTER: \s*(RULE_PATTERN)\s*([,\n]\s*|$)
+	// RULE_SPLITTER is \s*(RULE_PATTERN)\s*(,\s*|$) in Kafka; here a
+	// newline separates rules too: \s*(RULE_PATTERN)\s*([,\n]\s*|$).
+	// (Kafka, splitting on commas only, silently drops a rule that is
+	// followed by a newline instead of a comma.)
 	ruleSplitter = regexp.MustCompile(javaSpace + `*(` + rulePattern + `)` + javaSpace + `*([,\n]` + javaSpace + `*|$)`)
 	// RULE_PARSER with lookingAt().
 	ruleParser = regexp.MustCompile(`\A(?:` + rulePattern + `)`)
@@ -72,7 +75,7 @@ type replPiece struct {
 }
 
 // ParseMappingRules parses ssl.principal.mapping.rules: rules separated by
-// commas or newlines, each `DEFAULT` or `RULE:pattern/replacement/[LU]`
+// commas or newlines (Kafka: commas only), each `DEFAULT` or `RULE:pattern/replacement/[LU]`
 // (`\` escapes `/` inside pattern and replacement). An empty string gives
 // a mapper with no rules, on which every Map fails, as in Kafka; Kafka's
 // default value of the setting is "DEFAULT".

@@ -376,14 +376,14 @@ func TestScramCredentialFormat(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"",
-		"salt=AAAA,stored_key=AAAA,server_key=AAAA,iterations=4096",                // short keys
-		strings.Replace(s, "iterations=8192", "iterations=1000", 1),                // too few
-		strings.Replace(s, "iterations=8192", "iterations=100000", 1),              // too many
-		strings.Replace(s, "iterations=8192", "iterations=x", 1),                   // not a number
-		s + ",extra=1",                                                             // unknown field
-		s + ",iterations=4096",                                                     // repeated
-		strings.Replace(s, "salt=", "salt=!", 1),                                   // bad base64
-		strings.Replace(s, ",iterations=8192", "", 1),                              // missing
+		"salt=AAAA,stored_key=AAAA,server_key=AAAA,iterations=4096",   // short keys
+		strings.Replace(s, "iterations=8192", "iterations=1000", 1),   // too few
+		strings.Replace(s, "iterations=8192", "iterations=100000", 1), // too many
+		strings.Replace(s, "iterations=8192", "iterations=x", 1),      // not a number
+		s + ",extra=1",                                // unknown field
+		s + ",iterations=4096",                        // repeated
+		strings.Replace(s, "salt=", "salt=!", 1),      // bad base64
+		strings.Replace(s, ",iterations=8192", "", 1), // missing
 		"salt=,stored_key=" + s[strings.Index(s, "stored_key=")+len("stored_key="):], // empty salt
 	} {
 		if _, err := ParseScramCredential(MechanismScramSHA512, bad); err == nil {
@@ -405,3 +405,5 @@ func TestScramCredentialFormat(t *testing.T) {
 		t.Error("empty password accepted")
 	}
 }
+
+func fscramAuth(user, pass string) fscram.Auth { return fscram.Auth{User: user, Pass: pass} }
