@@ -1,0 +1,698 @@
+// Tollgate live dashboard: polls the JSON API every second and draws the
+// quota buckets, throttled entities, connections and audit events. Plain
+// JavaScript and SVG; no dependencies. Every value from the API is put in
+// the page as text (never as HTML): entity names are arbitrary strings.
+'use strict';
+
+(function () {
+  const POLL_MS = 1000;
+  const TIMEOUT_MS = 5000;
+  const HISTORY_MS = 120000; // chart span: the last 2 minutes
+  const MIN_SPAN_MS = 15000; // shortest chart span right after the page opens
+  const RECENT_MS = 60000; // "throttled recently"
+  const TOP_N = 6;
+  const MAX_TRACKED = 500; // buckets whose history the page keeps
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const CHART_W = 600;
+  const CHART_H = 92;
+
+  const pageStart = Date.now();
+  // Per bucket (quota|user|client_id): samples {t, rate, limit, th}, when it
+  // was last seen, and when its throttle counter last grew.
+  const tracks = new Map();
+  let lastOK = 0;
+  let resolveQuery = null;
+
+  // ---------- DOM helpers ----------
+
+  const $ = (id) => document.getElementById(id);
+
+  function h(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k === 'dataset') Object.assign(e.dataset, v);
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of kids.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : String(c));
+    }
+    return e;
+  }
+
+  function s(tag, attrs) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    return e;
+  }
+
+  // ---------- formatting ----------
+
+  const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+
+  function sig(v) {
+    const a = Math.abs(v);
+    if (a === 0) return '0';
+    if (a >= 100) return v.toFixed(0);
+    if (a >= 10) return v.toFixed(1).replace(/\.0$/, '');
+    return v.toFixed(2).replace(/\.?0+$/, '');
+  }
+
+  function bytes(v) {
+    if (!isNum(v)) return '–';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    let x = v;
+    while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+    return sig(x) + ' ' + units[i];
+  }
+
+  // unit formats a value of quota key k (a rate, or a quota's value).
+  function unit(k, v) {
+    if (!isNum(v)) return '–';
+    switch (k) {
+      case 'producer_byte_rate':
+      case 'consumer_byte_rate':
+        return bytes(v) + '/s';
+      case 'controller_mutation_rate':
+        return sig(v) + ' partitions/s';
+      case 'request_percentage':
+        return sig(v) + ' %';
+      case 'connection_creation_rate':
+        return sig(v) + ' conn/s';
+      default:
+        return sig(v);
+    }
+  }
+
+  function limitText(k, v) {
+    return v === null || v === undefined ? 'unlimited' : unit(k, v);
+  }
+
+  function pct(f) {
+    if (!isNum(f)) return '–';
+    const p = f * 100;
+    if (p !== 0 && Math.abs(p) < 10) return p.toFixed(1) + '%';
+    return p.toFixed(0) + '%';
+  }
+
+  function utilClass(u) {
+    if (!isNum(u)) return 'ok';
+    if (u >= 1) return 'bad';
+    if (u >= 0.8) return 'warn';
+    return 'ok';
+  }
+
+  function duration(ms) {
+    if (!isNum(ms)) return '–';
+    if (ms < 1000) return Math.round(ms) + ' ms';
+    if (ms < 60000) return sig(ms / 1000) + ' s';
+    if (ms < 3600000) return sig(ms / 60000) + ' min';
+    return sig(ms / 3600000) + ' h';
+  }
+
+  function count(n) {
+    return isNum(n) ? n.toLocaleString('en-US') : '–';
+  }
+
+  function clock(d) {
+    return d.toLocaleTimeString('en-GB', { hour12: false });
+  }
+
+  // stamp is clock(d), with the date when d is not today.
+  function stamp(d) {
+    const today = new Date();
+    if (d.toDateString() === today.toDateString()) return clock(d);
+    return d.toLocaleDateString('en-CA') + ' ' + clock(d);
+  }
+
+  function ago(ms) {
+    if (ms < 5000) return 'just now';
+    if (ms < 60000) return Math.round(ms / 1000) + ' s ago';
+    if (ms < 3600000) return Math.round(ms / 60000) + ' min ago';
+    if (ms < 86400000) return Math.round(ms / 3600000) + ' h ago';
+    return Math.round(ms / 86400000) + ' d ago';
+  }
+
+  // A bucket tag: "" means the dimension is not part of the bucket.
+  function tag(v, what) {
+    if (v === undefined || v === null || v === '') {
+      return h('span', { class: 'none', title: 'not part of this bucket: shared by every ' + what }, 'all');
+    }
+    return h('span', { class: 'mono' }, v);
+  }
+
+  // An entity ([{type, name, default}]) as "user=alice, client-id=default".
+  function entityNode(parts) {
+    if (!Array.isArray(parts) || parts.length === 0) return h('span', { class: 'none' }, '—');
+    const out = h('span', {});
+    parts.forEach((p, i) => {
+      if (i > 0) out.append(', ');
+      if (!p || typeof p !== 'object') { out.append(String(p)); return; }
+      out.append(String(p.type ?? '?') + '=');
+      if (p.default || p.name === null || p.name === undefined) {
+        out.append(h('span', { class: 'dflt', title: 'the default entity' }, 'default'));
+      } else {
+        out.append(h('span', { class: 'mono' }, String(p.name)));
+      }
+    });
+    return out;
+  }
+
+  // Kafka's eight levels, in precedence order.
+  const LEVELS = ['user+client-id', 'user+default-client-id', 'user', 'default-user+client-id',
+    'default-user+default-client-id', 'default-user', 'client-id', 'default-client-id'];
+
+  function levelText(l) {
+    const i = LEVELS.indexOf(l);
+    return i < 0 ? String(l ?? '') : 'level ' + (i + 1) + ' · ' + l;
+  }
+
+  // ---------- API ----------
+
+  async function getJSON(path) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
+    let r;
+    try {
+      r = await fetch(path, { cache: 'no-store', signal: ctl.signal, headers: { Accept: 'application/json' } });
+    } catch (e) {
+      throw new Error(e && e.name === 'AbortError' ? 'timed out' : 'gateway unreachable');
+    } finally {
+      clearTimeout(timer);
+    }
+    let body = null;
+    try { body = await r.json(); } catch (_) { /* not JSON */ }
+    if (!r.ok) {
+      throw new Error('HTTP ' + r.status + (body && typeof body.error === 'string' ? ': ' + body.error : ''));
+    }
+    if (body === null || typeof body !== 'object') throw new Error('not a JSON object');
+    return body;
+  }
+
+  // ---------- bucket history ----------
+
+  const keyOf = (b) => [b.quota, b.user, b.client_id].join('\u0000');
+
+  function record(buckets, now) {
+    for (const b of buckets) {
+      const k = keyOf(b);
+      let tr = tracks.get(k);
+      if (!tr) {
+        if (tracks.size >= MAX_TRACKED) continue;
+        // Throttles seen at first sight count as recent only if the bucket
+        // was active in the last minute: the page cannot know more.
+        const active = Date.parse(b.last_active);
+        const recent = b.throttled > 0 && isNum(active) && now - active < RECENT_MS;
+        tr = { points: [], throttledAt: recent ? now : 0, lastTh: b.throttled };
+        tracks.set(k, tr);
+      }
+      if (isNum(b.throttled) && b.throttled > tr.lastTh) tr.throttledAt = now;
+      tr.lastTh = b.throttled;
+      tr.seen = now;
+      tr.points.push({ t: now, rate: isNum(b.rate) ? b.rate : 0, limit: isNum(b.limit) ? b.limit : null, th: b.throttled });
+      while (tr.points.length && tr.points[0].t < now - HISTORY_MS - 2000) tr.points.shift();
+    }
+    for (const [k, tr] of tracks) {
+      if (now - tr.seen > HISTORY_MS) tracks.delete(k);
+    }
+  }
+
+  // throttlesSince is how much the bucket's throttle counter grew in the
+  // last ms milliseconds (as far as the page has seen).
+  function throttlesSince(tr, now, ms) {
+    if (!tr || tr.points.length === 0) return 0;
+    let base = tr.points[0];
+    for (const p of tr.points) {
+      if (p.t >= now - ms) break;
+      base = p;
+    }
+    return Math.max(0, tr.lastTh - base.th);
+  }
+
+  // ---------- chart ----------
+
+  function niceCeil(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) {
+      if (m * p >= v) return m * p;
+    }
+    return 10 * p;
+  }
+
+  function chart(b, tr, now) {
+    const pts = tr ? tr.points : [];
+    const span = Math.min(HISTORY_MS, Math.max(MIN_SPAN_MS, now - pageStart));
+    let top = 0;
+    for (const p of pts) {
+      top = Math.max(top, p.rate);
+      if (p.limit !== null) top = Math.max(top, p.limit * 1.2);
+    }
+    if (isNum(b.limit)) top = Math.max(top, b.limit * 1.2);
+    if (b.quota === 'producer_byte_rate' || b.quota === 'consumer_byte_rate') {
+      top = Math.max(top, 1024);
+    }
+    top = niceCeil(top * 1.05);
+    const x = (t) => (CHART_W - ((now - t) / span) * CHART_W).toFixed(1);
+    const y = (v) => (CHART_H - (Math.min(v, top) / top) * (CHART_H - 4)).toFixed(1);
+
+    const svg = s('svg', { viewBox: `0 0 ${CHART_W} ${CHART_H}`, preserveAspectRatio: 'none', role: 'img' });
+    const label = `${b.quota}: ${unit(b.quota, b.rate)} now` +
+      (isNum(b.limit) ? ` against a quota of ${unit(b.quota, b.limit)}` : ', no quota') +
+      `, over the last ${Math.round(span / 1000)} seconds`;
+    svg.setAttribute('aria-label', label);
+    const title = s('title');
+    title.textContent = label;
+    svg.append(title);
+    for (const f of [0.25, 0.5, 0.75]) {
+      svg.append(s('line', { class: 'grid', x1: 0, x2: CHART_W, y1: y(top * f), y2: y(top * f) }));
+    }
+    svg.append(s('line', { class: 'grid', x1: 0, x2: CHART_W, y1: CHART_H, y2: CHART_H }));
+
+    // Rate: a line, broken where polls were missed, and its area.
+    const visible = pts.filter((p) => p.t >= now - span - 1500);
+    let line = '';
+    let area = '';
+    let segStart = null;
+    let prev = null;
+    const closeSeg = () => {
+      if (segStart !== null && prev !== null) area += `L${x(prev.t)},${CHART_H}L${x(segStart.t)},${CHART_H}Z`;
+    };
+    for (const p of visible) {
+      if (prev === null || p.t - prev.t > 3 * POLL_MS + 500) {
+        closeSeg();
+        line += `M${x(p.t)},${y(p.rate)}`;
+        area += `M${x(p.t)},${CHART_H}L${x(p.t)},${y(p.rate)}`;
+        segStart = p;
+      } else {
+        line += `L${x(p.t)},${y(p.rate)}`;
+        area += `L${x(p.t)},${y(p.rate)}`;
+      }
+      prev = p;
+    }
+    closeSeg();
+    if (area) svg.append(s('path', { class: 'area', d: area }));
+
+    // Quota: a dashed step line.
+    let q = '';
+    let qprev = null;
+    for (const p of visible) {
+      if (p.limit === null) { qprev = null; continue; }
+      if (qprev === null) q += `M${x(p.t)},${y(p.limit)}`;
+      else if (qprev.limit !== p.limit) q += `L${x(p.t)},${y(qprev.limit)}L${x(p.t)},${y(p.limit)}`;
+      else q += `L${x(p.t)},${y(p.limit)}`;
+      qprev = p;
+    }
+    if (q) svg.append(s('path', { class: 'quota', d: q }));
+
+    if (line) {
+      svg.append(s('path', { class: 'rate', d: line }));
+      // The part above the current quota, in red.
+      if (isNum(b.limit)) {
+        const id = 'clip' + Math.random().toString(36).slice(2);
+        const defs = s('defs');
+        const cp = s('clipPath', { id });
+        cp.append(s('rect', { x: 0, y: -10, width: CHART_W, height: Number(y(b.limit)) + 10 }));
+        defs.append(cp);
+        svg.append(defs);
+        svg.append(s('path', { class: 'rate over', d: line, 'clip-path': `url(#${id})` }));
+      }
+    }
+
+    const legend = h('div', { class: 'legend', 'aria-hidden': 'true' },
+      h('span', {}, h('i', {}), 'rate'),
+      isNum(b.limit) ? h('span', {}, h('i', { class: 'q' }), 'quota ' + unit(b.quota, b.limit)) : null,
+      h('span', { class: 'scale' }, 'scale 0 – ' + unit(b.quota, top)));
+    const box = h('div', { class: 'chart' }, svg);
+    const spanText = span >= HISTORY_MS ? '2 min ago' : Math.round(span / 1000) + ' s ago';
+    return [legend, box, h('div', { class: 'axis', 'aria-hidden': 'true' }, h('span', {}, spanText), h('span', {}, 'now'))];
+  }
+
+  // ---------- sections ----------
+
+  function isThrottled(b, tr, now) {
+    return (isNum(b.utilization) && b.utilization > 1) || (tr && tr.throttledAt > 0 && now - tr.throttledAt < RECENT_MS);
+  }
+
+  function renderTop(buckets, now) {
+    const grid = $('top-grid');
+    const top = buckets
+      .filter((b) => (isNum(b.rate) && b.rate > 0) || isNum(b.limit))
+      .sort((a, b) => (b.utilization - a.utilization) || (b.rate - a.rate))
+      .slice(0, TOP_N);
+    if (top.length === 0) {
+      grid.replaceChildren(h('p', { class: 'empty' }, buckets.length
+        ? 'No bucket has traffic right now.'
+        : 'No live quota buckets yet: they appear when clients send traffic.'));
+      return;
+    }
+    grid.replaceChildren(...top.map((b) => {
+      const tr = tracks.get(keyOf(b));
+      const hot = isThrottled(b, tr, now);
+      const uc = utilClass(b.utilization);
+      const card = h('article', {
+        class: 'card' + (hot ? ' hot' : ''),
+        dataset: { quota: b.quota, user: b.user, clientId: b.client_id },
+        'aria-label': `${b.quota} bucket of user ${b.user || 'all'}, client-id ${b.client_id || 'all'}`,
+      },
+      h('div', { class: 'card-head' },
+        h('span', { class: 'key' }, b.quota),
+        hot ? h('span', { class: 'badge bad' }, 'throttled')
+          : isNum(b.limit) ? h('span', { class: 'badge muted' }, b.level || 'quota')
+            : h('span', { class: 'badge info' }, 'no quota')),
+      h('dl', { class: 'who' },
+        h('dt', {}, 'user'), h('dd', {}, tag(b.user, 'user')),
+        h('dt', {}, 'client-id'), h('dd', {}, tag(b.client_id, 'client-id'))),
+      h('div', { class: 'figures' },
+        h('div', {},
+          h('div', { class: 'rate' }, unit(b.quota, b.rate)),
+          h('div', { class: 'of' }, isNum(b.limit) ? 'of ' + unit(b.quota, b.limit) + ' quota' : 'no quota applies')),
+        isNum(b.limit)
+          ? h('div', { class: 'utilbox', title: 'utilization: rate ÷ quota' },
+            h('div', { class: 'util ' + uc }, pct(b.utilization)), h('div', { class: 'of' }, 'utilization'))
+          : null),
+      isNum(b.limit)
+        ? h('div', { class: 'bar', role: 'presentation' },
+          h('span', { class: uc, style: `width:${Math.min(100, b.utilization * 100).toFixed(1)}%` }))
+        : h('div', { class: 'bar', role: 'presentation' }),
+      chart(b, tr, now));
+      return card;
+    }));
+  }
+
+  function renderThrottled(buckets, now) {
+    const rows = buckets.filter((b) => isThrottled(b, tracks.get(keyOf(b)), now))
+      .sort((a, b) => (b.utilization - a.utilization) || (b.throttled - a.throttled));
+    const body = $('throttled-body');
+    if (rows.length === 0) {
+      body.replaceChildren(h('tr', { class: 'empty-row' }, h('td', { colspan: 9 }, 'No entity is over its quota or was throttled in the last minute.')));
+    } else {
+      body.replaceChildren(...rows.map((b) => {
+        const tr = tracks.get(keyOf(b));
+        const recent = throttlesSince(tr, now, RECENT_MS);
+        return h('tr', { class: 'hot', dataset: { quota: b.quota, user: b.user, clientId: b.client_id } },
+          h('td', { class: 'mono' }, b.quota),
+          h('td', {}, tag(b.user, 'user')),
+          h('td', {}, tag(b.client_id, 'client-id')),
+          h('td', {}, entityNode(b.entity), h('span', { class: 'sub' }, levelText(b.level))),
+          h('td', { class: 'num' }, unit(b.quota, b.rate)),
+          h('td', { class: 'num' }, limitText(b.quota, b.limit)),
+          h('td', { class: 'num' }, h('span', { class: 'util ' + utilClass(b.utilization) }, pct(b.utilization))),
+          h('td', { class: 'num' }, count(b.throttled),
+            recent > 0 ? h('span', { class: 'delta', title: 'in the last minute' }, '+' + count(recent)) : null),
+          h('td', { class: 'num' }, duration(b.throttle_ms_total)));
+      }));
+    }
+    return rows.length;
+  }
+
+  function renderTiles(buckets, throttled, conns) {
+    if (buckets) {
+      $('tile-buckets').textContent = count(buckets.length);
+      const keys = new Set(buckets.map((b) => b.quota));
+      $('tile-buckets-note').textContent = buckets.length ? [...keys].join(', ') : 'none active';
+      $('tile-throttled').textContent = count(throttled);
+      const over = buckets.filter((b) => b.utilization > 1).length;
+      $('tile-throttled-note').textContent = throttled ? over + ' over quota now' : 'all within quota';
+      $('tile-throttled-box').classList.toggle('alert', throttled > 0);
+    }
+    if (conns) {
+      $('tile-conns').textContent = count(conns.active);
+      $('tile-conns-note').textContent = conns.max_connections === null || conns.max_connections === undefined
+        ? 'max.connections: unlimited' : 'of max.connections ' + count(conns.max_connections);
+      $('tile-accept').textContent = sig(conns.connection_accept_rate || 0) + ' conn/s';
+      const ls = Array.isArray(conns.listeners) ? conns.listeners : [];
+      const refused = ls.reduce((n, l) => n + (l.throttled || 0) + (l.blocked || 0) + (l.parked || 0) + (l.rejected || 0), 0);
+      $('tile-accept-note').textContent = refused ? count(refused) + ' delayed or refused' : 'none delayed or refused';
+    }
+  }
+
+  function renderConnections(c) {
+    const ls = Array.isArray(c.listeners) ? c.listeners : [];
+    $('conn-summary').textContent = `Gateway: ${count(c.active)} active` +
+      (isNum(c.max_connections) ? ` of ${count(c.max_connections)}` : ' (no max.connections)') +
+      ` · accepting ${sig(c.connection_accept_rate || 0)} conn/s`;
+    const body = $('listeners-body');
+    if (ls.length === 0) {
+      body.replaceChildren(h('tr', { class: 'empty-row' }, h('td', { colspan: 9 }, 'No listeners.')));
+    } else {
+      const nz = (v) => h('td', { class: 'num' }, v > 0 ? h('span', { class: 'nz' }, count(v)) : count(v));
+      body.replaceChildren(...ls.map((l) => {
+        const lim = l.max_connection_creation_rate;
+        const rate = l.connection_accept_rate || 0;
+        let rateCell;
+        if (isNum(lim) && lim > 0) {
+          const f = rate / lim;
+          const uc = utilClass(f);
+          rateCell = h('div', { class: 'minibar' },
+            h('div', { class: 'bar', role: 'presentation' }, h('span', { class: uc, style: `width:${Math.min(100, f * 100).toFixed(1)}%` })),
+            h('span', {}, `${sig(rate)} / ${sig(lim)} conn/s`));
+        } else {
+          rateCell = h('span', {}, `${sig(rate)} conn/s `, h('span', { class: 'none' }, '/ unlimited'));
+        }
+        const blocked = isNum(l.acceptor_blocked_percent) ? l.acceptor_blocked_percent : 0;
+        return h('tr', { dataset: { listener: l.name } },
+          h('td', {}, h('span', { class: 'mono' }, l.name), l.exempt ? [' ', h('span', { class: 'badge info', title: 'exempt from the gateway-wide limits' }, 'exempt')] : null),
+          h('td', { class: 'num' }, count(l.sessions)),
+          h('td', { class: 'num' }, count(l.active), ' / ', isNum(l.max_connections) ? count(l.max_connections) : h('span', { class: 'none' }, '∞')),
+          h('td', {}, rateCell),
+          h('td', { class: 'num' }, h('span', { class: blocked > 0 ? 'util ' + utilClass(blocked * 1.25) : '' }, pct(blocked))),
+          nz(l.throttled), nz(l.blocked), nz(l.parked), nz(l.rejected));
+      }));
+    }
+    const ips = Array.isArray(c.top_ips) ? c.top_ips : [];
+    if (ips.length === 0) {
+      $('ips').replaceChildren(h('p', { class: 'empty' }, 'No refused connections.'));
+    } else {
+      $('ips').replaceChildren(h('div', { class: 'table-wrap' }, h('table', {},
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'IP'),
+          h('th', { scope: 'col', class: 'num', title: 'Parked by a per-IP connection_creation_rate' }, 'Parked'),
+          h('th', { scope: 'col', class: 'num', title: 'Rejected by max.connections.per.ip' }, 'Rejected'))),
+        h('tbody', {}, ips.map((ip) => h('tr', {},
+          h('td', { class: 'mono' }, ip.ip),
+          h('td', { class: 'num' }, count(ip.parked)),
+          h('td', { class: 'num' }, count(ip.rejected))))))));
+    }
+  }
+
+  // ---------- audit ----------
+
+  function auditValue(key, v) {
+    if (v === null || v === undefined) return h('span', { class: 'dflt' }, 'unset');
+    if (typeof v === 'number') {
+      const hu = unit(key, v);
+      const raw = String(v);
+      return hu === raw || hu === sig(v) ? h('span', {}, raw) : h('span', { title: raw }, hu);
+    }
+    if (typeof v === 'object') return h('span', {}, JSON.stringify(v));
+    return h('span', {}, String(v));
+  }
+
+  function outcomeBadge(o) {
+    const cls = { applied: 'ok', validated: 'info', rejected: 'bad', denied: 'bad', failed: 'bad' }[o] || 'muted';
+    return h('span', { class: 'badge ' + cls }, String(o || 'unknown'));
+  }
+
+  function actionText(a) {
+    if (typeof a !== 'string' || a === '') return 'Change';
+    const t = a.replace(/[_.]+/g, ' ');
+    return t.charAt(0).toUpperCase() + t.slice(1);
+  }
+
+  function targetNode(e) {
+    const t = e.target;
+    const ent = (t && Array.isArray(t.entity) && t.entity) || (Array.isArray(e.entity) && e.entity) || (Array.isArray(t) && t);
+    if (ent) return entityNode(ent);
+    const res = (t && t.resource) || e.resource;
+    if (res && typeof res === 'object') return h('span', {}, String(res.type ?? 'resource') + ' ', h('span', { class: 'mono' }, String(res.name ?? '')));
+    if (typeof t === 'string') return h('span', { class: 'mono' }, t);
+    if (e.entity && typeof e.entity === 'object') return h('span', { class: 'mono' }, JSON.stringify(e.entity));
+    return null;
+  }
+
+  function renderAudit(a, now) {
+    const list = $('audit-list');
+    const events = Array.isArray(a.events) ? a.events.slice().reverse() : [];
+    if (events.length === 0) {
+      list.replaceChildren(h('p', { class: 'empty' }, 'No changes yet.'));
+      return;
+    }
+    list.replaceChildren(h('ol', { class: 'events' }, events.slice(0, 25).map((e) => {
+      if (!e || typeof e !== 'object') return h('li', { class: 'event' }, h('span', {}), h('span', { class: 'mono' }, JSON.stringify(e)));
+      const t = Date.parse(e.time);
+      const when = isNum(t)
+        ? h('time', { datetime: e.time, title: new Date(t).toString() }, stamp(new Date(t)), h('span', { class: 'sub' }, ago(now - t)))
+        : h('time', {}, '—');
+      const ini = e.initiator && typeof e.initiator === 'object' ? e.initiator : {};
+      const principal = ini.principal || (typeof e.initiator === 'string' ? e.initiator : '') || e.principal || '';
+      const meta = [];
+      if (principal) meta.push(h('span', {}, 'by ', h('span', { class: 'mono' }, principal)));
+      if (ini.client_id) meta.push(h('span', {}, ' · client ', h('span', { class: 'mono' }, ini.client_id)));
+      if (ini.source) meta.push(h('span', {}, ' · from ', h('span', { class: 'mono' }, ini.source)));
+      if (ini.listener) meta.push(h('span', {}, ' on ', h('span', { class: 'mono' }, ini.listener)));
+      const target = targetNode(e);
+      const changes = Array.isArray(e.changes) ? e.changes.filter((c) => c && typeof c === 'object') : [];
+      return h('li', { class: 'event' },
+        when,
+        h('div', {},
+          h('div', { class: 'what' },
+            h('span', { class: 'action' }, actionText(e.action)),
+            outcomeBadge(e.outcome),
+            target ? h('span', {}, target) : null),
+          meta.length ? h('div', { class: 'meta' }, meta) : null,
+          e.error_message ? h('div', { class: 'meta' }, 'error: ' + e.error_message) : null,
+          changes.length ? h('ul', { class: 'changes' }, changes.map((c) => h('li', {},
+            h('span', {}, String(c.key ?? '?') + ': '),
+            h('span', { class: 'old' }, auditValue(c.key, c.old)),
+            h('span', { class: 'arrow', 'aria-label': 'changed to' }, '→'),
+            h('span', { class: 'new' }, auditValue(c.key, c.new))))) : null));
+    })));
+  }
+
+  // ---------- resolve ----------
+
+  async function runResolve(q, quiet) {
+    const out = $('resolve-out');
+    const p = new URLSearchParams({ user: q.user, client_id: q.client_id });
+    if (q.ip) p.set('ip', q.ip);
+    let r;
+    try {
+      r = await getJSON('api/v1/resolve?' + p.toString());
+    } catch (e) {
+      if (!quiet || resolveQuery === q) out.replaceChildren(h('p', { class: 'err' }, 'Cannot resolve: ' + e.message));
+      if (!quiet) {
+        resolveQuery = null;
+        $('resolve-sr').textContent = 'Cannot resolve: ' + e.message;
+      }
+      return;
+    }
+    if (resolveQuery !== q) return; // a newer query was submitted
+    const qs = Array.isArray(r.quotas) ? r.quotas : [];
+    const rows = qs.map((x) => {
+      const none = !x.level || x.level === 'none';
+      return h('tr', { dataset: { quota: x.quota } },
+        h('td', { class: 'mono' }, x.quota),
+        h('td', {}, none ? h('span', { class: 'none' }, 'no quota') : [entityNode(x.entity),
+          h('span', { class: 'sub' }, levelText(x.level)),
+          h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id'))]),
+        h('td', { class: 'num' }, none ? h('span', { class: 'none' }, 'unlimited') : limitText(x.quota, x.value)),
+        h('td', { class: 'num' }, none ? '' : [unit(x.quota, x.rate), isNum(x.value) ? h('span', { class: 'sub util ' + utilClass(x.utilization) }, pct(x.utilization)) : null]));
+    });
+    const parts = [h('p', { class: 'hint' }, 'For user ', h('span', { class: 'mono' }, r.user ?? q.user),
+      ', client-id ', r.client_id ? h('span', { class: 'mono' }, r.client_id) : h('span', { class: 'dflt' }, 'empty'), ':'),
+    h('div', { class: 'table-wrap' }, h('table', { id: 'resolve-table' },
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Quota'), h('th', { scope: 'col' }, 'Applies'),
+        h('th', { scope: 'col', class: 'num' }, 'Limit'), h('th', { scope: 'col', class: 'num' }, 'Rate now'))),
+      h('tbody', {}, rows)))];
+    if (r.ip && typeof r.ip === 'object') {
+      const ip = r.ip;
+      const has = isNum(ip.value);
+      parts.push(h('p', { class: 'ipline' },
+        h('span', { class: 'mono' }, 'connection_creation_rate'), ' for ', h('span', { class: 'mono' }, ip.ip), ': ',
+        has ? [h('strong', {}, unit('connection_creation_rate', ip.value)), ' from ', entityNode(ip.entity)] : h('span', { class: 'none' }, 'unlimited (no ip quota applies)'),
+        isNum(ip.rate) ? ` · now ${sig(ip.rate)} conn/s` : '',
+        isNum(ip.connections) ? ` · ${count(ip.connections)} open connection${ip.connections === 1 ? '' : 's'}` : ''));
+    }
+    out.replaceChildren(...parts);
+    if (!quiet) $('resolve-sr').textContent = `Resolved ${qs.length} quota keys for user ${q.user}.`;
+  }
+
+  function setupResolve() {
+    $('resolve-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const user = $('r-user').value.trim() || 'ANONYMOUS';
+      resolveQuery = { user, client_id: $('r-client').value, ip: $('r-ip').value.trim() };
+      $('resolve-out').replaceChildren(h('p', { class: 'empty' }, 'Resolving…'));
+      runResolve(resolveQuery, false);
+    });
+  }
+
+  // ---------- status and the poll loop ----------
+
+  let lastBanner = '';
+  let lastState = '';
+
+  function setStatus(errors, now) {
+    const st = $('status');
+    const banner = $('banner');
+    const state = errors.length === 0 ? 'live' : 'stale';
+    st.className = 'status ' + state;
+    $('status-text').textContent = state === 'live'
+      ? 'Live · updated ' + clock(new Date(now))
+      : lastOK ? 'Stale · last update ' + clock(new Date(lastOK)) : 'No data';
+    // Screen readers hear state changes only, not the clock every second.
+    if (state !== lastState) {
+      $('status-sr').textContent = state === 'live' ? 'Dashboard is live.' : 'Dashboard data is stale.';
+      lastState = state;
+    }
+    const text = errors.map((e) => e.path + ': ' + e.message).join('\n');
+    if (text === lastBanner) return;
+    lastBanner = text;
+    if (errors.length === 0) {
+      banner.hidden = true;
+      banner.replaceChildren();
+      return;
+    }
+    banner.replaceChildren(
+      h('strong', {}, 'The API is not answering as it should. '),
+      h('span', {}, lastOK ? 'Showing the last data received; ' : ''),
+      h('span', {}, 'retrying every second.'),
+      h('ul', {}, errors.map((e) => h('li', {}, h('span', { class: 'mono' }, e.path), ': ' + e.message))));
+    banner.hidden = false;
+  }
+
+  async function tick() {
+    const now = Date.now();
+    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit'];
+    const res = await Promise.allSettled(paths.map(getJSON));
+    const errors = [];
+    res.forEach((r, i) => { if (r.status === 'rejected') errors.push({ path: '/' + paths[i], message: r.reason.message }); });
+    const [b, c, a] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
+
+    let throttled = 0;
+    let buckets = null;
+    if (b) {
+      buckets = Array.isArray(b.buckets) ? b.buckets.filter((x) => x && typeof x === 'object') : [];
+      try {
+        record(buckets, now);
+        renderTop(buckets, now);
+        throttled = renderThrottled(buckets, now);
+      } catch (e) {
+        errors.push({ path: '/api/v1/buckets', message: 'cannot show: ' + e.message });
+      }
+    }
+    $('top').classList.toggle('stale', !b);
+    $('throttled').classList.toggle('stale', !b);
+    if (c) {
+      try { renderConnections(c); } catch (e) { errors.push({ path: '/api/v1/connections', message: 'cannot show: ' + e.message }); }
+    }
+    $('connections').classList.toggle('stale', !c);
+    if (a) {
+      try { renderAudit(a, now); } catch (e) { errors.push({ path: '/api/v1/audit', message: 'cannot show: ' + e.message }); }
+    }
+    $('audit').classList.toggle('stale', !a);
+    try { renderTiles(buckets, throttled, c); } catch (_) { /* tiles are a summary only */ }
+    if (resolveQuery) runResolve(resolveQuery, true);
+
+    if (errors.length === 0) lastOK = now;
+    setStatus(errors, now);
+    document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
+  }
+
+  async function loop() {
+    const t0 = Date.now();
+    try {
+      await tick();
+    } catch (e) {
+      setStatus([{ path: 'dashboard', message: e && e.message ? e.message : String(e) }], Date.now());
+    }
+    setTimeout(loop, Math.max(100, POLL_MS - (Date.now() - t0)));
+  }
+
+  setupResolve();
+  loop();
+})();
