@@ -1,0 +1,251 @@
+// Command storm measures connection admission under a connection storm on
+// loopback: many goroutines open connections from 127.0.0.2 as fast as they
+// can (bounded in time) against a per-IP connection_creation_rate, while an
+// established producer on 127.0.0.1 keeps producing. It reports the storm's
+// attempt rate, how many connections per second were actually served (each
+// connection sends an ApiVersions request; a parked connection is never
+// answered), the producer's produce latency before and during the storm,
+// and the gateway's CPU during the storm (Tollgate runs as its own process).
+//
+//	go build -o /tmp/tollgate ./cmd/tollgate
+//	go run ./bench/storm -tollgate /tmp/tollgate -rate 50 -storm 20s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func main() {
+	bin := flag.String("tollgate", "", "path to the tollgate binary")
+	worker := flag.String("storm-worker", "", "internal: run the storm against this address and print the counts")
+	rate := flag.Int("rate", 50, "connection_creation_rate of the default ip entity")
+	stormFor := flag.Duration("storm", 20*time.Second, "storm duration")
+	workers := flag.Int("workers", 256, "storm goroutines")
+	target := flag.Int("attempts", 20000, "target connection attempts per second")
+	flag.Parse()
+	if *worker != "" {
+		bootAddr = *worker
+		runStorm(*stormFor, *workers, *target)
+		return
+	}
+	if *bin == "" {
+		fmt.Fprintln(os.Stderr, "need -tollgate")
+		os.Exit(2)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	dir, _ := os.MkdirTemp("", "tgstorm")
+	defer os.RemoveAll(dir)
+	httpAddr := freeAddr()
+	boot := freeAddr()
+	cfg := filepath.Join(dir, "tollgate.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
+listeners:
+  - name: PLAINTEXT
+    bootstrap: %s
+upstream:
+  bootstrap: [%s]
+http:
+  address: %s
+log:
+  level: error
+quotas:
+  - default_ip: true
+    connection_creation_rate: %d
+`, filepath.Join(dir, "data"), boot, strings.Join(c.ListenAddrs(), ", "), httpAddr, *rate)), 0o600)
+	proc := exec.Command(*bin, "serve", "--config", cfg)
+	proc.Stdout, proc.Stderr = io.Discard, os.Stderr
+	if err := proc.Start(); err != nil {
+		panic(err)
+	}
+	defer func() { proc.Process.Kill(); proc.Wait() }()
+	waitDial(boot)
+
+	ctx := context.Background()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(boot), kgo.DefaultProduceTopic("steady"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		panic(err)
+	}
+	defer prod.Close()
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		panic(err)
+	}
+	latency := func(d time.Duration) []time.Duration {
+		var out []time.Duration
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			t0 := time.Now()
+			if err := prod.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 1024)}).FirstErr(); err != nil {
+				panic(err)
+			}
+			out = append(out, time.Since(t0))
+			time.Sleep(10 * time.Millisecond)
+		}
+		return out
+	}
+	base := latency(5 * time.Second)
+
+	// The storm, from 127.0.0.2, in a process of its own so that its
+	// goroutines do not share a scheduler with the producer.
+	self, _ := os.Executable()
+	// On a real deployment the storm comes from other machines; here it
+	// shares two cores with the gateway, the cluster and the producer, so
+	// it runs at the lowest CPU priority (nice 19) on one core.
+	storm := exec.Command("nice", "-n", "19", self, "-storm-worker", boot, "-storm", stormFor.String(),
+		"-workers", strconv.Itoa(*workers), "-attempts", strconv.Itoa(*target))
+	storm.Env = append(os.Environ(), "GOMAXPROCS=1")
+	storm.Stderr = os.Stderr
+	outPipe, _ := storm.StdoutPipe()
+	if err := storm.Start(); err != nil {
+		panic(err)
+	}
+	// The gateway's own count of admitted connections, each second.
+	var perSec []float64
+	scrapeDone := make(chan struct{})
+	go func() {
+		defer close(scrapeDone)
+		last := accepted(httpAddr)
+		for i := 0; i < int(stormFor.Seconds()); i++ {
+			time.Sleep(time.Second)
+			v := accepted(httpAddr)
+			perSec = append(perSec, v-last)
+			last = v
+		}
+	}()
+	cpu0 := procCPU(proc.Process.Pid)
+	during := latency(*stormFor - time.Second)
+	cpu := procCPU(proc.Process.Pid) - cpu0
+	res, _ := io.ReadAll(outPipe)
+	storm.Wait()
+	<-scrapeDone
+	var attemptsPerSec float64
+	fmt.Sscan(string(res), &attemptsPerSec)
+	fmt.Printf("storm: %d workers from 127.0.0.2 for %v; default ip connection_creation_rate=%d (quota.window.num=11, 1 s)\n\n", *workers, *stormFor, *rate)
+	var total float64
+	var ps []string
+	for _, v := range perSec {
+		total += v
+		ps = append(ps, strconv.FormatFloat(v, 'f', 0, 64))
+	}
+	fmt.Printf("| attempts/s | admitted in all | mean admitted/s | admitted per second |\n|---|---|---|---|\n")
+	fmt.Printf("| %.0f | %.0f | %.1f | %s |\n\n", attemptsPerSec, total, total/float64(len(perSec)), strings.Join(ps, " "))
+	fmt.Printf("| established producer | p50 | p99 | max |\n|---|---|---|---|\n")
+	fmt.Printf("| before the storm | %v | %v | %v |\n", pct(base, .5), pct(base, .99), pct(base, 1))
+	fmt.Printf("| during the storm | %v | %v | %v |\n\n", pct(during, .5), pct(during, .99), pct(during, 1))
+	fmt.Printf("gateway CPU during the storm: %.2f cores (%v over %v)\n", cpu.Seconds()/(*stormFor-time.Second).Seconds(), cpu, *stormFor-time.Second)
+}
+
+// runStorm is the storm process: connections opened as fast as the
+// workers can, each written one ApiVersions request and closed at once
+// (whether it was admitted is counted by the gateway). It prints the
+// attempt rate.
+func runStorm(stormFor time.Duration, workers, target int) {
+	var attempts atomic.Int64
+	ctx, cancel := context.WithTimeout(context.Background(), stormFor)
+	defer cancel()
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) * float64(workers) / float64(target))
+	var wg sync.WaitGroup
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: time.Second}
+	var f kmsg.RequestFormatter
+	req := f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := time.Now()
+			for ctx.Err() == nil {
+				next = next.Add(interval)
+				attempts.Add(1)
+				if c, err := d.Dial("tcp", bootAddr); err == nil {
+					c.Write(req)
+					c.Close()
+				}
+				if s := time.Until(next); s > 0 {
+					time.Sleep(s)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Printf("%.0f\n", float64(attempts.Load())/time.Since(start).Seconds())
+}
+
+// accepted scrapes the gateway's tollgate_connections_accepted_total.
+func accepted(httpAddr string) float64 {
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "tollgate_connections_accepted_total{") {
+			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+var bootAddr string
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	bootAddr = ln.Addr().String()
+	return bootAddr
+}
+
+func waitDial(addr string) {
+	for i := 0; i < 400; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	panic(addr + " did not come up")
+}
+
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)].Round(10 * time.Microsecond)
+}
