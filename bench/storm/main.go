@@ -83,7 +83,8 @@ quotas:
 	waitDial(boot)
 
 	ctx := context.Background()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(boot), kgo.DefaultProduceTopic("steady"), kgo.AllowAutoTopicCreation())
+	prod, err := kgo.NewClient(kgo.SeedBrokers(boot), kgo.DefaultProduceTopic("steady"), kgo.AllowAutoTopicCreation(),
+		kgo.WithHooks(connHook{}))
 	if err != nil {
 		panic(err)
 	}
@@ -100,6 +101,9 @@ quotas:
 				panic(err)
 			}
 			out = append(out, time.Since(t0))
+			if el := time.Since(t0); el > 100*time.Millisecond && os.Getenv("STORM_DEBUG") != "" {
+				fmt.Fprintf(os.Stderr, "%s slow produce: %v\n", time.Now().Format("05.000"), el)
+			}
 			time.Sleep(10 * time.Millisecond)
 		}
 		return out
@@ -248,4 +252,12 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[int(float64(len(s)-1)*p)].Round(10 * time.Microsecond)
+}
+
+type connHook struct{}
+
+func (connHook) OnBrokerConnect(m kgo.BrokerMetadata, d time.Duration, _ net.Conn, err error) {
+	if os.Getenv("STORM_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "%s producer connect to node %d took %v err=%v\n", time.Now().Format("05.000"), m.NodeID, d, err)
+	}
 }
