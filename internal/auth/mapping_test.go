@@ -238,3 +238,24 @@ func TestMappingCertificate(t *testing.T) {
 		t.Fatalf("no matching rule: %v", err)
 	}
 }
+
+// replaceAll's find loop keeps the text before the search position as
+// context for ^ and \b, as java.util.regex.Matcher.find does.
+func TestJavaReplaceAllContext(t *testing.T) {
+	for _, tt := range []struct{ pattern, repl, in, want string }{
+		{`\bx`, "Y", "xax x", "Yax Y"},
+		{`^a`, "X", "aa", "Xa"},
+		{`a*`, "-", "baaac", "-b--c-"},
+		{`(?m)^a`, "X", "a\na", "X\nX"},
+		{`é|`, "_", "aé", "_a__"},
+		{`\B`, "|", "ab c", "a|b c"},
+	} {
+		r, err := parseRule("RULE:" + tt.pattern + "/" + tt.repl + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.replaceAll(tt.in); got != tt.want {
+			t.Errorf("%q.replaceAll(%q, %q) = %q, want %q", tt.in, tt.pattern, tt.repl, got, tt.want)
+		}
+	}
+}
