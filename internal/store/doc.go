@@ -1,7 +1,8 @@
 // Package store is Tollgate's durable configuration store: the client-quota
-// entities an administrator sets with AlterClientQuotas, and a generic
-// namespace of broker-level configs, kept in one bbolt file (tollgate.db) in
-// the gateway's data directory.
+// entities an administrator sets with AlterClientQuotas, a generic
+// namespace of broker-level configs, and the credentials Tollgate manages
+// (SCRAM credentials as Kafka formats them, API keys as SHA-256 hashes),
+// kept in one bbolt file (tollgate.db) in the gateway's data directory.
 //
 // The package owns:
 //

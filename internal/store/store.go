@@ -31,6 +31,8 @@ const schemaVersion = "1"
 //	                in it, quota key → 8-byte big-endian IEEE-754 bits
 //	broker_configs  one nested bucket per broker scope (encodeBroker);
 //	                in it, config key → value
+//	scram_credentials, api_keys
+//	                credentials Tollgate manages (credentials.go)
 //
 // Values are kept as raw float bits, so every float64 (NaN, ±Inf, -0)
 // round-trips exactly. An entity or scope whose last key is removed has
@@ -93,7 +95,7 @@ func Open(dir string) (*Store, error) {
 		case string(v) != schemaVersion:
 			return fmt.Errorf("store: %s has schema version %q, this build reads %q", path, v, schemaVersion)
 		}
-		for _, b := range [][]byte{bucketQuotas, bucketBrokers} {
+		for _, b := range [][]byte{bucketQuotas, bucketBrokers, bucketScram, bucketAPIKeys} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
