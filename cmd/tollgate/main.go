@@ -16,6 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/cli"
+	"github.com/tollgate/tollgate/internal/perf"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -36,6 +37,7 @@ func commands() []command {
 		{"validate", "check a config file offline", validate},
 		{"configs", "describe and alter client quotas (kafka-configs.sh flags and output)", cli.Configs},
 		{"quotas", "apply a quota file; resolve which quota applies to a client", cli.Quotas},
+		{"perf", "produce or consume load; report throughput, latency and client throttle metrics", perf.Run},
 		{"version", "print the version", func(_ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "tollgate", version)
 			return 0

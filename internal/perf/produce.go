@@ -1,0 +1,125 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// batchOverhead is room for a record batch header and one record's framing,
+// so that --batch-size can always hold at least one record.
+const batchOverhead = 512
+
+var errDuration = errors.New("--duration reached")
+
+// produce runs `tollgate perf produce`. It returns whether the run was
+// interrupted, and an error that makes the command fail.
+func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, error) {
+	acks, _ := acksOpt(cfg.acks)
+	codec, _ := compressionOpt(cfg.compression)
+	opts, clientID, err := baseOpts(cfg, "perf-producer-client", stderr)
+	if err != nil {
+		return false, err
+	}
+	st := newStats(time.Now())
+	opts = append(opts,
+		kgo.DefaultProduceTopic(cfg.topic),
+		kgo.AllowAutoTopicCreation(),
+		kgo.RequiredAcks(acks),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchMaxBytes(int32(min(max(cfg.batchSize, cfg.recordSize+batchOverhead), 1<<30))),
+		// Kafka's buffer.memory: a producer faster than its quota blocks
+		// here, as Kafka's does.
+		kgo.MaxBufferedBytes(max(32<<20, 2*cfg.recordSize)),
+		// Kafka's delivery.timeout.ms: a record that cannot be delivered
+		// fails the run rather than being retried for ever.
+		kgo.RecordDeliveryTimeout(2*time.Minute),
+		// Counts produce responses (key 0) and every throttle: this client
+		// sends no other request that Tollgate throttles.
+		kgo.WithHooks(throttleHook{st: st, key: 0}),
+	)
+	if cfg.acks != "all" && cfg.acks != "-1" {
+		opts = append(opts, kgo.DisableIdempotentWrite()) // idempotence needs acks=all
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return false, err
+	}
+	defer cl.Close()
+	if err := connect(ctx, cl, cfg); err != nil {
+		if ctx.Err() != nil {
+			return true, nil
+		}
+		return false, err
+	}
+
+	// One random payload of upper-case letters, reused, as Kafka's tool does.
+	payload := make([]byte, cfg.recordSize)
+	for i := range payload {
+		payload[i] = 'A' + byte(rand.IntN(26))
+	}
+
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	if cfg.duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(runCtx, cfg.duration, errDuration)
+		defer cancel()
+	}
+	var (
+		failOnce sync.Once
+		runErr   error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() {
+			runErr = err
+			cancelRun(err)
+		})
+	}
+	onAck := func(t0 time.Time) func(*kgo.Record, error) {
+		return func(r *kgo.Record, err error) {
+			if err != nil {
+				// Records cut off by the end of the run (context, abort)
+				// are neither counted nor errors.
+				if runCtx.Err() == nil {
+					fail(fmt.Errorf("produce to %s: %w", cfg.topic, err))
+				}
+				return
+			}
+			st.add(1, int64(len(r.Value)), time.Since(t0))
+		}
+	}
+
+	start := time.Now()
+	st.roll(start)
+	rep := startReporter(cfg, st, stdout, start)
+	p := pacer{start: start, rate: cfg.throughput}
+	for sent := int64(0); cfg.numRecords == 0 || sent < cfg.numRecords; sent++ {
+		if !p.wait(runCtx, sent) {
+			break
+		}
+		cl.Produce(runCtx, &kgo.Record{Value: payload}, onAck(time.Now()))
+	}
+	if runCtx.Err() == nil {
+		// Every record is handed over: wait for the acks, as Kafka's tool
+		// does when it closes its producer.
+		_ = cl.Flush(runCtx)
+	}
+	// The window ends here. Records still buffered or in flight (the run
+	// was cut short by --duration, SIGINT or an error) are failed by Close
+	// and not counted; waiting for them could take as long as a throttle.
+	rep.stop()
+	st.freeze()
+	elapsed := time.Since(start)
+
+	failOnce.Do(func() {}) // settles runErr: no fail takes effect after this
+	interrupted := ctx.Err() != nil && runErr == nil
+	printSummary(stdout, cfg, clientID, st, elapsed, interrupted, runErr)
+	return interrupted, runErr
+}

@@ -1,0 +1,115 @@
+package perf
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseProperties(t *testing.T) {
+	got, err := parseProperties("# comment\n! also\n  a=1\nb : two words \nc\\=d:x\n" +
+		"long = one\\\n    two\\\n three\nu=\\u00e9\\t|\nempty=\nbare\r\nlast=\\\\\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "1", "b": "two words ", "c=d": "x", "long": "onetwothree",
+		"u": "é\t|", "empty": "", "bare": "", "last": `\`}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if _, err := parseProperties(`bad=\u12`); err == nil {
+		t.Fatal("a short \\u escape parsed")
+	}
+}
+
+func TestJAASOptions(t *testing.T) {
+	got, err := jaasOptions(`org.apache.kafka.common.security.scram.ScramLoginModule required
+		username="alice" password="p\"w d;x" tokenauth=true;`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"username": "alice", "password": `p"w d;x`, "tokenauth": "true"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	for _, bad := range []string{"", "Module", `Module maybe username="a";`, `Module required username="a`, `Module required =x;`} {
+		if _, err := jaasOptions(bad); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestClientProps(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, selfSigned(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";`
+	ok := []map[string]string{
+		{},
+		{"security.protocol": "plaintext", "client.id": "me", "acks": "all"},
+		{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": jaas},
+		{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": jaas},
+		{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": jaas,
+			"ssl.truststore.location": ca, "ssl.truststore.type": "PEM"},
+		{"security.protocol": "SSL", "ssl.truststore.location": ca, "ssl.endpoint.identification.algorithm": ""},
+		{"security.protocol": "SSL"}, // system roots
+	}
+	for _, p := range ok {
+		cs, err := clientProps(p)
+		if err != nil {
+			t.Errorf("%v: %v", p, err)
+			continue
+		}
+		if cs.protocol == "" {
+			t.Errorf("%v: no protocol", p)
+		}
+	}
+	cs, _ := clientProps(ok[1])
+	if cs.clientID != "me" || cs.protocol != "PLAINTEXT" || !reflect.DeepEqual(cs.ignored, []string{"acks"}) {
+		t.Fatalf("%+v", cs)
+	}
+	bad := map[string]map[string]string{
+		"security.protocol":       {"security.protocol": "SSH"},
+		"GSSAPI":                  {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas},
+		"OAUTHBEARER":             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas},
+		"sasl.jaas.config is":     {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
+		"no password":             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": `M required username="u";`},
+		"only PEM":                {"security.protocol": "SSL", "ssl.truststore.location": ca, "ssl.truststore.type": "JKS"},
+		"ssl.truststore.location": {"security.protocol": "SSL", "ssl.truststore.location": filepath.Join(dir, "missing.pem")},
+		"no PEM certificate":      {"security.protocol": "SSL", "ssl.truststore.certificates": "not pem"},
+		"ssl.key.password":        {"security.protocol": "SSL", "ssl.key.password": "x"},
+	}
+	for want, p := range bad {
+		if _, err := clientProps(p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: error %v, want one mentioning %q", p, err, want)
+		}
+	}
+}
+
+func selfSigned(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
