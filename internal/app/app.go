@@ -145,10 +145,16 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(a.metrics), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, brokers: a.brokers, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(&observer{a}), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, brokers: a.brokers, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
 	if o.UpstreamDial != nil {
 		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
 	}
+	secOpts, err := a.securityOptions()
+	if err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	popts = append(popts, secOpts...)
 	gw, err := proxy.New(pcfg, popts...)
 	if err != nil {
 		a.closeAll()

@@ -57,6 +57,11 @@ func (r *router) brokerConfigs(c *principal.ConnInfo, req *proxy.Request) (proxy
 }
 
 func (r *router) describeConfigs(who control.Initiator, req *kmsg.DescribeConfigsRequest) (proxy.Verdict, bool) {
+	if _, ok, _ := r.brokers.Describe(who, []string{}, req.Version); !ok {
+		// Not allowed to see Tollgate's settings: the request is the
+		// upstream cluster's alone, as if Tollgate were not there.
+		return proxy.Verdict{}, false
+	}
 	type local struct {
 		name    string
 		configs []kmsg.DescribeConfigsResponseResourceConfig

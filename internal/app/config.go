@@ -1,9 +1,14 @@
 package app
 
 import (
+	"strings"
+
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
@@ -51,6 +57,10 @@ type Config struct {
 	Audit AuditConfig `yaml:"audit"`
 	// Authorization says who may use the control plane.
 	Authorization AuthorizationConfig `yaml:"authorization"`
+	// CredentialsFile holds SCRAM credentials and API keys for terminated
+	// SASL logins (salted and hashed, never plaintext), in addition to
+	// those kept in the store.
+	CredentialsFile string `yaml:"credentials_file"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -58,6 +68,31 @@ type UpstreamConfig struct {
 	Bootstrap       []string      `yaml:"bootstrap"`
 	DialTimeout     time.Duration `yaml:"dial_timeout"`
 	MetadataRefresh time.Duration `yaml:"metadata_refresh"`
+	// TLS makes every upstream connection use TLS.
+	TLS *auth.UpstreamTLSConfig `yaml:"tls"`
+	// SASL is Tollgate's own service identity towards the brokers: used
+	// by its metadata client, and by every client connection of a
+	// listener that terminates SASL (or has none).
+	SASL *UpstreamSASL `yaml:"sasl"`
+}
+
+// UpstreamSASL is a SASL login towards the upstream brokers.
+type UpstreamSASL struct {
+	Mechanism string `yaml:"mechanism"` // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+	Username  string `yaml:"username"`
+	Password  string `yaml:"password"`
+}
+
+func (u *UpstreamSASL) mechanism() (sasl.Mechanism, error) {
+	switch strings.ToUpper(u.Mechanism) {
+	case "PLAIN":
+		return plain.Auth{User: u.Username, Pass: u.Password}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: u.Username, Pass: u.Password}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: u.Username, Pass: u.Password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("upstream.sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", u.Mechanism)
 }
 
 // HTTPConfig is the admin HTTP listener.
@@ -139,6 +174,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Socket.RequestMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))
+	}
+	if c.Upstream.SASL != nil {
+		if _, err := c.Upstream.SASL.mechanism(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Upstream.TLS != nil {
+		if err := c.Upstream.TLS.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("shutdown_timeout must not be negative"))

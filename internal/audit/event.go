@@ -17,6 +17,13 @@ const (
 	ActionAlterClientQuotas  = "alter_client_quotas"
 	ActionAlterBrokerConfigs = "alter_broker_configs"
 	ActionAPIKeyCreate       = "apikey_create"
+	ActionAPIKeyRevoke       = "apikey_revoke"
+	// ActionAuthenticate is a failed SASL login (source address, listener
+	// and mechanism; never the name tried, which would reveal users).
+	ActionAuthenticate = "authenticate"
+	// ActionAlterUserScramCredentials is one user's part of an
+	// AlterUserScramCredentials request.
+	ActionAlterUserScramCredentials = "alter_user_scram_credentials"
 )
 
 // Outcome says what became of an alteration.

@@ -19,6 +19,7 @@ type Metrics struct {
 	connsActive *prometheus.GaugeVec
 	connsOpened *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
+	authFailed  prometheus.Counter
 }
 
 // New creates the collectors on a fresh registry.
@@ -39,7 +40,11 @@ func New() *Metrics {
 			Help: "Client connections closed, per listener and close reason.",
 		}, []string{"listener", "reason"}),
 	}
-	r.MustRegister(m.connsActive, m.connsOpened, m.connsClosed,
+	m.authFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tollgate_authentication_failures_total",
+		Help: "Failed SASL logins terminated at Tollgate.",
+	})
+	r.MustRegister(m.connsActive, m.connsOpened, m.connsClosed, m.authFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -55,3 +60,10 @@ func (m *Metrics) Closed(c *principal.ConnInfo, r proxy.Reason, _ error) {
 	m.connsActive.WithLabelValues(c.Listener).Dec()
 	m.connsClosed.WithLabelValues(c.Listener, string(r)).Inc()
 }
+
+// Refused implements proxy.RefusalObserver (counted by the admission
+// collector; nothing to do here).
+func (m *Metrics) Refused(listener, reason string) {}
+
+// AuthFailed implements proxy.AuthObserver.
+func (m *Metrics) AuthFailed(*principal.ConnInfo, string, error) { m.authFailed.Inc() }

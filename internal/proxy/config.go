@@ -5,6 +5,7 @@ import (
 
 	"errors"
 	"fmt"
+	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/principal"
 	"net"
 	"strconv"
@@ -39,6 +40,17 @@ type ListenerConfig struct {
 	// range"): the most specific matching range wins; connections no range
 	// matches are ANONYMOUS.
 	PrincipalsByCIDR []CIDRPrincipal `yaml:"principals_by_cidr"`
+	// SecurityProtocol is Kafka's: PLAINTEXT (default), SSL,
+	// SASL_PLAINTEXT or SASL_SSL.
+	SecurityProtocol string `yaml:"security_protocol"`
+	// TLS is the listener's certificate (SSL and SASL_SSL).
+	TLS auth.TLSConfig `yaml:"tls"`
+	// SASL configures SASL_PLAINTEXT and SASL_SSL listeners.
+	SASL SASLConfig `yaml:"sasl"`
+	// SSLPrincipalMappingRules is Kafka's ssl.principal.mapping.rules: how
+	// a verified client certificate's subject becomes the principal (SSL
+	// listeners with client_auth).
+	SSLPrincipalMappingRules string `yaml:"ssl_principal_mapping_rules"`
 }
 
 // CIDRPrincipal maps a source range to a principal name.
@@ -60,6 +72,9 @@ func (l *ListenerConfig) Validate() error {
 		return fmt.Errorf("listener %s: bootstrap port %q is not a port number", l.Name, port)
 	}
 	_ = host
+	if err := l.validateSecurity(); err != nil {
+		return err
+	}
 	for _, cp := range l.PrincipalsByCIDR {
 		if _, err := netip.ParsePrefix(cp.CIDR); err != nil {
 			return fmt.Errorf("listener %s: principals_by_cidr: %w", l.Name, err)

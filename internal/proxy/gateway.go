@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,7 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Gateway fronts one upstream cluster on one or more listeners.
@@ -29,6 +32,10 @@ type Gateway struct {
 	listeners []*listener
 	meta      *kgo.Client
 	admit     *admission.Limiter
+	creds     auth.CredentialLookup
+	upTLS     *tls.Config
+	upSASL    sasl.Mechanism
+	authObs   AuthObserver
 
 	mu       sync.Mutex
 	brokers  map[int32]string // upstream node id -> host:port
@@ -86,6 +93,9 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 	for _, o := range opts {
 		o(g)
 	}
+	if ao, ok := g.observer.(AuthObserver); ok {
+		g.authObs = ao
+	}
 	return g, nil
 }
 
@@ -93,24 +103,41 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 // for each of them.
 func (g *Gateway) Start(ctx context.Context) error {
 	for _, lc := range g.cfg.Listeners {
-		ln, err := g.listen(&lc, lc.Bootstrap)
+		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost(), ports: map[int32]*brokerPort{}}
+		if err := l.setupSecurity(); err != nil {
+			g.closeListeners()
+			return err
+		}
+		ln, err := g.listen(l, lc.Bootstrap)
 		if err != nil {
 			g.closeListeners()
 			return fmt.Errorf("listener %s: %w", lc.Name, err)
 		}
-		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost(), boot: ln, ports: map[int32]*brokerPort{}}
+		l.boot = ln
 		g.listeners = append(g.listeners, l)
 		g.wg.Add(1)
 		go l.accept(ln, -1)
 	}
-	meta, err := kgo.NewClient(
+	metaOpts := []kgo.Opt{
 		kgo.SeedBrokers(g.cfg.Upstream...),
 		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			return g.dialFn(ctx, network, host)
+			c, err := g.dialFn(ctx, network, host)
+			if err != nil || g.upTLS == nil {
+				return c, err
+			}
+			cfg := g.upTLS.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(host)
+			}
+			return tls.Client(c, cfg), nil
 		}),
 		kgo.ClientID("tollgate"),
 		kgo.MetadataMinAge(time.Second),
-	)
+	}
+	if g.upSASL != nil {
+		metaOpts = append(metaOpts, kgo.SASL(g.upSASL))
+	}
+	meta, err := kgo.NewClient(metaOpts...)
 	if err != nil {
 		g.closeListeners()
 		return fmt.Errorf("upstream client: %w", err)
@@ -289,7 +316,9 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 
 func (g *Gateway) closeListeners() {
 	for _, l := range g.listeners {
-		l.close()
+		if l.boot != nil {
+			l.close()
+		}
 	}
 }
 

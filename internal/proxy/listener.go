@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"fmt"
+
 	"errors"
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/auth"
 	"net"
 	"slices"
 	"strconv"
@@ -21,6 +24,30 @@ type listener struct {
 	mu     sync.Mutex
 	ports  map[int32]*brokerPort
 	closed bool
+
+	tls    *auth.ServerTLS // SSL and SASL_SSL
+	mapper *auth.Mapper    // ssl.principal.mapping.rules
+}
+
+// setupSecurity loads the listener's certificate and mapping rules.
+func (l *listener) setupSecurity() error {
+	if l.cfg.usesTLS() {
+		st, err := auth.NewServerTLS(l.cfg.TLS)
+		if err != nil {
+			return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
+		}
+		l.tls = st
+	}
+	rules := l.cfg.SSLPrincipalMappingRules
+	if rules == "" {
+		rules = "DEFAULT"
+	}
+	m, err := auth.ParseMappingRules(rules)
+	if err != nil {
+		return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
+	}
+	l.mapper = m
+	return nil
 }
 
 type brokerPort struct {
@@ -64,7 +91,7 @@ func (l *listener) ensure(id int32) (*brokerPort, error) {
 			return nil, errors.New("broker_port_base + node id exceeds 65535")
 		}
 	}
-	ln, err := l.gw.listen(&l.cfg, net.JoinHostPort(host, strconv.Itoa(port)))
+	ln, err := l.gw.listen(l, net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -85,11 +86,18 @@ func (p *proxyListener) Close() error {
 }
 
 // listen opens one port of a listener, reading PROXY headers if the
-// listener is configured to.
-func (g *Gateway) listen(lc *ListenerConfig, addr string) (net.Listener, error) {
+// listener is configured to, and speaking TLS on SSL and SASL_SSL
+// listeners (the handshake runs in the session, not the acceptor).
+func (g *Gateway) listen(l *listener, addr string) (net.Listener, error) {
 	ln, err := g.listenFn("tcp", addr)
-	if err != nil || !lc.ProxyProtocol {
-		return ln, err
+	if err != nil {
+		return nil, err
 	}
-	return newProxyListener(ln, lc.Name, g.log), nil
+	if l.cfg.ProxyProtocol {
+		ln = newProxyListener(ln, l.cfg.Name, g.log)
+	}
+	if l.tls != nil {
+		ln = tls.NewListener(ln, l.tls.Config())
+	}
+	return ln, nil
 }

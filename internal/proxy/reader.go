@@ -72,7 +72,7 @@ func (s *session) stopReading(r Reason, err error) {
 }
 
 // handleSmall reads a whole frame into a pooled buffer and handles it.
-func (s *session) handleSmall(sz [4]byte, n int) (Reason, error) {
+func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 	buf := wire.GetBuffer(4 + n)
 	copy(buf.B, sz[:])
 	if _, err := io.ReadFull(s.cr, buf.B[4:]); err != nil {
@@ -84,6 +84,9 @@ func (s *session) handleSmall(sz [4]byte, n int) (Reason, error) {
 	if err != nil || req == nil {
 		return r, err
 	}
+	if handled, r, err := s.gate(req, flexible); err != nil || handled {
+		return r, err
+	}
 	v, r, err := s.decide(req, flexible)
 	if err != nil || v == nil {
 		return r, err
@@ -91,6 +94,11 @@ func (s *session) handleSmall(sz [4]byte, n int) (Reason, error) {
 	if err := s.enqueue(req, flexible, v); err != nil {
 		return ReasonIOError, err
 	}
+	defer func() {
+		if !s.awaitPassthrough() && err == nil {
+			r, err = ReasonClientClosed, net.ErrClosed
+		}
+	}()
 	out := buf.B
 	if v.Forward != nil {
 		v.Forward.SetVersion(req.Version)
@@ -117,6 +125,9 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 	}
 	req, flexible, r, err := s.parse(head, n)
 	if err != nil || req == nil {
+		return r, err
+	}
+	if handled, r, err := s.gate(req, flexible); err != nil || handled {
 		return r, err
 	}
 	v, r, err := s.decide(req, flexible)

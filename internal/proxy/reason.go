@@ -26,6 +26,8 @@ const (
 	ReasonShutdown         Reason = "shutdown"
 	ReasonIOError          Reason = "io_error"
 	ReasonShed             Reason = "max_connections_shed"
+	ReasonAuthFailed       Reason = "authentication_failed"
+	ReasonTLSHandshake     Reason = "tls_handshake_failed"
 )
 
 // Reasons lists every close reason, for metrics that pre-declare labels.
@@ -33,6 +35,7 @@ var Reasons = []Reason{
 	ReasonClientClosed, ReasonUpstreamClosed, ReasonUpstreamDial, ReasonUpstreamProtocol,
 	ReasonFrameTooLarge, ReasonBadFrame, ReasonTLSOnPlaintext, ReasonUnknownAPIKey,
 	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError, ReasonShed,
+	ReasonAuthFailed, ReasonTLSHandshake,
 }
 
 // clientReason classifies an error from reading or parsing a client frame.

@@ -125,6 +125,9 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		return err
 	}
 	key, ver := pr.req.Key, pr.req.Version
+	if key == wire.KeySASLAuthenticate {
+		s.passthroughResponse(buf, pr)
+	}
 	if pr.merge != nil {
 		if err := wire.Edit(buf, key, ver, pr.flexible, pr.merge); err != nil {
 			return err

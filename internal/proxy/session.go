@@ -55,6 +55,7 @@ type session struct {
 	verdict Verdict         // its verdict (reader goroutine only)
 	stage   []byte          // staging for streamed responses (responder only)
 	fwd     []byte          // re-encoded requests (reader only)
+	auth    authState
 	fmtr    *kmsg.RequestFormatter
 	fmtrID  string
 }
@@ -122,13 +123,22 @@ func (s *session) run() {
 		}
 		cancel()
 	}()
+	if err := s.clientTLS(ctx); err != nil {
+		cancel()
+		s.open()
+		s.close(ReasonTLSHandshake, err)
+		return
+	}
+	s.auth.needed = s.ln.cfg.usesSASL()
 	var up net.Conn
 	var errs []error
 	for _, addr := range addrs {
 		c, err := s.gw.dialFn(ctx, "tcp", addr)
 		if err == nil {
-			up = c
-			break
+			if c, err = s.upstreamAuth(ctx, c, addr); err == nil {
+				up = c
+				break
+			}
 		}
 		errs = append(errs, fmt.Errorf("dial %s: %w", addr, err))
 	}

@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// writeCredentials writes a credentials file with SCRAM users and API keys
+// and returns its path and the API keys' plaintexts.
+func writeCredentials(t *testing.T, users map[string]string, keyIdentities ...string) (string, []string) {
+	t.Helper()
+	var f auth.CredentialFile
+	for name, pass := range users {
+		u, err := auth.NewCredentialFileUser(name, pass, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Users = append(f.Users, u)
+	}
+	var keys []string
+	for _, id := range keyIdentities {
+		plaintext, k, err := auth.NewAPIKey(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, plaintext)
+		f.APIKeys = append(f.APIKeys, auth.NewCredentialFileAPIKey(k))
+	}
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "credentials.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, keys
+}
+
+func TestSASLTerminateSmoke(t *testing.T) {
+	creds, keys := writeCredentials(t, map[string]string{"alice": "alice-secret"}, "team-a")
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
+		c.CredentialsFile = creds
+	})
+	ctx := ctxT(t, 30*time.Second)
+	for name, mech := range map[string]kgo.Opt{
+		"SCRAM-SHA-256": kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism()),
+		"SCRAM-SHA-512": kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()),
+		"PLAIN":         kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()),
+		"API key":       kgo.SASL(plain.Auth{User: "token", Pass: keys[0]}.AsMechanism()),
+	} {
+		cl := newClient(t, env, nil, mech, kgo.DefaultProduceTopic("sasl"), kgo.AllowAutoTopicCreation())
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(name)}).FirstErr(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if !env.Logs.WaitFor("principal=User:team-a", time.Second) || !env.Logs.WaitFor("principal=User:alice", time.Second) {
+		t.Fatal("principals not bound")
+	}
+}
