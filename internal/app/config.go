@@ -114,15 +114,17 @@ type SocketConfig struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 }
 
-// Default returns the configuration used when no file is given: one
-// PLAINTEXT listener on 127.0.0.1:9092 with brokers on 9100+N, the admin
-// port on 127.0.0.1:9644, and the embedded cluster.
+// Default returns the configuration used when no file is given, for
+// local development: one PLAINTEXT listener on 127.0.0.1:9092 with brokers
+// on 9100+N, the admin port on 127.0.0.1:9644, the embedded cluster, and
+// ANONYMOUS as quota admin so that the tools work without credentials.
 func Default() Config {
 	return Config{
 		Listeners: []proxy.ListenerConfig{{
 			Name: "PLAINTEXT", Bootstrap: "127.0.0.1:9092", BrokerPortBase: 9100,
 		}},
-		HTTP: HTTPConfig{Address: "127.0.0.1:9644"},
+		HTTP:          HTTPConfig{Address: "127.0.0.1:9644"},
+		Authorization: AuthorizationConfig{QuotaAdmins: []string{"ANONYMOUS"}, AllowAnonymousDescribe: true},
 	}
 }
 
