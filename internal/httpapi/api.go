@@ -32,6 +32,8 @@ type Sources struct {
 	Ready    func() bool
 	Registry *prometheus.Registry
 	Now      func() time.Time
+	// APIKeys manages API keys (/api/v1/apikeys, apikeys.go).
+	APIKeys APIKeyManager
 }
 
 // Handler returns the admin port's handler.
@@ -55,6 +57,10 @@ func Handler(s Sources) http.Handler {
 	mux.HandleFunc("GET /api/v1/resolve", s.resolve)
 	mux.HandleFunc("GET /api/v1/connections", s.connections)
 	mux.HandleFunc("GET /api/v1/audit", s.audit)
+	keys := apiKeys{s.APIKeys}
+	mux.HandleFunc("POST /api/v1/apikeys", keys.create)
+	mux.HandleFunc("GET /api/v1/apikeys", keys.list)
+	mux.HandleFunc("DELETE /api/v1/apikeys/{id}", keys.revoke)
 	mux.Handle("GET /", dashboard())
 	return mux
 }
