@@ -37,6 +37,7 @@ func commands() []command {
 		{"validate", "check a config file offline", validate},
 		{"configs", "describe and alter client quotas (kafka-configs.sh flags and output)", cli.Configs},
 		{"quotas", "apply a quota file; resolve which quota applies to a client", cli.Quotas},
+		{"apikeys", "create, list and revoke API keys (through the admin HTTP port)", cli.APIKeys},
 		{"perf", "produce or consume load; report throughput, latency and client throttle metrics", perf.Run},
 		{"version", "print the version", func(_ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "tollgate", version)
