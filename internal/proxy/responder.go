@@ -39,13 +39,17 @@ func (s *session) respond() {
 			s.close(ReasonUpstreamProtocol, errors.New("response with no request outstanding"))
 			return
 		}
-		pr := s.queue[s.head] // stays queued until written, see respondLocal
+		// A copy in the session (not on the stack, where taking its
+		// address would allocate): the head stays queued until written,
+		// see respondLocal.
+		s.cur = s.queue[s.head]
 		s.mu.Unlock()
+		pr := &s.cur
 		var r Reason
 		if n >= streamMin && pr.req.Key == wire.KeyFetch {
-			r, err = s.streamFetch(&pr, sz, n)
+			r, err = s.streamFetch(pr, sz, n)
 		} else {
-			r, err = s.forwardSmall(&pr, sz, n)
+			r, err = s.forwardSmall(pr, sz, n)
 		}
 		if err != nil {
 			s.close(r, err)

@@ -56,6 +56,7 @@ type session struct {
 	stage   []byte          // staging for streamed responses (responder only)
 	fwd     []byte          // re-encoded requests (reader only)
 	auth    authState
+	cur     pending // the response being processed (responder only)
 	fmtr    *kmsg.RequestFormatter
 	fmtrID  string
 }
