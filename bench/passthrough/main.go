@@ -35,7 +35,9 @@ func main() {
 	recSize := flag.Int("record", 16<<10, "record size in bytes")
 	runs := flag.Int("runs", 5, "measured runs of each way (after one warm-up each)")
 	latN := flag.Int("latency-requests", 2000, "sequential small produce requests for the latency probe")
+	withQuotas := flag.Bool("quotas", false, "configure producer and consumer quotas far above the traffic (quotas on, never reached)")
 	flag.Parse()
+	quotasOn = *withQuotas
 	if *forward != "" {
 		runForwarder(*forward)
 		return
@@ -125,7 +127,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		cfg := filepath.Join(dir, "tollgate.yaml")
 		bootstrap = freeAddr()
 		os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nlisteners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
-			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))), 0o600)
+			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))+quotaBlock()), 0o600)
 		proc = exec.Command(bin, "serve", "--config", cfg)
 	}
 	if proc != nil {
@@ -286,6 +288,19 @@ func runForwarder(spec string) {
 	}
 	select {}
 }
+
+var quotasOn bool
+
+func quotaBlock() string {
+	if quotasOn {
+		return unreachedQuotas
+	}
+	return ""
+}
+
+// unreachedQuotas makes every client-id's bucket live (recorded on every
+// request) with a quota no run can reach.
+const unreachedQuotas = "quotas:\n  - default_client_id: true\n    producer_byte_rate: 10000000000\n    consumer_byte_rate: 10000000000\n"
 
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
