@@ -88,6 +88,8 @@ func scramMechanismLabel(t int8) string {
 // Where Tollgate differs from Kafka:
 // * Tollgate answers from its own store: these are the credentials clients
 // authenticate with at the gateway, not the upstream cluster's
+// * Kafka checks DESCRIBE on CLUSTER; Tollgate's Authorizer knows describe
+// (DESCRIBE_CONFIGS) and alter (ALTER_CONFIGS) only, as for client quotas
 // * Null Users on a denied request answers 31 without results (Kafka fails
 // to build that response)
 // * The order of a user's mechanisms is fixed (Kafka's follows a HashMap of
@@ -198,6 +200,10 @@ func (c *Credentials) DescribeUserScramCredentials(_ context.Context, who Initia
 // Where Tollgate differs from Kafka:
 // * Tollgate keeps these credentials itself, for clients authenticating at
 // the gateway; the upstream cluster's are untouched
+// * Kafka checks ALTER on CLUSTER (Tollgate: ALTER_CONFIGS, the quota
+// admins), and its KRaft controller's denial message is "Request <the
+// request's toString> is not authorized."; Tollgate answers the
+// error's default message, as Kafka's ZooKeeper-mode brokers did
 // * An empty Salt is refused with 93 "Salt must not be empty" (Kafka stores
 // it; no SCRAM client accepts it)
 // * The user name "token" is refused for upsertions with 93: SASL/PLAIN
