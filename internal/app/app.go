@@ -39,6 +39,7 @@ type App struct {
 	audit       *audit.Logger
 	ctl         *control.ClientQuotas
 	brokers     *control.BrokerConfigs
+	creds       *control.Credentials
 	ipQuotas    control.IPQuotas
 	engine      *quota.Engine
 	admit       *admission.Limiter
@@ -145,7 +146,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(&observer{a}), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, brokers: a.brokers, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(&observer{a}), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, creds: a.creds, brokers: a.brokers, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
 	if o.UpstreamDial != nil {
 		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
 	}
@@ -203,6 +204,7 @@ func (a *App) startHTTP() error {
 		IPRate:   a.ipRate,
 		Ready:    a.gw.Ready,
 		Registry: a.metrics.Registry,
+		APIKeys:  a.creds.Operator(),
 	})
 	a.httpLn = ln
 	a.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}

@@ -93,6 +93,10 @@ func (a *App) openControl(upstream []string) error {
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
+	a.creds = &control.Credentials{Store: st, Audit: a.audit, Authz: a.ctl.Authz}
+	if err := a.creds.Load(); err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
 	a.brokers = &control.BrokerConfigs{
 		Store:    st,
 		Audit:    a.audit,
@@ -202,6 +206,7 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 type router struct {
 	*enforce.Policy
 	ctl     *control.ClientQuotas
+	creds   *control.Credentials
 	brokers *control.BrokerConfigs
 	log     *slog.Logger
 }
@@ -221,6 +226,22 @@ func (r *router) Request(c *principal.ConnInfo, req *proxy.Request) proxy.Verdic
 			return proxy.Verdict{Respond: r.ctl.Describe(ctx, who, kr.(*kmsg.DescribeClientQuotasRequest))}
 		}
 		return proxy.Verdict{Respond: r.ctl.Alter(ctx, who, kr.(*kmsg.AlterClientQuotasRequest))}
+	case keyDescribeUserSCRAM, keyAlterUserSCRAM:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		who := control.FromConn(c, req.ClientID)
+		if req.Key == keyDescribeUserSCRAM {
+			dr, err := decode[*kmsg.DescribeUserSCRAMCredentialsRequest](req)
+			if err != nil {
+				return proxy.Verdict{Close: proxy.ReasonBadFrame}
+			}
+			return proxy.Verdict{Respond: r.creds.DescribeUserScramCredentials(ctx, who, dr)}
+		}
+		ar, err := decode[*kmsg.AlterUserSCRAMCredentialsRequest](req)
+		if err != nil {
+			return proxy.Verdict{Close: proxy.ReasonBadFrame}
+		}
+		return proxy.Verdict{Respond: r.creds.AlterUserScramCredentials(ctx, who, ar)}
 	case wire.KeyDescribeConfigs, wire.KeyAlterConfigs, wire.KeyIncrementalAlter:
 		if v, ok := r.brokerConfigs(c, req); ok {
 			return v
@@ -258,3 +279,19 @@ func (t *topicSink) Write(ctx context.Context, e *audit.Event, data []byte) erro
 }
 
 func (t *topicSink) Close() error { t.cl.Close(); return nil }
+
+// The SCRAM credential APIs (KIP-554).
+const (
+	keyDescribeUserSCRAM int16 = 50
+	keyAlterUserSCRAM    int16 = 51
+)
+
+func decode[T kmsg.Request](req *proxy.Request) (T, error) {
+	var zero T
+	kr := kmsg.RequestForKey(req.Key)
+	kr.SetVersion(req.Version)
+	if err := kr.ReadFrom(req.Payload[req.BodyOffset:]); err != nil {
+		return zero, err
+	}
+	return kr.(T), nil
+}

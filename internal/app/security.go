@@ -36,17 +36,45 @@ func (a *App) securityOptions() ([]proxy.Option, error) {
 	return opts, nil
 }
 
-// credentials is where terminated SASL logins are checked: the
-// credentials file, when configured.
+// credentials is where terminated SASL logins are checked: the store
+// (credentials managed through the Kafka API and API keys), then the
+// credentials file when configured.
 func (a *App) credentials() (auth.CredentialLookup, error) {
-	if a.cfg.CredentialsFile == "" {
-		return nil, nil
+	users := layered{a.creds}
+	keys := layeredKeys{a.creds}
+	if a.cfg.CredentialsFile != "" {
+		ms, err := auth.LoadCredentialFile(a.cfg.CredentialsFile)
+		if err != nil {
+			return nil, fmt.Errorf("credentials_file: %w", err)
+		}
+		users = append(users, ms)
+		keys = append(keys, ms)
 	}
-	ms, err := auth.LoadCredentialFile(a.cfg.CredentialsFile)
-	if err != nil {
-		return nil, fmt.Errorf("credentials_file: %w", err)
+	return auth.NewLookup(users, keys), nil
+}
+
+// layered tries SCRAM stores in order.
+type layered []auth.ScramStore
+
+func (l layered) Scram(user, mechanism string) (auth.ScramCredential, bool) {
+	for _, s := range l {
+		if c, ok := s.Scram(user, mechanism); ok {
+			return c, true
+		}
 	}
-	return auth.NewLookup(ms, ms), nil
+	return auth.ScramCredential{}, false
+}
+
+// layeredKeys tries API key sources in order.
+type layeredKeys []auth.APIKeys
+
+func (l layeredKeys) ByID(id string) (auth.APIKey, bool) {
+	for _, s := range l {
+		if k, ok := s.ByID(id); ok {
+			return k, true
+		}
+	}
+	return auth.APIKey{}, false
 }
 
 // observer feeds connection events to the metrics and failed logins to the
