@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"net/http"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,7 +11,16 @@ import (
 
 // Every test in this package must leave no goroutine behind: gateway
 // sessions, accept loops, the metadata refresher and the embedded cluster
-// all stop with the app.
+// all stop with the app. (Idle keep-alive connections of the shared HTTP
+// client are closed first: they belong to the test, not to Tollgate.)
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	http.DefaultClient.CloseIdleConnections()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: goroutines left behind:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
