@@ -78,8 +78,13 @@ func TestCredentialsManagedLive(t *testing.T) {
 		t.Error("the API key did not authenticate as its identity")
 	}
 	req, _ := http.NewRequest("DELETE", "http://"+env.App.HTTPAddr()+"/api/v1/apikeys/"+created.ID, nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("revoke: %v %v", err, resp)
+	dresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dresp.Body.Close()
+	if dresp.StatusCode != 200 {
+		t.Fatalf("revoke: %d", dresp.StatusCode)
 	}
 	if err := login(token); err == nil {
 		t.Fatal("a revoked API key still logs in")
