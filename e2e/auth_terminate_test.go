@@ -1,0 +1,26 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// SASL terminated at Tollgate (SASL_PLAINTEXT listener, credentials file):
+// franz-go, sarama (SCRAM through xdg-go/scram, handshake v1) and
+// kafka-go each produce and consume with PLAIN, SCRAM-SHA-256 and
+// SCRAM-SHA-512, and every login binds User:alice with its mechanism.
+func TestAuthTerminateClients(t *testing.T) {
+	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
+	ctx := ctxT(t, 60*time.Second)
+	runAuthMatrix(t, ctx, env.Bootstrap, "alice", "alice-secret")
+	for _, mech := range authMechanisms {
+		waitLog(t, env, time.Second, `msg=authenticated `, "principal=User:alice", "mechanism="+mech)
+	}
+	if ls := logLines(env, "authentication failed"); len(ls) > 0 {
+		t.Errorf("good logins logged failures:\n%s", strings.Join(ls, "\n"))
+	}
+	if ls := logLines(env, "request before authentication"); len(ls) > 0 {
+		t.Errorf("a client library sent a request before authenticating:\n%s", strings.Join(ls, "\n"))
+	}
+}
