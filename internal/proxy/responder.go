@@ -139,7 +139,7 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 	}
 	switch {
 	case key == wire.KeyApiVersions:
-		if err := wire.RewriteApiVersions(buf, ver, nil); err != nil {
+		if err := wire.RewriteApiVersions(buf, ver, nil, s.ln.saslVersions...); err != nil {
 			return err
 		}
 	case wire.CarriesAddresses(key):

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -38,7 +39,7 @@ func Clamp(resp *kmsg.ApiVersionsResponse, drop func(key int16) bool) {
 // it and re-encodes it at the same version. A body that starts with error
 // 35 is in v0 format whatever the request version (KIP-511) and is decoded
 // as such.
-func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool) error {
+func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool, override ...kmsg.ApiVersionsResponseApiKey) error {
 	p := buf.B[4:]
 	if len(p) < 6 {
 		return ErrShortFrame
@@ -52,6 +53,14 @@ func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool) e
 		return fmt.Errorf("%w: ApiVersions v%d: %v", ErrMalformed, resp.Version, err)
 	}
 	Clamp(resp, drop)
+	for _, o := range override {
+		i := slices.IndexFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == o.ApiKey })
+		if i < 0 {
+			resp.ApiKeys = append(resp.ApiKeys, o)
+		} else {
+			resp.ApiKeys[i].MinVersion, resp.ApiKeys[i].MaxVersion = o.MinVersion, o.MaxVersion
+		}
+	}
 	ReplaceBody(buf, 4, resp)
 	return nil
 }
