@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
@@ -261,6 +262,9 @@ type scramServer struct {
 	gs2Header string
 	nonce     string // client + server nonce
 	user      string
+	cred      ScramCredential // the user's, or the fake one
+	bare      string          // client-first-message-bare
+	serverMsg string          // server-first-message
 	known     bool
 	principal principal.Principal
 }
@@ -314,7 +318,8 @@ func (s *scramServer) first(tok []byte) ([]byte, error) {
 	if !ok {
 		cred = s.fakeCredential(m.User)
 	}
-	s.user, s.known, s.gs2Header = m.User, ok, m.GS2Header
+	s.user, s.known, s.gs2Header, s.cred = m.User, ok, m.GS2Header, cred
+	s.bare = strings.TrimPrefix(string(tok), m.GS2Header)
 
 	hashGen := xscram.SHA256
 	if s.mech == MechanismScramSHA512 {
@@ -338,7 +343,7 @@ func (s *scramServer) first(tok []byte) ([]byte, error) {
 		return nil, genericFailure(s.mech, err.Error())
 	}
 	nonce, _, _ := strings.Cut(strings.TrimPrefix(out, "r="), ",")
-	s.nonce = nonce
+	s.nonce, s.serverMsg = nonce, out
 	return []byte(out), nil
 }
 
@@ -354,7 +359,14 @@ func (s *scramServer) final(tok []byte) ([]byte, error) {
 		return nil, &AuthError{Message: msgInvalidUserCredentials, Detail: "channel binding does not match the gs2 header"}
 	}
 	if m.Nonce != s.nonce {
-		return nil, &AuthError{Message: msgInvalidUserCredentials, Detail: "invalid client nonce in the final client message"}
+		if !strings.HasSuffix(m.Nonce, s.nonce) {
+			return nil, &AuthError{Message: msgInvalidUserCredentials, Detail: "invalid client nonce in the final client message"}
+		}
+		// librdkafka before 2.6.1 repeats its client nonce in front of
+		// the combined nonce (librdkafka#4895). Kafka 3.8.1 to 3.9 took
+		// a nonce that ends with the combined one; so does Tollgate: the
+		// proof is still computed over the exact messages exchanged.
+		return s.legacyFinal(tok, m)
 	}
 	if len(m.Proof) != s.hashSize {
 		return nil, &AuthError{Message: msgInvalidUserCredentials, Detail: "proof has the wrong length"}
@@ -365,6 +377,36 @@ func (s *scramServer) final(tok []byte) ([]byte, error) {
 	}
 	s.principal = principal.Principal{Type: "User", Name: s.user}
 	return []byte(out), nil
+}
+
+// legacyFinal verifies a client-final message whose nonce only ends with
+// the expected one (RFC 5802 §3: ClientKey = ClientProof XOR
+// HMAC(StoredKey, AuthMessage), valid when H(ClientKey) = StoredKey).
+func (s *scramServer) legacyFinal(tok []byte, m scramClientFinal) ([]byte, error) {
+	if len(m.Proof) != s.hashSize {
+		return nil, &AuthError{Message: msgInvalidUserCredentials, Detail: "proof has the wrong length"}
+	}
+	withoutProof, _, ok := strings.Cut(string(tok), ",p=")
+	if !ok {
+		return nil, &AuthError{Message: msgInvalidUserCredentials, Detail: "no proof"}
+	}
+	h, _ := scramHash(s.mech)
+	authMsg := []byte(s.bare + "," + s.serverMsg + "," + withoutProof)
+	sig := hmac.New(h, s.cred.StoredKey)
+	sig.Write(authMsg)
+	clientKey := sig.Sum(nil)
+	for i := range clientKey {
+		clientKey[i] ^= m.Proof[i]
+	}
+	stored := h()
+	stored.Write(clientKey)
+	if !s.known || !hmac.Equal(stored.Sum(nil), s.cred.StoredKey) {
+		return nil, errScramCredentials
+	}
+	srvSig := hmac.New(h, s.cred.ServerKey)
+	srvSig.Write(authMsg)
+	s.principal = principal.Principal{Type: "User", Name: s.user}
+	return []byte("v=" + base64.StdEncoding.EncodeToString(srvSig.Sum(nil))), nil
 }
 
 // fakeCredential is what an unknown user is shown: deterministic in the
