@@ -334,8 +334,10 @@ func decodeRequest[T kmsg.Request](req *Request) (T, error) {
 }
 
 // handshake answers SaslHandshake in terminate mode. Only v1 is served
-// (v0's raw, headerless tokens were removed in Kafka 4.0, KIP-896); the
-// response lists the enabled mechanisms, as Kafka's does.
+// (v0 is followed by raw, headerless tokens, which the session does not
+// frame); ApiVersions still advertises Kafka's 0-1 so that librdkafka,
+// which requires v0 in the range, logs in with v1. The response lists the
+// enabled mechanisms, as Kafka's does.
 func (s *session) handshake(req *Request) (bool, Reason, error) {
 	hs, err := decodeRequest[*kmsg.SASLHandshakeRequest](req)
 	if err != nil {
