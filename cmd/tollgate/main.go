@@ -38,6 +38,7 @@ func commands() []command {
 		{"configs", "describe and alter client quotas (kafka-configs.sh flags and output)", cli.Configs},
 		{"quotas", "apply a quota file; resolve which quota applies to a client", cli.Quotas},
 		{"apikeys", "create, list and revoke API keys (through the admin HTTP port)", cli.APIKeys},
+		{"credentials", "add SCRAM users to a credentials file", cli.Credentials},
 		{"perf", "produce or consume load; report throughput, latency and client throttle metrics", perf.Run},
 		{"version", "print the version", func(_ []string, stdout, _ io.Writer) int {
 			fmt.Fprintln(stdout, "tollgate", version)
