@@ -2,6 +2,11 @@
 //
 //	tollgate serve [--config tollgate.yaml]   run the gateway (embedded dev cluster when no upstream)
 //	tollgate validate FILE                    check a config file offline
+//	tollgate configs ...                      kafka-configs.sh's flags for quotas and broker configs
+//	tollgate quotas apply|resolve ...         declarative quotas; which quota applies to a client
+//	tollgate perf produce|consume ...         load generator with the client throttle metrics
+//	tollgate apikeys create|list|revoke       API keys, through the admin HTTP port
+//	tollgate credentials add-user ...         SCRAM users for a credentials file
 //	tollgate version                          print the version
 package main
 
