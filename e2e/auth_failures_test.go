@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/binary"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -189,14 +191,42 @@ func TestAuthFailures(t *testing.T) {
 		goodProduce(t, "after requests before authentication")
 	})
 
-	t.Run("SaslHandshake v0", func(t *testing.T) {
-		rc := dialSASLConn(t, env.Bootstrap)
-		req := kmsg.NewPtrSASLHandshakeRequest()
-		req.Version, req.Mechanism = 0, "PLAIN"
-		if resp, err := rc.roundTrip(req); err == nil {
-			t.Fatalf("SaslHandshake v0 was answered: %+v", resp)
+	t.Run("SaslHandshake v0 with raw tokens", func(t *testing.T) {
+		// v0: the token that follows is a raw frame, no request header;
+		// PLAIN's answer is an empty raw frame.
+		raw := func(rc *saslConn, tok string) ([]byte, error) {
+			frame := binary.BigEndian.AppendUint32(nil, uint32(len(tok)))
+			if _, err := rc.c.Write(append(frame, tok...)); err != nil {
+				return nil, err
+			}
+			rc.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			var sz [4]byte
+			if _, err := io.ReadFull(rc.c, sz[:]); err != nil {
+				return nil, err
+			}
+			b := make([]byte, binary.BigEndian.Uint32(sz[:]))
+			_, err := io.ReadFull(rc.c, b)
+			return b, err
 		}
-		waitLog(t, env, 2*time.Second, "reason=unsupported_version", "remote="+rc.c.LocalAddr().String())
+		rc := dialSASLConn(t, env.Bootstrap)
+		if r := rc.handshake(t, 0, "PLAIN"); r.ErrorCode != 0 {
+			t.Fatalf("SaslHandshake v0: error %d", r.ErrorCode)
+		}
+		if b, err := raw(rc, "\x00alice\x00alice-secret"); err != nil || len(b) != 0 {
+			t.Fatalf("raw PLAIN token: %q %v", b, err)
+		}
+		if _, err := rc.roundTrip(kmsg.NewPtrMetadataRequest()); err != nil {
+			t.Fatalf("Metadata after a v0 login: %v", err)
+		}
+		waitLog(t, env, 2*time.Second, "handshake=v0", "principal=User:alice")
+		// A wrong password over v0: no error frame, the connection closes.
+		bad := dialSASLConn(t, env.Bootstrap)
+		bad.handshake(t, 0, "PLAIN")
+		if b, err := raw(bad, "\x00alice\x00wrong"); err == nil {
+			t.Fatalf("a wrong v0 PLAIN token was answered: %q", b)
+		}
+		// Counted and audited like the v1 failures, though v0 sends no 58.
+		failures = append(failures, failure{bad.c.LocalAddr().String(), ""})
 		goodProduce(t, "after SaslHandshake v0")
 	})
 

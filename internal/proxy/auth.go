@@ -149,6 +149,7 @@ type authState struct {
 	steps     int         // passthrough: SaslAuthenticate responses seen
 	user      string      // passthrough: from the client's first message
 	waiting   chan bool   // passthrough: the responder's verdict on a step
+	raw       bool        // terminate, SaslHandshake v0: raw tokens follow
 }
 
 // upstreamAuth wraps a fresh upstream connection in TLS and authenticates
@@ -333,18 +334,13 @@ func decodeRequest[T kmsg.Request](req *Request) (T, error) {
 	return kr.(T), nil
 }
 
-// handshake answers SaslHandshake in terminate mode. Only v1 is served
-// (v0 is followed by raw, headerless tokens, which the session does not
-// frame); ApiVersions still advertises Kafka's 0-1 so that librdkafka,
-// which requires v0 in the range, logs in with v1. The response lists the
-// enabled mechanisms, as Kafka's does.
+// handshake answers SaslHandshake in terminate mode, v0 (raw tokens
+// follow, see rawToken) and v1 (tokens in SaslAuthenticate). The response
+// lists the enabled mechanisms, as Kafka's does.
 func (s *session) handshake(req *Request) (bool, Reason, error) {
 	hs, err := decodeRequest[*kmsg.SASLHandshakeRequest](req)
 	if err != nil {
 		return false, ReasonBadFrame, err
-	}
-	if req.Version < 1 {
-		return false, ReasonUnsupportedVers, errors.New("SaslHandshake v0 (raw SASL tokens) is not supported; use v1")
 	}
 	if !slices.Contains(s.ln.cfg.mechanisms(), hs.Mechanism) || s.gw.creds == nil {
 		return s.handshakeAnswer(req, 33, nil)
@@ -354,6 +350,9 @@ func (s *session) handshake(req *Request) (bool, Reason, error) {
 		return s.handshakeAnswer(req, 33, nil)
 	}
 	s.auth.mechanism, s.auth.server = hs.Mechanism, srv
+	// v0: the exchange that follows is raw tokens, each a size-prefixed
+	// frame with no header, in both directions (see rawToken).
+	s.auth.raw = req.Version == 0
 	return s.handshakeAnswer(req, 0, nil)
 }
 
@@ -398,6 +397,41 @@ func (s *session) authenticate(req *Request, flexible bool) (bool, Reason, error
 	}
 	s.respondLocal(req, flexible, wire.EncodeResponse(req.CorrelationID, flexible, resp))
 	return true, "", nil
+}
+
+// rawToken handles one raw SASL token frame after a v0 SaslHandshake: the
+// payload is the token, the answer is the challenge as a size-prefixed
+// frame (PLAIN's empty final one included), a failure closes the
+// connection with no error frame, as Kafka does for v0.
+func (s *session) rawToken(p []byte) (Reason, error) {
+	challenge, done, err := s.auth.server.Step(p)
+	if err != nil {
+		s.gw.log.Warn("authentication failed", append(s.logAttrs(), "mechanism", s.auth.mechanism, "err", err.Error())...)
+		if s.gw.authObs != nil {
+			s.gw.authObs.AuthFailed(&s.info, s.auth.mechanism, err)
+		}
+		select {
+		case <-time.After(s.ln.cfg.failedAuthDelay()):
+		case <-s.closed:
+		}
+		return ReasonAuthFailed, err
+	}
+	b := wire.GetBuffer(4 + len(challenge))
+	binary.BigEndian.PutUint32(b.B, uint32(len(challenge)))
+	copy(b.B[4:], challenge)
+	if done {
+		s.info.Principal = s.auth.server.Principal()
+		s.auth.needed, s.auth.raw = false, false
+		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism, "handshake", "v0")...)
+	}
+	s.mu.Lock()
+	_, werr := s.client.Write(b.B)
+	s.mu.Unlock()
+	b.Release()
+	if werr != nil {
+		return ReasonClientClosed, werr
+	}
+	return "", nil
 }
 
 func (s *session) illegalSASLState(req *Request, flexible bool) (bool, Reason, error) {

@@ -53,6 +53,10 @@ type Verdict struct {
 	Merge func(kmsg.Response)
 	// Close closes the connection with this reason instead of forwarding.
 	Close Reason
+	// Hold delays forwarding the request this long (the session reads
+	// nothing else meanwhile): a request for a throttled bucket waits for
+	// the bucket's deadline, whichever connection it came on.
+	Hold time.Duration
 	// Throttle is a throttle the gateway decided at request time. For a
 	// request without a response (acks=0 Produce) the connection is muted
 	// for it once the request is forwarded; otherwise the response

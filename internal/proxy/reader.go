@@ -42,14 +42,30 @@ func (s *session) read() {
 		if s.adm != nil {
 			s.adm.Touch(time.Now()) // least recently used are shed first
 		}
+		// A frame whose size has been read is read, and forwarded, whole,
+		// even if a shutdown begins meanwhile.
+		s.frameMu.Lock()
+		s.inFrame = true
+		if s.draining.Load() {
+			s.client.SetReadDeadline(time.Time{})
+		}
+		s.frameMu.Unlock()
 		var r Reason
 		if n >= streamMin {
 			r, err = s.handleLarge(sz, n)
 		} else {
 			r, err = s.handleSmall(sz, n)
 		}
+		s.frameMu.Lock()
+		s.inFrame = false
+		draining := s.draining.Load()
+		s.frameMu.Unlock()
 		if err != nil {
 			s.close(r, err)
+			return
+		}
+		if draining {
+			s.stopReading(ReasonShutdown, nil)
 			return
 		}
 	}
@@ -80,6 +96,9 @@ func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 		return clientReason(err), err
 	}
 	defer buf.Release()
+	if s.auth.raw {
+		return s.rawToken(buf.B[4:])
+	}
 	req, flexible, r, err := s.parse(buf.B[4:], n)
 	if err != nil || req == nil {
 		return r, err
@@ -116,6 +135,9 @@ func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 // where it lies in the read buffer and the rest is streamed upstream. Only
 // Produce is streamed; any other key this large is read whole.
 func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
+	if s.auth.raw {
+		return ReasonAuthFailed, errors.New("a raw SASL token of 64 KiB or more")
+	}
 	head, err := s.cr.Peek(min(n, readBufSize))
 	if err != nil {
 		return clientReason(err), err
@@ -195,6 +217,10 @@ func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) 
 	switch {
 	case v.Close != "":
 		return nil, v.Close, fmt.Errorf("%s v%d refused", wire.Lookup(req.Key).Name, req.Version)
+	case v.Hold > 0 && !s.hold(v.Hold):
+		return nil, ReasonClientClosed, net.ErrClosed
+	}
+	switch {
 	case v.Respond != nil:
 		v.Respond.SetVersion(req.Version)
 		if t, ok := v.Respond.(kmsg.SetThrottleResponse); ok && v.Throttle > 0 {
@@ -281,4 +307,17 @@ func (s *session) respondLocal(req *Request, flexible bool, b *wire.Buffer) {
 	pr := *req
 	pr.Payload = nil
 	s.queue = append(s.queue, pending{req: pr, flexible: flexible, local: b})
+}
+
+// hold waits d before the request is forwarded, like a mute; false if the
+// session closed meanwhile.
+func (s *session) hold(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closed:
+		return false
+	}
 }

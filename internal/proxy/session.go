@@ -42,7 +42,9 @@ type session struct {
 
 	muteUntil atomic.Int64 // unix nanos; the reader waits for it
 	draining  atomic.Bool
-	readDone  bool // guarded by mu: reader stopped (drain)
+	frameMu   sync.Mutex // guards inFrame against drain
+	inFrame   bool       // the reader is inside a frame
+	readDone  bool       // guarded by mu: reader stopped (drain)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -199,8 +201,14 @@ func (s *session) close(r Reason, err error) {
 // drain stops reading new requests; the responder closes the session once
 // every request already forwarded has its response written.
 func (s *session) drain() {
+	s.frameMu.Lock()
+	defer s.frameMu.Unlock()
 	s.draining.Store(true)
-	s.client.SetReadDeadline(time.Now())
+	if !s.inFrame {
+		// Waiting for the next frame: stop waiting. A frame being read
+		// is finished and forwarded first (see read).
+		s.client.SetReadDeadline(time.Now())
+	}
 }
 
 // mute stops reading from the client until t (KIP-219: respond at once,
