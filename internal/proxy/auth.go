@@ -290,7 +290,10 @@ func (s *session) gate(req *Request, flexible bool) (handled bool, r Reason, err
 	case req.Key == wire.KeyApiVersions:
 		return false, "", nil
 	case req.Key == wire.KeySASLHandshake:
-		if s.ln.cfg.saslMode() == SASLPassthrough && req.Version >= 1 { // v0 falls through to handshake, which refuses it
+		if s.ln.cfg.saslMode() == SASLPassthrough && req.Version < 1 {
+			return false, ReasonUnsupportedVers, errors.New("SaslHandshake v0 cannot be passed through (raw tokens have no frame the gateway can follow); use v1")
+		}
+		if s.ln.cfg.saslMode() == SASLPassthrough { // v0 falls through to handshake, which refuses it
 			hs, err := decodeRequest[*kmsg.SASLHandshakeRequest](req)
 			if err != nil {
 				return false, ReasonBadFrame, err
