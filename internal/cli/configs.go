@@ -357,7 +357,7 @@ func runConfigs(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stderr, err)
 		return 1
 	}
-	cl, watch, err := cc.newClient()
+	cl, watch, err := newClient(cc)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err)
 		return 1

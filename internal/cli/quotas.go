@@ -109,7 +109,7 @@ func (c *commonFlags) client() (*kgo.Client, *connWatch, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return cc.newClient()
+	return newClient(cc)
 }
 
 func newFlagSet(name, usage string, env *Env) *flag.FlagSet {

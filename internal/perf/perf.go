@@ -6,10 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tollgate/tollgate/internal/clientconf"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -228,22 +228,21 @@ func baseOpts(cfg *config, defaultClientID string, stderr io.Writer) ([]kgo.Opt,
 	clientID := cfg.clientID
 	cfg.protocol = "PLAINTEXT"
 	if cfg.commandConfig != "" {
-		props, err := readProps(cfg.commandConfig)
+		props, err := clientconf.LoadProps(cfg.commandConfig)
 		if err != nil {
 			return nil, "", fmt.Errorf("--command-config: %w", err)
 		}
-		cs, err := clientProps(props)
+		cc, err := clientconf.New(strings.Join(cfg.bootstrap, ","), props, "")
 		if err != nil {
 			return nil, "", fmt.Errorf("--command-config %s: %w", cfg.commandConfig, err)
 		}
-		sort.Strings(cs.ignored)
-		for _, k := range cs.ignored {
+		for _, k := range clientconf.Unknown(props) {
 			fmt.Fprintf(stderr, "tollgate perf: ignoring property %s (not used by perf)\n", k)
 		}
-		opts = append(opts, cs.opts...)
-		cfg.protocol = cs.protocol
+		opts = append(opts, cc.Opts()...)
+		cfg.protocol = cc.Protocol
 		if clientID == "" {
-			clientID = cs.clientID
+			clientID = cc.ClientID
 		}
 	}
 	if clientID == "" {

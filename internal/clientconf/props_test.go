@@ -1,4 +1,4 @@
-package perf
+package clientconf
 
 import (
 	"crypto/ecdsa"
@@ -17,7 +17,7 @@ import (
 )
 
 func TestParseProperties(t *testing.T) {
-	got, err := parseProperties("# comment\n! also\n  a=1\nb : two words \nc\\=d:x\n" +
+	got, err := ParseProps("# comment\n! also\n  a=1\nb : two words \nc\\=d:x\n" +
 		"long = one\\\n    two\\\n three\nu=\\u00e9\\t|\nempty=\nbare\r\nlast=\\\\\n")
 	if err != nil {
 		t.Fatal(err)
@@ -27,13 +27,13 @@ func TestParseProperties(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q\nwant %q", got, want)
 	}
-	if _, err := parseProperties(`bad=\u12`); err == nil {
+	if _, err := ParseProps(`bad=\u12`); err == nil {
 		t.Fatal("a short \\u escape parsed")
 	}
 }
 
 func TestJAASOptions(t *testing.T) {
-	got, err := jaasOptions(`org.apache.kafka.common.security.scram.ScramLoginModule required
+	got, err := parseJAAS(`org.apache.kafka.common.security.scram.ScramLoginModule required
 		username="alice" password="p\"w d;x" tokenauth=true;`)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestJAASOptions(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 	for _, bad := range []string{"", "Module", `Module maybe username="a";`, `Module required username="a`, `Module required =x;`} {
-		if _, err := jaasOptions(bad); err == nil {
+		if _, err := parseJAAS(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
 	}
@@ -67,32 +67,32 @@ func TestClientProps(t *testing.T) {
 		{"security.protocol": "SSL"}, // system roots
 	}
 	for _, p := range ok {
-		cs, err := clientProps(p)
+		c, err := New("127.0.0.1:9092", p, "dflt")
 		if err != nil {
 			t.Errorf("%v: %v", p, err)
 			continue
 		}
-		if cs.protocol == "" {
-			t.Errorf("%v: no protocol", p)
+		if c.Protocol == "" || len(c.Opts()) < 2 {
+			t.Errorf("%v: %+v", p, c)
 		}
 	}
-	cs, _ := clientProps(ok[1])
-	if cs.clientID != "me" || cs.protocol != "PLAINTEXT" || !reflect.DeepEqual(cs.ignored, []string{"acks"}) {
-		t.Fatalf("%+v", cs)
+	c, _ := New("127.0.0.1:9092", ok[1], "dflt")
+	if c.ClientID != "me" || c.Protocol != "PLAINTEXT" || !reflect.DeepEqual(Unknown(ok[1]), []string{"acks"}) {
+		t.Fatalf("%+v %v", c, Unknown(ok[1]))
 	}
 	bad := map[string]map[string]string{
-		"security.protocol":       {"security.protocol": "SSH"},
-		"GSSAPI":                  {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas},
-		"OAUTHBEARER":             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas},
-		"sasl.jaas.config is":     {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
-		"no password":             {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": `M required username="u";`},
-		"only PEM":                {"security.protocol": "SSL", "ssl.truststore.location": ca, "ssl.truststore.type": "JKS"},
-		"ssl.truststore.location": {"security.protocol": "SSL", "ssl.truststore.location": filepath.Join(dir, "missing.pem")},
-		"no PEM certificate":      {"security.protocol": "SSL", "ssl.truststore.certificates": "not pem"},
-		"ssl.key.password":        {"security.protocol": "SSL", "ssl.key.password": "x"},
+		"security.protocol":            {"security.protocol": "SSH"},
+		"GSSAPI":                       {"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": jaas},
+		"OAUTHBEARER":                  {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER", "sasl.jaas.config": jaas},
+		"sasl.jaas.config must be set": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"},
+		"no password":                  {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": `M required username="u";`},
+		"PEM files only":               {"security.protocol": "SSL", "ssl.truststore.location": ca, "ssl.truststore.type": "JKS"},
+		"ssl.truststore.location":      {"security.protocol": "SSL", "ssl.truststore.location": filepath.Join(dir, "missing.pem")},
+		"no PEM certificate":           {"security.protocol": "SSL", "ssl.truststore.certificates": "not pem"},
+		"ssl.key.password":             {"security.protocol": "SSL", "ssl.key.password": "x"},
 	}
 	for want, p := range bad {
-		if _, err := clientProps(p); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := New("127.0.0.1:9092", p, ""); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: error %v, want one mentioning %q", p, err, want)
 		}
 	}

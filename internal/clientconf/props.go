@@ -1,4 +1,4 @@
-package cli
+package clientconf
 
 import (
 	"fmt"
@@ -10,19 +10,19 @@ import (
 )
 
 // loadProps reads a Java properties file, as Kafka's Utils.loadProps does.
-func loadProps(path string) (map[string]string, error) {
+func LoadProps(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseProps(string(b))
+	return ParseProps(string(b))
 }
 
 // parseProps parses the java.util.Properties text format: '#' and '!'
 // comments, "key=value", "key: value" or "key value", a backslash at the end
 // of a line continuing it, and the escapes \t \n \r \f \uXXXX (any other
 // escaped character stands for itself). A later key overrides an earlier one.
-func parseProps(text string) (map[string]string, error) {
+func ParseProps(text string) (map[string]string, error) {
 	props := map[string]string{}
 	text = strings.ReplaceAll(text, "\r\n", "\n")
 	text = strings.ReplaceAll(text, "\r", "\n")
