@@ -135,10 +135,14 @@ func (h wireHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, n int, _, _ time
 	}
 }
 
-func produceLoop(ctx context.Context, cl *kgo.Client, topic string, size int) {
+func produceLoop(ctx context.Context, cl *kgo.Client, topic string, size int, acked ...*meter) {
 	val := make([]byte, size)
 	for ctx.Err() == nil {
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val}, nil)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val}, func(r *kgo.Record, err error) {
+			if err == nil && len(acked) > 0 {
+				acked[0].add(len(r.Value))
+			}
+		})
 		for cl.BufferedProduceBytes() > 4<<20 && ctx.Err() == nil {
 			time.Sleep(time.Millisecond)
 		}
@@ -185,9 +189,11 @@ func manyClients(boot string) {
 	ctx, cancel := context.WithTimeout(context.Background(), total)
 	defer cancel()
 	meters := make([]*meter, *many)
+	ackMeters := make([]*meter, *many)
 	var wg sync.WaitGroup
 	for i := range meters {
 		meters[i] = newMeter()
+		ackMeters[i] = newMeter()
 		cl, _ := kgo.NewClient(kgo.SeedBrokers(boot), kgo.ClientID(fmt.Sprintf("bench-many-%02d", i)),
 			kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression()),
 			kgo.WithHooks(wireHook{prod: meters[i]}), kgo.ProducerBatchMaxBytes(256<<10))
@@ -195,14 +201,17 @@ func manyClients(boot string) {
 		go func() {
 			defer wg.Done()
 			defer cl.Close()
-			produceLoop(ctx, cl, "bench-many", 8<<10)
+			produceLoop(ctx, cl, "bench-many", 8<<10, ackMeters[i])
 		}()
 	}
 	wg.Wait()
-	var ratios []float64
-	for _, m := range meters {
+	var ratios, acked []float64
+	for i, m := range meters {
 		ratios = append(ratios, m.over(*warmup, *measure) / *manyQ)
+		acked = append(acked, ackMeters[i].over(*warmup, *measure) / *manyQ)
 	}
+	sort.Float64s(acked)
+	fmt.Printf("(acknowledged record values ÷ Q: min %.4f, median %.4f, max %.4f)\n", acked[0], acked[len(acked)/2], acked[len(acked)-1])
 	sort.Float64s(ratios)
 	worst := math.Max(math.Abs(1-ratios[0]), math.Abs(ratios[len(ratios)-1]-1))
 	fmt.Printf("## %d client-ids at once, each with its own quota of %.0f KiB/s\n\n", *many, *manyQ/1024)

@@ -41,20 +41,24 @@ var _ proxy.Policy = (*Policy)(nil)
 func (p *Policy) Request(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict {
 	switch r.Key {
 	case wire.KeyProduce:
+		hold := p.Engine.Hold(quota.ProducerByteRate, c.Principal.Name, r.ClientID, p.Now())
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
-			return proxy.Verdict{Throttle: p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, p.Now())}
+			return proxy.Verdict{Hold: hold, Throttle: p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, p.Now().Add(hold))}
 		}
+		return proxy.Verdict{Hold: hold}
 	case wire.KeyFetch:
+		hold := p.Engine.Hold(quota.ConsumerByteRate, c.Principal.Name, r.ClientID, p.Now())
 		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
 		if !ok {
-			break
+			return proxy.Verdict{Hold: hold}
 		}
-		clamp, reserved := p.Engine.ReserveFetch(c.Principal.Name, r.ClientID, req, p.Now())
+		clamp, reserved := p.Engine.ReserveFetch(c.Principal.Name, r.ClientID, req, p.Now().Add(hold))
 		if clamp < req {
 			wire.ClampFetch(r.Payload, r.BodyOffset, r.Version, clamp)
 		}
 		r.Reserved = reserved
+		return proxy.Verdict{Hold: hold}
 	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
 		return p.mutation(c, r)
 	}

@@ -170,6 +170,29 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 	return int32(v)
 }
 
+// Hold returns how long a request for key k must wait before it is
+// forwarded: the rest of the bucket's throttle, when SharedDeadline is on
+// and the bucket is throttled. A gateway holds every connection of a
+// throttled bucket until the same moment, not just the one whose response
+// carried the throttle (each connection's own throttle was computed before
+// the others' requests were recorded).
+func (c *Client) Hold(k Key, now time.Time) time.Duration {
+	if !c.e.cfg.SharedDeadline || !k.Valid() {
+		return 0
+	}
+	nowMs := now.UnixMilli()
+	b := c.lock(k, nowMs)
+	if b == nil {
+		return 0
+	}
+	until := b.until
+	b.mu.Unlock()
+	if until <= nowMs {
+		return 0
+	}
+	return ms(until - nowMs)
+}
+
 // ReserveFetch clamps one consumer fetch. max_bytes becomes at most
 // floor(Q·(N−1)·W), Kafka's clamp, and — because a gateway's bucket is fed
 // by fetches on several connections at once — at most what the quota
@@ -258,6 +281,12 @@ func (c *Client) RecordMutation(n float64, strict bool, now time.Time) (time.Dur
 func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) time.Duration {
 	c := Client{e: e, user: user, clientID: clientID}
 	return c.RecordProduce(bytes, now)
+}
+
+// Hold is Client.Hold for (user, clientID).
+func (e *Engine) Hold(k Key, user, clientID string, now time.Time) time.Duration {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.Hold(k, now)
 }
 
 // ReserveFetch is Client.ReserveFetch for (user, clientID).

@@ -447,3 +447,30 @@ func TestEngineReserveFetch(t *testing.T) {
 		t.Fatalf("after 4000 B were used: clamp %d, want the rest of the window", c3)
 	}
 }
+
+// Hold tells the gateway how long a request for a throttled bucket waits,
+// whichever connection it came on; without SharedDeadline it is Kafka's
+// behaviour (no hold).
+func TestEngineHold(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		e := newTestEngine(t, EngineConfig{SharedDeadline: shared})
+		e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+		if d := e.Hold(ProducerByteRate, "u", "c", at(0)); d != 0 {
+			t.Fatalf("hold before any traffic: %v", d)
+		}
+		e.RecordProduce("u", "c", 15000, at(0)) // 5 s of debt
+		want := time.Duration(0)
+		if shared {
+			want = 4 * time.Second
+		}
+		if d := e.Hold(ProducerByteRate, "u", "c", at(1000)); d != want {
+			t.Fatalf("shared=%v: hold %v, want %v", shared, d, want)
+		}
+		if d := e.Hold(ProducerByteRate, "u", "c", at(6000)); d != 0 {
+			t.Fatalf("hold after the deadline: %v", d)
+		}
+		if d := e.Hold(ConsumerByteRate, "u", "c", at(1000)); d != 0 {
+			t.Fatalf("another key's hold: %v", d)
+		}
+	}
+}
