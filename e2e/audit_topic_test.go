@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+)
+
+// audit.topic: every event is also produced to a topic on the upstream
+// cluster, before the alteration's response.
+func TestAuditTopicSink(t *testing.T) {
+	env := startControl(t, func(c *app.Config) {
+		c.Audit.Topic = "tollgate-audit"
+		c.Audit.Required = true
+	})
+	ctx := ctxT(t, 30*time.Second)
+	adm := adminAs(t, env, "127.0.0.2")
+	name := "audited"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &name}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 4096}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	// Read the topic straight from the upstream cluster.
+	cons, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...), kgo.ConsumeTopics("tollgate-audit"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	fs := cons.PollFetches(ctx)
+	if fs.Err() != nil || fs.NumRecords() != 1 {
+		t.Fatalf("audit topic: %d records, %v", fs.NumRecords(), fs.Err())
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(fs.Records()[0].Value, &ev); err != nil {
+		t.Fatal(err)
+	}
+	ch := ev["changes"].([]any)[0].(map[string]any)
+	if ev["action"] != "alter_client_quotas" || ev["outcome"] != "applied" || ch["new"] != 4096.0 || string(fs.Records()[0].Key) != ev["id"] {
+		t.Fatalf("event %v", ev)
+	}
+}
