@@ -100,30 +100,7 @@ func (s *Store) ScramCredential(user, mechanism string) (string, bool, error) {
 // event there, and an error from it commits nothing and is returned
 // unchanged. before must not use the store.
 func (s *Store) AlterScramFunc(changes []ScramChange, before func([]ScramResult) error) ([]ScramResult, error) {
-	results := make([]ScramResult, 0, len(changes))
-	changed := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bucketScram)
-		for _, ch := range changes {
-			r, err := alterScram(root, ch)
-			if err != nil {
-				return err
-			}
-			changed = changed || r.Changed
-			results = append(results, r)
-		}
-		if before != nil {
-			return before(results)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		s.notify()
-	}
-	return results, nil
+	return alterAll(s, bucketScram, changes, alterScram, func(r ScramResult) bool { return r.Changed }, before)
 }
 
 func alterScram(root *bolt.Bucket, ch ScramChange) (ScramResult, error) {

@@ -297,30 +297,7 @@ func (s *Store) AlterClientQuotas(changes []EntityChange) error {
 // transaction replaced (no other write can interleave). before must not
 // use the store. The results are returned on success.
 func (s *Store) AlterClientQuotasFunc(changes []EntityChange, before func([]EntityResult) error) ([]EntityResult, error) {
-	results := make([]EntityResult, 0, len(changes))
-	changed := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bucketQuotas)
-		for _, ch := range changes {
-			r, err := alterEntity(root, ch)
-			if err != nil {
-				return err
-			}
-			changed = changed || r.Changed
-			results = append(results, r)
-		}
-		if before != nil {
-			return before(results)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		s.notify()
-	}
-	return results, nil
+	return alterAll(s, bucketQuotas, changes, alterEntity, func(r EntityResult) bool { return r.Changed }, before)
 }
 
 func alterEntity(root *bolt.Bucket, ch EntityChange) (EntityResult, error) {
@@ -509,30 +486,7 @@ func (s *Store) SetBrokerConfigs(changes []BrokerChange) error {
 // SetBrokerConfigsFunc is SetBrokerConfigs with a hook called before the
 // commit, as AlterClientQuotasFunc.
 func (s *Store) SetBrokerConfigsFunc(changes []BrokerChange, before func([]BrokerResult) error) ([]BrokerResult, error) {
-	results := make([]BrokerResult, 0, len(changes))
-	changed := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bucketBrokers)
-		for _, ch := range changes {
-			r, err := alterBroker(root, ch)
-			if err != nil {
-				return err
-			}
-			changed = changed || r.Changed
-			results = append(results, r)
-		}
-		if before != nil {
-			return before(results)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if changed {
-		s.notify()
-	}
-	return results, nil
+	return alterAll(s, bucketBrokers, changes, alterBroker, func(r BrokerResult) bool { return r.Changed }, before)
 }
 
 func alterBroker(root *bolt.Bucket, ch BrokerChange) (BrokerResult, error) {
@@ -587,4 +541,36 @@ func alterBroker(root *bolt.Bucket, ch BrokerChange) (BrokerResult, error) {
 		}
 	}
 	return r, nil
+}
+
+// alterAll applies changes to one top-level bucket in one write
+// transaction: each change through alter, then before (the audit hook) with
+// every result, then the commit; on any error nothing is committed. The
+// change feed fires if a result says something changed.
+func alterAll[C, R any](s *Store, bucket []byte, changes []C, alter func(*bolt.Bucket, C) (R, error),
+	changedOf func(R) bool, before func([]R) error) ([]R, error) {
+	results := make([]R, 0, len(changes))
+	changed := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucket)
+		for _, ch := range changes {
+			r, err := alter(root, ch)
+			if err != nil {
+				return err
+			}
+			changed = changed || changedOf(r)
+			results = append(results, r)
+		}
+		if before != nil {
+			return before(results)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.notify()
+	}
+	return results, nil
 }
