@@ -41,11 +41,13 @@ var _ proxy.Policy = (*Policy)(nil)
 func (p *Policy) Request(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict {
 	switch r.Key {
 	case wire.KeyProduce:
-		hold := p.Engine.Hold(quota.ProducerByteRate, c.Principal.Name, r.ClientID, p.Now())
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
+			hold := p.Engine.Hold(quota.ProducerByteRate, c.Principal.Name, r.ClientID, p.Now())
 			return proxy.Verdict{Hold: hold, Throttle: p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, p.Now().Add(hold))}
 		}
+		hold, reserved := p.Engine.HoldProduce(c.Principal.Name, r.ClientID, r.Size, p.Now())
+		r.Reserved = reserved
 		return proxy.Verdict{Hold: hold}
 	case wire.KeyFetch:
 		hold := p.Engine.Hold(quota.ConsumerByteRate, c.Principal.Name, r.ClientID, p.Now())
@@ -69,7 +71,9 @@ func (p *Policy) Request(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict 
 func (p *Policy) Response(c *principal.ConnInfo, r *proxy.Request, size int) time.Duration {
 	switch r.Key {
 	case wire.KeyProduce:
-		return p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, p.Now())
+		now := p.Now()
+		p.Engine.ReleaseProduce(c.Principal.Name, r.ClientID, r.Reserved, now)
+		return p.Engine.RecordProduce(c.Principal.Name, r.ClientID, r.Size, now)
 	case wire.KeyFetch:
 		now := p.Now()
 		p.Engine.ReleaseFetch(c.Principal.Name, r.ClientID, r.Reserved, now)
@@ -81,8 +85,11 @@ func (p *Policy) Response(c *principal.ConnInfo, r *proxy.Request, size int) tim
 // Dropped implements proxy.Dropper: a fetch whose connection closed gives
 // its reservation back.
 func (p *Policy) Dropped(c *principal.ConnInfo, r *proxy.Request) {
-	if r.Key == wire.KeyFetch {
+	switch r.Key {
+	case wire.KeyFetch:
 		p.Engine.ReleaseFetch(c.Principal.Name, r.ClientID, r.Reserved, p.Now())
+	case wire.KeyProduce:
+		p.Engine.ReleaseProduce(c.Principal.Name, r.ClientID, r.Reserved, p.Now())
 	}
 }
 

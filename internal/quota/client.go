@@ -193,6 +193,47 @@ func (c *Client) Hold(k Key, now time.Time) time.Duration {
 	return ms(until - nowMs)
 }
 
+// HoldProduce is Hold for a Produce request of size bytes that also counts
+// the produce requests of the bucket already forwarded and not yet answered
+// (a client pipelines several per connection, on each of its connections):
+// the request waits as long as Kafka's formula would throttle if those were
+// already recorded, and at least until the bucket's deadline. Its size is
+// then counted as in flight until ReleaseProduce (the response records it,
+// as Kafka does, when it passes). Without SharedDeadline it returns 0, 0.
+func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
+	if !c.e.cfg.SharedDeadline {
+		return 0, 0
+	}
+	nowMs := now.UnixMilli()
+	b := c.lock(ProducerByteRate, nowMs)
+	if b == nil {
+		return 0, 0
+	}
+	defer b.mu.Unlock()
+	hold := max(b.until-nowMs, 0)
+	if b.level != LevelNone && b.inflight > 0 {
+		rate, w := b.rate.Peek(nowMs)
+		observed := (rate*float64(w)/1000 + b.inflight) / (float64(w) / 1000)
+		t := int64(ThrottleMs(observed, b.quota, w, c.e.maxThrottleMs))
+		hold = max(hold, t)
+	}
+	b.inflight += float64(size)
+	return ms(hold), int64(size)
+}
+
+// ReleaseProduce takes a request HoldProduce counted out of flight.
+func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
+	if reserved <= 0 {
+		return
+	}
+	b := c.lock(ProducerByteRate, now.UnixMilli())
+	if b == nil {
+		return
+	}
+	b.inflight = max(b.inflight-float64(reserved), 0)
+	b.mu.Unlock()
+}
+
 // ReserveFetch clamps one consumer fetch. max_bytes becomes at most
 // floor(Q·(N−1)·W), Kafka's clamp, and — because a gateway's bucket is fed
 // by fetches on several connections at once — at most what the quota
@@ -287,6 +328,18 @@ func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) 
 func (e *Engine) Hold(k Key, user, clientID string, now time.Time) time.Duration {
 	c := Client{e: e, user: user, clientID: clientID}
 	return c.Hold(k, now)
+}
+
+// HoldProduce is Client.HoldProduce for (user, clientID).
+func (e *Engine) HoldProduce(user, clientID string, size int, now time.Time) (time.Duration, int64) {
+	c := Client{e: e, user: user, clientID: clientID}
+	return c.HoldProduce(size, now)
+}
+
+// ReleaseProduce is Client.ReleaseProduce for (user, clientID).
+func (e *Engine) ReleaseProduce(user, clientID string, reserved int64, now time.Time) {
+	c := Client{e: e, user: user, clientID: clientID}
+	c.ReleaseProduce(reserved, now)
 }
 
 // ReserveFetch is Client.ReserveFetch for (user, clientID).

@@ -168,8 +168,8 @@ type bucket struct {
 	// or the connections not yet throttled would keep sending while the
 	// first one waits, and the cluster-wide rate would settle above Q.
 	until int64
-	// inflight is consumer fetch bytes reserved by fetches forwarded but
-	// not yet answered (ReserveFetch), ConsumerByteRate only.
+	// inflight is bytes of requests forwarded but not yet answered:
+	// fetch reservations (ReserveFetch) or produce requests (HoldProduce).
 	inflight float64
 	dead     bool // expired; written with both Engine.mu and mu held
 	_        cacheLinePad

@@ -474,3 +474,37 @@ func TestEngineHold(t *testing.T) {
 		}
 	}
 }
+
+// A client pipelines produce requests: those forwarded but not answered
+// count toward the hold of the next one, so the pipeline cannot carry a
+// window's worth more than the quota before the first throttle returns.
+func TestEngineHoldProduceCountsInFlight(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{SharedDeadline: true})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	// A fresh bucket: the first request is not held.
+	h1, r1 := e.HoldProduce("u", "c", 15000, at(0))
+	if h1 != 0 || r1 != 15000 {
+		t.Fatalf("first: hold %v reserved %d", h1, r1)
+	}
+	// The second, pipelined behind it, is held as if the first were
+	// recorded: 15000 B over the 10 s window floor at 1000 B/s is 5 s.
+	h2, r2 := e.HoldProduce("u", "c", 1, at(0))
+	if h2 != 5*time.Second {
+		t.Fatalf("pipelined: hold %v, want 5s", h2)
+	}
+	e.ReleaseProduce("u", "c", r1, at(10))
+	e.ReleaseProduce("u", "c", r2, at(10))
+	// Nothing in flight and nothing recorded: no hold.
+	if h, r := e.HoldProduce("u", "c", 1, at(20)); h != 0 {
+		t.Fatalf("after release: hold %v", h)
+	} else {
+		e.ReleaseProduce("u", "c", r, at(20))
+	}
+	// Without SharedDeadline (Kafka's arithmetic alone) nothing is held.
+	k := newTestEngine(t, EngineConfig{})
+	k.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	k.HoldProduce("u", "c", 15000, at(0))
+	if h, _ := k.HoldProduce("u", "c", 1, at(0)); h != 0 {
+		t.Fatalf("without SharedDeadline: hold %v", h)
+	}
+}
