@@ -127,8 +127,14 @@ func parseRule(rule string) (*mappingRule, error) {
 	if r.find, err = regexp.Compile(r.pattern); err != nil {
 		return nil, fmt.Errorf("auth: principal mapping rule %q: pattern (Go RE2 syntax): %v", rule, err)
 	}
-	r.full = regexp.MustCompile(`\A(?:` + r.pattern + `)\z`)
-	r.shifted = regexp.MustCompile(`(?s:.)(?:` + r.pattern + `)`)
+	// A pattern that compiles alone can still break when wrapped (an
+	// unterminated \Q quotes the wrapper's closing parenthesis).
+	if r.full, err = regexp.Compile(`\A(?:` + r.pattern + `)\z`); err != nil {
+		return nil, fmt.Errorf("auth: principal mapping rule %q: pattern (Go RE2 syntax): %v", rule, err)
+	}
+	if r.shifted, err = regexp.Compile(`(?s:.)(?:` + r.pattern + `)`); err != nil {
+		return nil, fmt.Errorf("auth: principal mapping rule %q: pattern (Go RE2 syntax): %v", rule, err)
+	}
 	names := map[string]int{}
 	for i, n := range r.find.SubexpNames() {
 		if n != "" {
