@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -288,6 +289,50 @@ func TestSynctestQuotaChangedLive(t *testing.T) {
 		}
 		if n.throttles.Load() == before {
 			t.Fatal("not throttled after the quota was lowered")
+		}
+	})
+}
+
+// A shutdown does not wait for muted or held connections (a mute can
+// outlast the shutdown timeout): they stop reading at once, and the gateway
+// stops without hitting its timeout. kafka-go ignores throttle_time_ms, so
+// it always has a request waiting on the gateway.
+func TestSynctestShutdownDoesNotWaitForMute(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("kafka-go"), 64<<10, 0)}
+		})
+		tr := &kafka.Transport{ClientID: "kafka-go", Dial: env.Net.DialContext}
+		w := &kafka.Writer{Addr: kafka.TCP(env.Bootstrap), Topic: "mute", Transport: tr,
+			RequiredAcks: kafka.RequireOne, BatchSize: 16, BatchTimeout: time.Millisecond, AllowAutoTopicCreation: true}
+		msgs := make([]kafka.Message, 16)
+		for i := range msgs {
+			msgs[i] = kafka.Message{Value: make([]byte, 32<<10)}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for ctx.Err() == nil {
+				w.WriteMessages(ctx, msgs...)
+			}
+		}()
+		time.Sleep(20 * time.Second) // well into throttling: 10 MiB/s offered, 64 KiB/s allowed
+		if !strings.Contains(env.Logs.String(), "connection open") {
+			t.Fatal("no connection")
+		}
+		start := time.Now()
+		err := env.App.Stop(context.Background())
+		took := time.Since(start)
+		cancel()
+		<-done
+		w.Close()
+		tr.CloseIdleConnections()
+		if err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		if took >= time.Second {
+			t.Fatalf("shutdown took %v: it waited for the mute or hold", took)
 		}
 	})
 }

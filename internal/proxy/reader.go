@@ -28,6 +28,7 @@ func (s *session) read() {
 	var sz [4]byte
 	for {
 		if !s.waitUnmuted() {
+			s.stopReading(ReasonShutdown, nil) // no-op once closed
 			return
 		}
 		if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
@@ -37,6 +38,13 @@ func (s *session) read() {
 		n, err := wire.FrameSize(sz, max)
 		if err != nil {
 			s.stopReading(clientReason(err), err)
+			return
+		}
+		// A frame that arrived while the reader was already waiting for
+		// it is still held for a mute set meanwhile (by the previous
+		// response): a muted channel reads nothing.
+		if !s.waitUnmuted() {
+			s.stopReading(ReasonShutdown, nil)
 			return
 		}
 		if s.adm != nil {
@@ -60,6 +68,11 @@ func (s *session) read() {
 		s.inFrame = false
 		draining := s.draining.Load()
 		s.frameMu.Unlock()
+		if err == errHeldAtShutdown {
+			// The requests already forwarded still get their responses.
+			s.stopReading(ReasonShutdown, nil)
+			return
+		}
 		if err != nil {
 			s.close(r, err)
 			return
@@ -165,8 +178,8 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 	if err := s.enqueue(req, flexible, v); err != nil {
 		return ReasonIOError, err
 	}
-	if err := s.streamToUpstream(sz, n); err != nil {
-		return ReasonUpstreamClosed, err
+	if r, err := s.streamToUpstream(sz, n); err != nil {
+		return r, err
 	}
 	s.afterForward(req, v)
 	return "", nil
@@ -206,6 +219,10 @@ func (s *session) parse(p []byte, n int) (*Request, bool, Reason, error) {
 	return req, flexible, "", nil
 }
 
+// errHeldAtShutdown ends the reader when a held request is dropped because
+// the session closed or the gateway is shutting down.
+var errHeldAtShutdown = errors.New("request dropped while held: connection closing")
+
 // decide asks the policy. A nil verdict with a nil error means the request
 // was answered locally.
 func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) {
@@ -218,7 +235,11 @@ func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) 
 	case v.Close != "":
 		return nil, v.Close, fmt.Errorf("%s v%d refused", wire.Lookup(req.Key).Name, req.Version)
 	case v.Hold > 0 && !s.hold(v.Hold):
-		return nil, ReasonClientClosed, net.ErrClosed
+		// Closed, or the gateway is shutting down: the held request is
+		// not forwarded (the client's retry writes it once) and gives
+		// back what the policy reserved for it.
+		s.drop(req)
+		return nil, ReasonShutdown, errHeldAtShutdown
 	}
 	switch {
 	case v.Respond != nil:
@@ -246,6 +267,7 @@ func (s *session) enqueue(req *Request, flexible bool, v *Verdict) error {
 	select {
 	case s.inFlt <- struct{}{}:
 	case <-s.closed:
+		s.drop(req)
 		return net.ErrClosed
 	}
 	pr := *req
@@ -275,20 +297,27 @@ func (s *session) formatter(clientID string) *kmsg.RequestFormatter {
 // streamToUpstream forwards the size prefix and n payload bytes from the
 // client: what is already buffered is written with the prefix in one
 // call, the rest is copied socket to socket (splice on Linux).
-func (s *session) streamToUpstream(sz [4]byte, n int) error {
+func (s *session) streamToUpstream(sz [4]byte, n int) (Reason, error) {
 	b := s.cr.Buffered()
 	first, _ := s.cr.Peek(min(b, n))
 	bufs := net.Buffers{sz[:], first}
 	if _, err := bufs.WriteTo(s.upstream); err != nil {
-		return fmt.Errorf("write upstream: %w", err)
+		return ReasonUpstreamClosed, fmt.Errorf("write upstream: %w", err)
 	}
 	s.cr.Discard(len(first))
 	if rest := int64(n - len(first)); rest > 0 {
+		// Copied socket to socket (spliced on Linux). A short copy with
+		// io.EOF is the client leaving mid-frame (a timed-out client
+		// closes while its request is held, for one); a write to a
+		// closed upstream fails with another error.
 		if _, err := io.CopyN(s.upstream, s.client, rest); err != nil {
-			return fmt.Errorf("stream to upstream: %w", err)
+			if errors.Is(err, io.EOF) {
+				return ReasonClientClosed, fmt.Errorf("client closed mid-frame: %w", err)
+			}
+			return ReasonUpstreamClosed, fmt.Errorf("stream to upstream: %w", err)
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // respondLocal writes a response the gateway built, in order: directly if
@@ -318,6 +347,8 @@ func (s *session) hold(d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-s.closed:
+		return false
+	case <-s.gw.closing:
 		return false
 	}
 }

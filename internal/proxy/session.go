@@ -225,7 +225,8 @@ func (s *session) mute(t time.Time) {
 }
 
 // waitUnmuted blocks while the connection is muted. It reports false if
-// the session closed meanwhile.
+// the session closed meanwhile, or the gateway began shutting down (a mute
+// can outlast the shutdown timeout; the connection stops reading instead).
 func (s *session) waitUnmuted() bool {
 	for {
 		until := s.muteUntil.Load()
@@ -237,6 +238,9 @@ func (s *session) waitUnmuted() bool {
 		select {
 		case <-t.C:
 		case <-s.closed:
+			t.Stop()
+			return false
+		case <-s.gw.closing:
 			t.Stop()
 			return false
 		}
@@ -255,6 +259,13 @@ func (s *session) clientIDString(b []byte) string {
 	}
 	s.clientIS = string(b)
 	return s.clientIS
+}
+
+// drop tells the policy about a request it saw that will not be forwarded.
+func (s *session) drop(req *Request) {
+	if d, ok := s.gw.policy.(Dropper); ok && req.Reserved != 0 {
+		d.Dropped(&s.info, req)
+	}
 }
 
 // dropPending tells the policy about forwarded requests that will never be
