@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"net"
 	"testing"
 	"testing/synctest"
@@ -24,19 +23,7 @@ func TestSynctestListenerCreationRate(t *testing.T) {
 			c.BrokerConfigs = map[string]string{"listener.name.plaintext.max.connection.creation.rate": "2"}
 		})
 		addrs := env.App.Gateway().BootstrapAddrs()
-		served := func(addr string) time.Duration {
-			t.Helper()
-			c, err := env.Net.DialContext(context.Background(), "tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			start := time.Now()
-			if !apiVersions(t, c, 30*time.Second) {
-				t.Fatalf("connection to %s not served", addr)
-			}
-			return time.Since(start)
-		}
+		served := func(addr string) time.Duration { return servedAfter(t, env, addr) }
 		for i := 0; i < 20; i++ { // the burst a fresh sensor allows: 2/s × 10 s
 			served(addrs["PLAINTEXT"])
 		}

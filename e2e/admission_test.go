@@ -182,19 +182,7 @@ func TestSynctestConnectionRates(t *testing.T) {
 			c.BrokerConfigs = map[string]string{"max.connection.creation.rate": "2"}
 		})
 		addrs := env.App.Gateway().BootstrapAddrs()
-		served := func(addr string) time.Duration {
-			t.Helper()
-			c, err := env.Net.DialContext(context.Background(), "tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			start := time.Now()
-			if !apiVersions(t, c, 30*time.Second) {
-				t.Fatalf("connection to %s not served", addr)
-			}
-			return time.Since(start)
-		}
+		served := func(addr string) time.Duration { return servedAfter(t, env, addr) }
 		// 2/s with Kafka's 11 one-second samples: a burst of 20 passes,
 		// then each connection waits.
 		for i := 0; i < 20; i++ {
@@ -242,4 +230,21 @@ func TestSynctestPerIPRateParks(t *testing.T) {
 			t.Fatalf("served %d, parked %d; want 10 and 5", servedN, parked)
 		}
 	})
+}
+
+// servedAfter dials addr in the bubble and returns how long the gateway
+// took to serve an ApiVersions on the new connection (an admission park
+// shows as a wait).
+func servedAfter(t *testing.T, env *testkit.Env, addr string) time.Duration {
+	t.Helper()
+	c, err := env.Net.DialContext(context.Background(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if !apiVersions(t, c, 30*time.Second) {
+		t.Fatalf("connection to %s not served", addr)
+	}
+	return time.Since(start)
 }
