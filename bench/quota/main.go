@@ -109,6 +109,37 @@ func (m *meter) over(from, d time.Duration) float64 {
 	return sum / d.Seconds()
 }
 
+// cycles returns the mean rate over whole burst cycles inside
+// [from, from+d): from the first second a burst starts (a second above
+// burst bytes after one at or below it; a burst can spread over a few
+// seconds) to the last such start. Kafka's sampled
+// window lets a throttled client through in one burst about every window,
+// so a fixed measuring window holds one burst more or less depending on
+// where it starts; whole cycles do not. ok is false with fewer than two
+// bursts.
+func (m *meter) cycles(from, d time.Duration, burst float64) (rate float64, n int, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, b := int(from/time.Second), min(int((from+d)/time.Second), len(m.secs))
+	var starts []int
+	for i := max(a, 1); i < b; i++ {
+		// A dip inside a burst is not a new one: bursts come about a
+		// window apart (N−1 = 10 s here), never within 5 s.
+		if m.secs[i] > burst && m.secs[i-1] <= burst && (len(starts) == 0 || i-starts[len(starts)-1] >= 5) {
+			starts = append(starts, i)
+		}
+	}
+	if len(starts) < 2 {
+		return 0, 0, false
+	}
+	first, last := starts[0], starts[len(starts)-1]
+	var sum float64
+	for i := first; i < last; i++ {
+		sum += m.secs[i]
+	}
+	return sum / float64(last-first), len(starts) - 1, true
+}
+
 func (m *meter) shape(n int) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -181,6 +212,15 @@ func single(boot string) {
 	fmt.Printf("## One producer and one consumer at full speed, Q = %.2f MiB/s each\n\n", *q/(1<<20))
 	fmt.Printf("| client | achieved MiB/s | achieved ÷ Q |\n|---|---|---|\n")
 	fmt.Printf("| franz-go producer | %.3f | %.4f |\n| franz-go consumer | %.3f | %.4f |\n\n", p/(1<<20), p / *q, c/(1<<20), c / *q)
+	// Between bursts a throttled client gets well under Q a second; a
+	// burst (up to Q·(N−1)·W, spread over a few seconds) starts with a
+	// second above 2Q.
+	burst := *q * 2
+	pc, pn, pok := pm.cycles(*warmup, *measure, burst)
+	cc, cn, cok := cm.cycles(*warmup, *measure, burst)
+	if pok && cok {
+		fmt.Printf("Over whole burst cycles inside the measured period: producer %.4f of Q (%d cycles), consumer %.4f of Q (%d cycles).\n\n", pc / *q, pn, cc / *q, cn)
+	}
 	fmt.Printf("Shape, MiB per second, whole run (%d s):\n\n- producer:%s\n- consumer:%s\n\n", int(total.Seconds()), pm.shape(int(total.Seconds())), cm.shape(int(total.Seconds())))
 }
 
