@@ -38,56 +38,9 @@ func (s QuotaSettings) engineConfig() quota.EngineConfig {
 	}
 }
 
-// QuotaEntry is one entity's quotas in the config file, in the shape of
-// kafka-configs: a user, a client-id or both, each a name or the default.
-//
-//	quotas:
-//	  - user: alice
-//	    producer_byte_rate: 1048576
-//	  - user: alice
-//	    client_id: ingest
-//	    producer_byte_rate: 4194304
-//	  - default_user: true
-//	    consumer_byte_rate: 2097152
-type QuotaEntry struct {
-	User            *string `yaml:"user"`
-	DefaultUser     bool    `yaml:"default_user"`
-	ClientID        *string `yaml:"client_id"`
-	DefaultClientID bool    `yaml:"default_client_id"`
-	IP              *string `yaml:"ip"`
-	DefaultIP       bool    `yaml:"default_ip"`
-
-	ProducerByteRate       *float64 `yaml:"producer_byte_rate"`
-	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate"`
-	RequestPercentage      *float64 `yaml:"request_percentage"`
-	ControllerMutationRate *float64 `yaml:"controller_mutation_rate"`
-	ConnectionCreationRate *float64 `yaml:"connection_creation_rate"`
-}
-
-// Entity returns the entry's quota entity.
-func (e QuotaEntry) Entity() (quota.Entity, error) {
-	var ent quota.Entity
-	switch {
-	case e.User != nil && e.DefaultUser:
-		return ent, errors.New("user and default_user are exclusive")
-	case e.User != nil:
-		ent.User = quota.Exact(*e.User)
-	case e.DefaultUser:
-		ent.User = quota.Default()
-	}
-	switch {
-	case e.ClientID != nil && e.DefaultClientID:
-		return ent, errors.New("client_id and default_client_id are exclusive")
-	case e.ClientID != nil:
-		ent.Client = quota.Exact(*e.ClientID)
-	case e.DefaultClientID:
-		ent.Client = quota.Default()
-	}
-	if !ent.User.IsSet() && !ent.Client.IsSet() {
-		return ent, errors.New("an entry needs user, default_user, client_id or default_client_id")
-	}
-	return ent, nil
-}
+// QuotaEntry is one entity's quotas in the config file (quota.FileEntry,
+// shared with `tollgate quotas apply`, which reads the same shape).
+type QuotaEntry = quota.FileEntry
 
 // buildQuotas turns the config entries into a quota set, validating values
 // as Kafka's AlterClientQuotas does.

@@ -11,30 +11,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota"
 )
 
 // fileEntry is one entity of a quota file, in the shape of the quotas of
-// Tollgate's config file plus the ip entities:
-//
-//   - user: alice                 # or default_user: true
-//     client_id: ingest           # or default_client_id: true (optional)
-//     producer_byte_rate: 1048576
-//   - ip: 10.0.0.7                # or default_ip: true
-//     connection_creation_rate: 20
-type fileEntry struct {
-	User            *string `yaml:"user"`
-	DefaultUser     bool    `yaml:"default_user"`
-	ClientID        *string `yaml:"client_id"`
-	DefaultClientID bool    `yaml:"default_client_id"`
-	IP              *string `yaml:"ip"`
-	DefaultIP       bool    `yaml:"default_ip"`
-
-	ProducerByteRate       *float64 `yaml:"producer_byte_rate"`
-	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate"`
-	RequestPercentage      *float64 `yaml:"request_percentage"`
-	ControllerMutationRate *float64 `yaml:"controller_mutation_rate"`
-	ConnectionCreationRate *float64 `yaml:"connection_creation_rate"`
-}
+// Tollgate's config file.
+type fileEntry = quota.FileEntry
 
 var fileEntryKeys = []string{
 	"user", "default_user", "client_id", "default_client_id", "ip", "default_ip",
@@ -130,7 +112,7 @@ func (qf *quotaFile) add(item *yaml.Node) []error {
 	if err := item.Decode(&fe); err != nil {
 		return []error{err}
 	}
-	e, err := fe.entity()
+	e, err := fileEntity(fe)
 	if err != nil {
 		return []error{err}
 	}
@@ -179,7 +161,9 @@ func (qf *quotaFile) add(item *yaml.Node) []error {
 	return errs
 }
 
-func (fe fileEntry) entity() (entity, error) {
+// fileEntity is fe's entity, ip entities included, checked as
+// AlterClientQuotas checks them.
+func fileEntity(fe fileEntry) (entity, error) {
 	var e entity
 	pick := func(what string, name *string, dflt bool) (part, error) {
 		switch {
