@@ -218,8 +218,10 @@ func TestSynctestPerIPRateParks(t *testing.T) {
 				servedN++
 			} else {
 				parked++
-				if d := time.Since(start); d <= 0 || d > time.Second+100*time.Millisecond {
-					t.Errorf("parked connection closed after %v, want within the 1 s cap", d)
+				// The delay is capped at one window (1 s); Tollgate
+				// spreads each close over [delay, 2·delay).
+				if d := time.Since(start); d <= 0 || d >= 2*time.Second {
+					t.Errorf("parked connection closed after %v, want within twice the 1 s cap", d)
 				}
 			}
 			c.Close()

@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"time"
@@ -54,20 +57,23 @@ func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
 		case admission.Park:
 			// Per-IP rate: never serve the socket; close it once the
 			// throttle has passed (Kafka's delayed close).
-			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),
-				"reason", "connection_rate_"+d.Reason.String(), "close_in", d.Delay)
+			if l.gw.log.Enabled(context.Background(), slog.LevelInfo) {
+				l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),
+					"reason", "connection_rate_"+d.Reason.String(), "close_in", d.Delay)
+			}
 			if l.gw.observer != nil {
 				l.gw.noteRefused(l.cfg.Name, d.Reason.String())
 			}
-			go func() {
-				t := time.NewTimer(time.Until(d.Until))
-				defer t.Stop()
-				select {
-				case <-t.C:
-				case <-l.gw.closing:
-				}
-				c.Close()
-			}()
+			// Kafka closes every socket parked in one instant of the
+			// window at the same moment (the delay ends when the window
+			// admits again), so a storm's closes — and the clients'
+			// reconnects — land together. Each close is spread at random
+			// over [delay, 2·delay): never earlier than Kafka's.
+			at := d.Until
+			if d.Delay > 0 {
+				at = at.Add(rand.N(d.Delay))
+			}
+			l.gw.parked.park(c, at)
 			return false
 		default: // Reject
 			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),

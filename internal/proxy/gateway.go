@@ -32,6 +32,7 @@ type Gateway struct {
 	listeners []*listener
 	meta      *kgo.Client
 	admit     *admission.Limiter
+	parked    *parkedConns // refused sockets waiting to be closed
 	creds     auth.CredentialLookup
 	upTLS     *tls.Config
 	upSASL    sasl.Mechanism
@@ -82,11 +83,12 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 	g := &Gateway{
 		cfg:      cfg,
 		log:      slog.Default(),
-		listenFn: net.Listen,
+		listenFn: listenNoKeepAlive,
 		brokers:  map[int32]string{},
 		sessions: map[*session]struct{}{},
 		closing:  make(chan struct{}),
 		drained:  make(chan struct{}),
+		parked:   newParkedConns(),
 	}
 	d := &net.Dialer{}
 	g.dialFn = d.DialContext
@@ -149,8 +151,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.wg.Add(1)
 	go g.refreshLoop()
 	if g.admit != nil {
-		g.wg.Add(1)
+		g.wg.Add(2)
 		go g.shedLoop()
+		go func() {
+			defer g.wg.Done()
+			g.parked.run(g.closing)
+		}()
 	}
 	return nil
 }
@@ -364,3 +370,16 @@ func (g *Gateway) Sessions() int {
 	defer g.mu.Unlock()
 	return len(g.sessions)
 }
+
+// listenNoKeepAlive listens without Go's default TCP keep-alive on accepted
+// sockets: setting it costs three system calls per accept, which a
+// connection storm's refused sockets do not need. serve turns it on for
+// the connections it serves.
+func listenNoKeepAlive(network, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{KeepAlive: -1}
+	return lc.Listen(context.Background(), network, addr)
+}
+
+// keepAlive is the TCP keep-alive of served client connections, Go's
+// default for accepted sockets.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 15 * time.Second, Count: 9}

@@ -80,6 +80,7 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 		inFlt:  make(chan struct{}, g.cfg.MaxInFlight),
 		closed: make(chan struct{}),
 	}
+	setKeepAlive(c)
 	id := g.nextID.Add(1)
 	if ac != nil {
 		id = ac.ID
@@ -104,6 +105,17 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 		return
 	}
 	go s.run()
+}
+
+// setKeepAlive turns TCP keep-alive on for a served client connection (the
+// listeners accept without it), under a PROXY-protocol wrapper too.
+func setKeepAlive(c net.Conn) {
+	if r, ok := c.(interface{ Raw() net.Conn }); ok {
+		c = r.Raw()
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetKeepAliveConfig(keepAlive)
+	}
 }
 
 func (s *session) logAttrs() []any {
