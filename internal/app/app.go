@@ -96,7 +96,11 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if a.log == nil {
 		a.log = NewLogger(cfg.Log, os.Stderr)
 	}
-	eng, err := quota.NewEngine(cfg.Quota.engineConfig())
+	ec, err := cfg.Quota.engineConfig()
+	if err != nil {
+		return nil, err
+	}
+	eng, err := quota.NewEngine(ec)
 	if err != nil {
 		return nil, err
 	}

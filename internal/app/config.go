@@ -196,7 +196,9 @@ func (c *Config) Validate() error {
 	if _, err := admissionSettings(c, nil, nil); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := quota.NewEngine(c.Quota.engineConfig()); err != nil {
+	if ec, err := c.Quota.engineConfig(); err != nil {
+		errs = append(errs, err)
+	} else if _, err := quota.NewEngine(ec); err != nil {
 		errs = append(errs, fmt.Errorf("quota: %w", err))
 	}
 	return errors.Join(errs...)

@@ -74,6 +74,7 @@ func TestParseValidates(t *testing.T) {
 		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\nlog:\n  format: xml\n", `log.format "xml"`},
 		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\n    broker_port_base: 70000\n", "broker_port_base 70000"},
 		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\n  - name: A\n    bootstrap: 127.0.0.1:2\n", "defined twice"},
+		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\nquota:\n  byte_rate_algorithm: leaky\n", `quota.byte_rate_algorithm: "leaky" is neither token_bucket nor sampled`},
 	} {
 		if _, err := Parse("t.yaml", strings.NewReader(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.yaml, err, tc.want)

@@ -24,10 +24,26 @@ type QuotaSettings struct {
 	// controller.quota.window.num / .size.seconds (defaults 11, 1s).
 	ControllerWindowNum  int           `yaml:"controller_window_num"`
 	ControllerWindowSize time.Duration `yaml:"controller_window_size"`
+	// ByteRateAlgorithm is how producer_byte_rate and consumer_byte_rate
+	// measure a client: "token_bucket" (default) or "sampled" (Kafka's
+	// arithmetic exactly). See docs/quotas.md.
+	ByteRateAlgorithm string `yaml:"byte_rate_algorithm"`
 }
 
-func (s QuotaSettings) engineConfig() quota.EngineConfig {
+// DefaultByteRateAlgorithm is quota.byte_rate_algorithm's default.
+const DefaultByteRateAlgorithm = "token_bucket"
+
+func (s QuotaSettings) engineConfig() (quota.EngineConfig, error) {
+	name := s.ByteRateAlgorithm
+	if name == "" {
+		name = DefaultByteRateAlgorithm
+	}
+	alg, err := quota.ParseByteRateAlgorithm(name)
+	if err != nil {
+		return quota.EngineConfig{}, fmt.Errorf("quota.byte_rate_algorithm: %q is neither token_bucket nor sampled", name)
+	}
 	return quota.EngineConfig{
+		ByteRate:             alg,
 		WindowNum:            s.WindowNum,
 		WindowSize:           s.WindowSize,
 		MaxThrottle:          s.MaxThrottle,
@@ -35,7 +51,7 @@ func (s QuotaSettings) engineConfig() quota.EngineConfig {
 		ControllerWindowSize: s.ControllerWindowSize,
 		// One bucket, many connections: hold them all to one deadline.
 		SharedDeadline: true,
-	}
+	}, nil
 }
 
 // QuotaEntry is one entity's quotas in the config file (quota.FileEntry,

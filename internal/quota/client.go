@@ -71,8 +71,14 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	}
 	b.rate.Record(v, nowMs)
 	b.lastActive = nowMs
-	total, w := b.rate.measure(nowMs)
-	t := int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
+	var t int64
+	if b.useTokens {
+		b.tokens.Record(v, nowMs)
+		t = tokenThrottleMs(b.tokens.tokens, b.quota, capMs)
+	} else {
+		total, w := b.rate.measure(nowMs)
+		t = int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
+	}
 	if c.e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
 	}
@@ -82,6 +88,20 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 }
 
 func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
+
+// tokenThrottleMs is the throttle of a byte-rate token bucket holding
+// tokens: the time to earn the deficit back, round(−tokens/Q × 1000) as
+// Kafka's mutation throttle, 0 without a deficit, capped at capMs > 0.
+func tokenThrottleMs(tokens, quota float64, capMs int64) int64 {
+	if !(tokens < 0) {
+		return 0
+	}
+	t := MutationThrottleMs(tokens, quota)
+	if capMs > 0 && t > capMs {
+		t = capMs
+	}
+	return max(t, 0)
+}
 
 // shareDeadline extends a throttle t to the bucket's current deadline and
 // moves the deadline out to now+t: all connections of one bucket are held
@@ -132,7 +152,7 @@ func (c *Client) Unrecord(k Key, v float64, now time.Time) {
 	}
 	b.rate.Record(-v, nowMs)
 	b.until = 0 // the deadline may have come from what is taken back
-	if k == ControllerMutationRate {
+	if k == ControllerMutationRate || b.useTokens {
 		b.tokens.Record(-v, nowMs)
 	}
 	b.lastActive = nowMs
@@ -211,7 +231,10 @@ func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
 	}
 	defer b.mu.Unlock()
 	hold := max(b.until-nowMs, 0)
-	if b.level != LevelNone && b.inflight > 0 {
+	if b.level != LevelNone && b.inflight > 0 && b.useTokens {
+		t := tokenThrottleMs(b.tokens.peek(nowMs)-b.inflight, b.quota, c.e.maxThrottleMs)
+		hold = max(hold, t)
+	} else if b.level != LevelNone && b.inflight > 0 {
 		rate, w := b.rate.Peek(nowMs)
 		observed := (rate*float64(w)/1000 + b.inflight) / (float64(w) / 1000)
 		t := int64(ThrottleMs(observed, b.quota, w, c.e.maxThrottleMs))
@@ -252,8 +275,13 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 	}
 	win := float64(c.e.windowMs) / 1000
 	static := b.quota * float64(c.e.cfg.WindowNum-1) * win
-	rate, w := b.rate.Peek(now.UnixMilli())
-	room := b.quota*float64(w)/1000 - rate*float64(w)/1000 - b.inflight
+	var room float64
+	if b.useTokens {
+		room = b.tokens.peek(now.UnixMilli()) - b.inflight
+	} else {
+		rate, w := b.rate.Peek(now.UnixMilli())
+		room = b.quota*float64(w)/1000 - rate*float64(w)/1000 - b.inflight
+	}
 	v := min(float64(requested), static, max(room, 1))
 	clamp = int32(max(v, 1))
 	b.inflight += float64(clamp)

@@ -48,6 +48,47 @@ type EngineConfig struct {
 	// the quota. Off, the engine is Kafka's arithmetic exactly (a broker
 	// sees a client's traffic to it on one connection).
 	SharedDeadline bool
+	// ByteRate chooses how producer_byte_rate and consumer_byte_rate are
+	// measured; the zero value is Kafka's sampled rate.
+	ByteRate ByteRateAlgorithm
+}
+
+// ByteRateAlgorithm is how the byte-rate quotas measure a client.
+type ByteRateAlgorithm int
+
+const (
+	// ByteRateSampled is Kafka's arithmetic exactly: the sampled rate over
+	// N windows of W and the throttle (O−Q)/Q × window. A client at full
+	// speed gets Q·(N−1)·W in one burst, then little until that burst's
+	// sample leaves the window about N·W later, then the next burst:
+	// right on average, in ~11-second bursts.
+	ByteRateSampled ByteRateAlgorithm = iota
+	// ByteRateTokenBucket measures bytes with the token bucket Kafka
+	// itself uses for controller_mutation_rate (KIP-599): refilled at Q a
+	// second up to a burst of Q·(N−1)·W (the burst a fresh Kafka client
+	// gets), drained by each record, throttled for −tokens/Q. The start-up
+	// burst is Kafka's; after it a client at full speed is held to a
+	// steady Q instead of a burst per window.
+	ByteRateTokenBucket
+)
+
+// String returns the configuration name: "sampled" or "token_bucket".
+func (a ByteRateAlgorithm) String() string {
+	if a == ByteRateTokenBucket {
+		return "token_bucket"
+	}
+	return "sampled"
+}
+
+// ParseByteRateAlgorithm reads "sampled" or "token_bucket".
+func ParseByteRateAlgorithm(s string) (ByteRateAlgorithm, error) {
+	switch s {
+	case "sampled":
+		return ByteRateSampled, nil
+	case "token_bucket":
+		return ByteRateTokenBucket, nil
+	}
+	return 0, fmt.Errorf("quota: byte-rate algorithm %q is neither sampled nor token_bucket", s)
 }
 
 func (c EngineConfig) normalize() (EngineConfig, error) {
@@ -75,6 +116,8 @@ func (c EngineConfig) normalize() (EngineConfig, error) {
 	case c.WindowSize < time.Millisecond || c.WindowSize%time.Millisecond != 0,
 		c.ControllerWindowSize < time.Millisecond || c.ControllerWindowSize%time.Millisecond != 0:
 		return c, fmt.Errorf("quota: window sizes must be a positive whole number of milliseconds")
+	case c.ByteRate != ByteRateSampled && c.ByteRate != ByteRateTokenBucket:
+		return c, fmt.Errorf("quota: unknown byte-rate algorithm %d", c.ByteRate)
 	case c.Expiry < 0:
 		return c, fmt.Errorf("quota: expiry must not be negative")
 	}
@@ -157,7 +200,8 @@ type bucket struct {
 	entity       Entity
 	quota        float64
 	rate         Rate
-	tokens       TokenBucket // ControllerMutationRate only
+	tokens       TokenBucket // ControllerMutationRate; byte rates under ByteRateTokenBucket
+	useTokens    bool        // a byte-rate bucket throttled by tokens, not by rate
 	created      int64
 	lastActive   int64 // last record, ms
 	throttles    int64
@@ -363,6 +407,11 @@ func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int
 		b.tokens = NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
 		b.rate = NewRate(e.cfg.WindowNum, e.windowMs)
+		if e.cfg.ByteRate == ByteRateTokenBucket && k.byteRate() {
+			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
+			b.tokens = NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
+			b.useTokens = true
+		}
 	}
 	return b
 }

@@ -41,6 +41,9 @@ func (k Key) String() string {
 // Valid reports whether k is one of the four client quota keys.
 func (k Key) Valid() bool { return k < numKeys }
 
+// byteRate reports whether k is producer_byte_rate or consumer_byte_rate.
+func (k Key) byteRate() bool { return k == ProducerByteRate || k == ConsumerByteRate }
+
 // ParseKey maps a Kafka configuration name to its Key.
 func ParseKey(s string) (Key, bool) {
 	for k, n := range keyNames {
