@@ -114,12 +114,16 @@ func serveMini(c net.Conn, host string, port int32) {
 // response through a gateway session (read, parse, acks, queue, forward,
 // read the response, check the correlation id, walk it for node
 // endpoints and throttle, write back), end to end on loopback.
-func BenchmarkSessionProduce(b *testing.B) {
+func BenchmarkSessionProduce(b *testing.B) { benchSessionProduce(b) }
+
+// benchSessionProduce is BenchmarkSessionProduce through a gateway built
+// with opts (the quota policy's benchmark adds WithPolicy).
+func benchSessionProduce(b *testing.B, opts ...Option) {
 	up := miniBroker(b)
 	g, err := New(Config{
 		Listeners: []ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
 		Upstream:  []string{up},
-	}, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	}, append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -140,7 +144,7 @@ func BenchmarkSessionProduce(b *testing.B) {
 	t.Topic = "bench"
 	t.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: make([]byte, 1024)}}
 	req.Topics = append(req.Topics, t)
-	var f kmsg.RequestFormatter
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
 	frame := f.AppendRequest(nil, req, 1)
 	resp := make([]byte, 64<<10)
 	var sz [4]byte

@@ -216,8 +216,8 @@ func (c *Client) Hold(k Key, now time.Time) time.Duration {
 // HoldProduce is Hold for a Produce request of size bytes that also counts
 // the produce requests of the bucket already forwarded and not yet answered
 // (a client pipelines several per connection, on each of its connections):
-// the request waits as long as Kafka's formula would throttle if those were
-// already recorded, and at least until the bucket's deadline. Its size is
+// the request waits as long as the bucket's throttle formula would throttle
+// if those were already recorded, and at least until the bucket's deadline. Its size is
 // then counted as in flight until ReleaseProduce (the response records it,
 // as Kafka does, when it passes). Without SharedDeadline it returns 0, 0.
 func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
@@ -259,8 +259,9 @@ func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
 
 // ReserveFetch clamps one consumer fetch. max_bytes becomes at most
 // floor(Q·(N−1)·W), Kafka's clamp, and — because a gateway's bucket is fed
-// by fetches on several connections at once — at most what the quota
-// window still has room for, counting the fetches already in flight; but
+// by fetches on several connections at once — at most what the bucket
+// still has room for (its tokens, or the sampled window's room), counting
+// the fetches already in flight; but
 // at least 1 byte, for which the broker still returns one batch, so the
 // consumer progresses and is throttled by the debt. The clamp is reserved
 // until ReleaseFetch. Without a quota it returns (requested, 0).

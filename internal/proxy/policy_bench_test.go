@@ -1,0 +1,41 @@
+package proxy_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/enforce"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// BenchmarkSessionProduceQuotas is BenchmarkSessionProduce with the quota
+// policy on and a producer_byte_rate far above the traffic (configured,
+// never reached): every request is held-checked, reserved, recorded and
+// answered with a throttle decision. Compare the two with benchstat:
+//
+//	go test -run xxx -bench 'SessionProduce' -count 10 ./internal/proxy/ | benchstat -col /quotas -
+func BenchmarkSessionProduceQuotas(b *testing.B) {
+	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
+		b.Run("alg="+alg.String(), func(b *testing.B) {
+			eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var q quota.Quotas
+			if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1e12); err != nil {
+				b.Fatal(err)
+			}
+			eng.SetQuotas(q)
+			proxy.BenchSessionProduce(b, proxy.WithPolicy(enforce.New(eng, nil)))
+			// The requests went through a live, bounded bucket.
+			var bounded bool
+			for _, u := range eng.Usage(time.Now()) {
+				bounded = bounded || (u.Key == quota.ProducerByteRate && u.Level != quota.LevelNone && u.Rate > 0)
+			}
+			if !bounded {
+				b.Fatal("no producer_byte_rate bucket with a quota recorded the requests")
+			}
+		})
+	}
+}
