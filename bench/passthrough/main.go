@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -59,7 +60,7 @@ func main() {
 				fmt.Fprintf(os.Stderr, "warm-up %-9s produce %.1f MB/s consume %.1f MB/s\n", w, r.prodMBs, r.consMBs)
 				continue
 			}
-			fmt.Fprintf(os.Stderr, "run %d %-9s produce %.1f MB/s consume %.1f MB/s cpu %.3f ms/MiB\n", run, w, r.prodMBs, r.consMBs, r.cpuMsPerMiB)
+			fmt.Fprintf(os.Stderr, "run %d %-9s produce %.1f MB/s consume %.1f MB/s cpu %.3f ms/MiB requests/MiB produce %.2f fetch %.2f\n", run, w, r.prodMBs, r.consMBs, r.cpuMsPerMiB, r.prodReqPerMiB, r.fetchReqPerMiB)
 			res[w] = append(res[w], r)
 		}
 	}
@@ -79,6 +80,24 @@ type result struct {
 	prodMBs, consMBs float64
 	cpuMsPerMiB      float64
 	lat              []time.Duration
+	// produce and fetch requests per MiB moved (what a quota policy's
+	// per-request work is multiplied by)
+	prodReqPerMiB, fetchReqPerMiB float64
+}
+
+// reqCount counts the produce and fetch requests a client writes.
+type reqCount struct{ prod, fetch *atomic.Int64 }
+
+func (h reqCount) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	switch key {
+	case 0:
+		h.prod.Add(1)
+	case 1:
+		h.fetch.Add(1)
+	}
 }
 
 // once starts a fresh cluster (and proxy) and measures one way.
@@ -143,7 +162,9 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	topic := "bench"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
+	var prodReqs, fetchReqs atomic.Int64
+	counts := kgo.WithHooks(reqCount{&prodReqs, &fetchReqs})
+	cl, err := kgo.NewClient(counts, kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
 	if err != nil {
@@ -165,6 +186,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 	}
 	n := mib << 20 / recSize
 	val := make([]byte, recSize)
+	prodReqs.Store(0)
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
 	var wg sync.WaitGroup
@@ -186,7 +208,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		return r, perr
 	}
 	prod := time.Since(t0)
-	cons, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
+	cons, err := kgo.NewClient(counts, kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(50<<20))
 	if err != nil {
 		return r, err
@@ -209,6 +231,8 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 	mb := float64(n*recSize) / 1e6
 	r.prodMBs, r.consMBs = mb/prod.Seconds(), mb/consume.Seconds()
 	r.cpuMsPerMiB = float64(cpu.Milliseconds()) / float64(2*n*recSize>>20)
+	r.prodReqPerMiB = float64(prodReqs.Load()) / float64(n*recSize>>20)
+	r.fetchReqPerMiB = float64(fetchReqs.Load()) / float64(n*recSize>>20)
 	return r, nil
 }
 
@@ -337,6 +361,8 @@ func report(res map[string][]result, lat map[string][]time.Duration, mib, rec, r
 	fp, fc := get("forwarder", prod), get("forwarder", cons)
 	fmt.Printf("\ntollgate ÷ forwarder: produce %.3f, consume %.3f; CPU per MiB %.2f×\n",
 		get("tollgate", prod)/fp, get("tollgate", cons)/fc, get("tollgate", cpu)/get("forwarder", cpu))
+	fmt.Printf("\nrequests per MiB moved through tollgate: produce %.2f, fetch %.2f\n",
+		get("tollgate", func(r result) float64 { return r.prodReqPerMiB }), get("tollgate", func(r result) float64 { return r.fetchReqPerMiB }))
 	fmt.Printf("\nlatency of %d sequential 1-record produce requests (acks=all):\n\n| way | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", latN)
 	d50, d99 := pct(lat["direct"], .5), pct(lat["direct"], .99)
 	for _, w := range []string{"direct", "forwarder", "tollgate"} {

@@ -35,7 +35,7 @@ var (
 	measure = flag.Duration("measure", 30*time.Second, "measured period")
 	many    = flag.Int("clients", 50, "client-ids, each under its own quota")
 	manyQ   = flag.Float64("clients-q", 200<<10, "quota of each of the many client-ids")
-	manyB   = flag.Int("clients-batch", 256<<10, "ProducerBatchMaxBytes of each of the many client-ids")
+	manyB   = flag.Int("clients-batch", 64<<10, "ProducerBatchMaxBytes of each of the many client-ids (one request is the measuring grain: keep it well under Q·measure)")
 	only    = flag.String("only", "", "run one scenario: single, many, kafkago")
 	alg     = flag.String("algorithm", "token_bucket", "quota.byte_rate_algorithm: token_bucket or sampled (Kafka's)")
 )

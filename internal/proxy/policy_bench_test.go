@@ -9,15 +9,18 @@ import (
 	"github.com/tollgate/tollgate/internal/quota"
 )
 
-// BenchmarkSessionProduceQuotas is BenchmarkSessionProduce with the quota
-// policy on and a producer_byte_rate far above the traffic (configured,
-// never reached): every request is held-checked, reserved, recorded and
-// answered with a throttle decision. Compare the two with benchstat:
+// BenchmarkSessionProduceQuotas is BenchmarkSessionProduce without a policy
+// (quotas=off) and with the quota policy and a producer_byte_rate far above
+// the traffic (configured, never reached), under each byte-rate algorithm:
+// every request is then hold-checked, reserved, recorded and answered with
+// a throttle decision. Compare them with benchstat:
 //
-//	go test -run xxx -bench 'SessionProduce' -count 10 ./internal/proxy/ | benchstat -col /quotas -
+//	go test -run xxx -bench SessionProduceQuotas -count 10 ./internal/proxy/ > /tmp/q.txt
+//	benchstat -col /quotas /tmp/q.txt
 func BenchmarkSessionProduceQuotas(b *testing.B) {
+	b.Run("quotas=off", func(b *testing.B) { proxy.BenchSessionProduce(b) })
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
-		b.Run("alg="+alg.String(), func(b *testing.B) {
+		b.Run("quotas="+alg.String(), func(b *testing.B) {
 			eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
 			if err != nil {
 				b.Fatal(err)

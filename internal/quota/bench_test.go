@@ -7,9 +7,13 @@ import (
 	"time"
 )
 
-func benchEngine(b *testing.B) *Engine {
+func benchEngine(b *testing.B, alg ...ByteRateAlgorithm) *Engine {
 	b.Helper()
-	e := newTestEngine(b, EngineConfig{})
+	cfg := EngineConfig{}
+	if len(alg) > 0 {
+		cfg.ByteRate = alg[0]
+	}
+	e := newTestEngine(b, cfg)
 	var q Quotas
 	for _, en := range tv9Initial {
 		_ = q.Set(en.e, ProducerByteRate, en.v*1000)
@@ -18,42 +22,55 @@ func benchEngine(b *testing.B) *Engine {
 	return e
 }
 
+// byAlgorithm runs f once per byte-rate algorithm, as sub-benchmarks.
+func byAlgorithm(b *testing.B, f func(b *testing.B, a ByteRateAlgorithm)) {
+	for _, a := range []ByteRateAlgorithm{ByteRateTokenBucket, ByteRateSampled} {
+		b.Run("alg="+a.String(), func(b *testing.B) { f(b, a) })
+	}
+}
+
 // One client, the clock advancing 1 ms per call so samples roll over.
 func BenchmarkRecordProduce(b *testing.B) {
-	e := benchEngine(b)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		e.RecordProduce("userA", "client1", 1000, time.UnixMilli(t0+int64(i)))
-	}
+	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
+		e := benchEngine(b, a)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			e.RecordProduce("userA", "client1", 1000, time.UnixMilli(t0+int64(i)))
+		}
+	})
 }
 
 // Each goroutine is a different (user, client-id) with its own bucket: the
 // normal case of many connections.
 func BenchmarkRecordProduceParallel(b *testing.B) {
-	e := benchEngine(b)
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		user := "user-" + strconv.FormatInt(next.Add(1), 10)
-		now := t0
-		for pb.Next() {
-			now++
-			e.RecordProduce(user, "client1", 1000, time.UnixMilli(now))
-		}
+	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
+		e := benchEngine(b, a)
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			user := "user-" + strconv.FormatInt(next.Add(1), 10)
+			now := t0
+			for pb.Next() {
+				now++
+				e.RecordProduce(user, "client1", 1000, time.UnixMilli(now))
+			}
+		})
 	})
 }
 
 // Every goroutine hits the same bucket: the worst case, bound by the
 // bucket's mutex (Kafka synchronizes on the sensor the same way).
 func BenchmarkRecordProduceParallelShared(b *testing.B) {
-	e := benchEngine(b)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		now := t0
-		for pb.Next() {
-			now++
-			e.RecordProduce("userA", "client1", 1000, time.UnixMilli(now))
-		}
+	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
+		e := benchEngine(b, a)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			now := t0
+			for pb.Next() {
+				now++
+				e.RecordProduce("userA", "client1", 1000, time.UnixMilli(now))
+			}
+		})
 	})
 }
 
@@ -101,15 +118,17 @@ func BenchmarkClientRecordProduce(b *testing.B) {
 }
 
 func BenchmarkClientRecordProduceParallel(b *testing.B) {
-	e := benchEngine(b)
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		c := e.Client("user-"+strconv.FormatInt(next.Add(1), 10), "client1")
-		now := t0
-		for pb.Next() {
-			now++
-			c.RecordProduce(1000, time.UnixMilli(now))
-		}
+	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
+		e := benchEngine(b, a)
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			c := e.Client("user-"+strconv.FormatInt(next.Add(1), 10), "client1")
+			now := t0
+			for pb.Next() {
+				now++
+				c.RecordProduce(1000, time.UnixMilli(now))
+			}
+		})
 	})
 }

@@ -1,0 +1,120 @@
+package enforce
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// benchPolicy is the quota policy with producer_byte_rate configured for
+// every client-id and never reached.
+func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm) *Policy {
+	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var q quota.Quotas
+	if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1e15); err != nil {
+		b.Fatal(err)
+	}
+	eng.SetQuotas(q)
+	return New(eng, nil)
+}
+
+// BenchmarkPolicyProduce is everything quotas add to one Produce request
+// (acks=1) on the gateway's path when a quota is configured but not
+// reached: the hold check and in-flight reservation when the request
+// passes, the release, record and throttle decision when its response
+// passes. The gateway-core cost of the same request is in BENCHMARKS.md.
+func BenchmarkPolicyProduce(b *testing.B) {
+	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
+		b.Run("alg="+alg.String(), func(b *testing.B) {
+			p := benchPolicy(b, alg)
+			ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+			r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
+			b.ReportAllocs()
+			for b.Loop() {
+				if v := p.Request(ci, r); v.Hold != 0 {
+					b.Fatal("held under a quota never reached")
+				}
+				if t := p.Response(ci, r, 100); t != 0 {
+					b.Fatal("throttled under a quota never reached")
+				}
+			}
+		})
+	}
+}
+
+// The same with every goroutine a client-id of its own (RunParallel).
+func BenchmarkPolicyProduceParallel(b *testing.B) {
+	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
+		b.Run("alg="+alg.String(), func(b *testing.B) {
+			p := benchPolicy(b, alg)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+				r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench-" + strconv.FormatInt(next.Add(1), 10), Size: 1 << 20, Acks: 1}
+				for pb.Next() {
+					p.Request(ci, r)
+					p.Response(ci, r, 100)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkPolicyFetch is what quotas add to one Fetch (v12) when a
+// consumer_byte_rate is configured but not reached: the hold check, reading
+// max_bytes and the clamp reservation when it passes, the release, record
+// and throttle decision when its response passes.
+func BenchmarkPolicyFetch(b *testing.B) {
+	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
+		b.Run("alg="+alg.String(), func(b *testing.B) {
+			eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var q quota.Quotas
+			if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ConsumerByteRate, 1e15); err != nil {
+				b.Fatal(err)
+			}
+			eng.SetQuotas(q)
+			p := New(eng, nil)
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 12
+			req.MaxBytes = 50 << 20
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic = "bench"
+			t.Partitions = []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}
+			req.Topics = append(req.Topics, t)
+			f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
+			frame := f.AppendRequest(nil, req, 1)[4:]
+			h, err := wire.ParseRequestHeader(frame)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+			r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
+			b.ReportAllocs()
+			for b.Loop() {
+				if v := p.Request(ci, r); v.Hold != 0 {
+					b.Fatal("held under a quota never reached")
+				}
+				if t := p.Response(ci, r, 1<<20); t != 0 {
+					b.Fatal("throttled under a quota never reached")
+				}
+			}
+			if got, ok := wire.FetchMaxBytes(frame, h.BodyOffset, 12); !ok || got != 50<<20 {
+				b.Fatalf("max_bytes became %d under a quota never reached", got)
+			}
+		})
+	}
+}
