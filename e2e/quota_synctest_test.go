@@ -109,7 +109,9 @@ func quotaOf(user, client *string, prod, cons float64) app.QuotaEntry {
 
 func sp(s string) *string { return &s }
 
-func TestSynctestProducerHeldToQuota(t *testing.T) {
+// underEachAlgorithm runs f in a synctest bubble with a gateway whose user
+// ANONYMOUS has producer_byte_rate vq, once per byte-rate algorithm.
+func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg string)) {
 	for _, alg := range []string{"token_bucket", "sampled"} {
 		t.Run(alg, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -117,16 +119,22 @@ func TestSynctestProducerHeldToQuota(t *testing.T) {
 					c.Quota.ByteRateAlgorithm = alg
 					c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
 				})
-				n := &counted{}
-				cl := bubbleClient(t, env, kgo.WithHooks(n))
-				produceFor(cl, "held", vrun)
-				checkHeld(t, "franz-go producer", n.prod.Load(), vq, vrun)
-				if n.throttles.Load() == 0 {
-					t.Error("the producer never saw throttle_time_ms")
-				}
+				f(t, env, alg)
 			})
 		})
 	}
+}
+
+func TestSynctestProducerHeldToQuota(t *testing.T) {
+	underEachAlgorithm(t, func(t *testing.T, env *testkit.Env, _ string) {
+		n := &counted{}
+		cl := bubbleClient(t, env, kgo.WithHooks(n))
+		produceFor(cl, "held", vrun)
+		checkHeld(t, "franz-go producer", n.prod.Load(), vq, vrun)
+		if n.throttles.Load() == 0 {
+			t.Error("the producer never saw throttle_time_ms")
+		}
+	})
 }
 
 // perSecond counts produce request bytes in each second of virtual time.
@@ -156,46 +164,38 @@ func (p *perSecond) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, n int, _, _ t
 // 30 s window holds two or three bursts.
 func TestSynctestProducerSteadyAfterStartUp(t *testing.T) {
 	const warm, measure = 12 * time.Second, 30 * time.Second
-	for _, alg := range []string{"token_bucket", "sampled"} {
-		t.Run(alg, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-					c.Quota.ByteRateAlgorithm = alg
-					c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
-				})
-				p := &perSecond{start: time.Now()}
-				cl := bubbleClient(t, env, kgo.WithHooks(p))
-				produceFor(cl, "steady", warm+measure)
-				p.mu.Lock()
-				defer p.mu.Unlock()
-				var got, peak float64
-				for i := int(warm / time.Second); i < int((warm+measure)/time.Second) && i < len(p.secs); i++ {
-					got += p.secs[i]
-					peak = max(peak, p.secs[i])
-				}
-				r := got / (vq * measure.Seconds())
-				t.Logf("%s: %.4f of Q over 30 s after 12 s; busiest second %.2f Q; first second %.2f Q", alg, r, peak/vq, p.secs[0]/vq)
-				if p.secs[0] < 5*vq {
-					t.Errorf("%s: the first second carried %.2f Q, want Kafka's start-up burst", alg, p.secs[0]/vq)
-				}
-				switch alg {
-				case "token_bucket":
-					if r < 0.97 || r > 1.03 {
-						t.Errorf("token_bucket: %.4f of Q over 30 s after start-up, want 0.97–1.03", r)
-					}
-					// A produce request carries up to 1 MiB (4 Q here),
-					// so single seconds are lumpy; a burst is ~10 Q.
-					if peak > 2.5*vq {
-						t.Errorf("token_bucket: a second after start-up carried %.2f Q, want a steady rate", peak/vq)
-					}
-				case "sampled":
-					if peak < 5*vq {
-						t.Errorf("sampled: busiest second after start-up %.2f Q; Kafka's burst cycle should show", peak/vq)
-					}
-				}
-			})
-		})
-	}
+	underEachAlgorithm(t, func(t *testing.T, env *testkit.Env, alg string) {
+		p := &perSecond{start: time.Now()}
+		cl := bubbleClient(t, env, kgo.WithHooks(p))
+		produceFor(cl, "steady", warm+measure)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var got, peak float64
+		for i := int(warm / time.Second); i < int((warm+measure)/time.Second) && i < len(p.secs); i++ {
+			got += p.secs[i]
+			peak = max(peak, p.secs[i])
+		}
+		r := got / (vq * measure.Seconds())
+		t.Logf("%s: %.4f of Q over 30 s after 12 s; busiest second %.2f Q; first second %.2f Q", alg, r, peak/vq, p.secs[0]/vq)
+		if p.secs[0] < 5*vq {
+			t.Errorf("%s: the first second carried %.2f Q, want Kafka's start-up burst", alg, p.secs[0]/vq)
+		}
+		switch alg {
+		case "token_bucket":
+			if r < 0.97 || r > 1.03 {
+				t.Errorf("token_bucket: %.4f of Q over 30 s after start-up, want 0.97–1.03", r)
+			}
+			// A produce request carries up to 1 MiB (4 Q here),
+			// so single seconds are lumpy; a burst is ~10 Q.
+			if peak > 2.5*vq {
+				t.Errorf("token_bucket: a second after start-up carried %.2f Q, want a steady rate", peak/vq)
+			}
+		case "sampled":
+			if peak < 5*vq {
+				t.Errorf("sampled: busiest second after start-up %.2f Q; Kafka's burst cycle should show", peak/vq)
+			}
+		}
+	})
 }
 
 func TestSynctestConsumerHeldToQuota(t *testing.T) {

@@ -13,15 +13,15 @@ import (
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
-// benchPolicy is the quota policy with producer_byte_rate configured for
-// every client-id and never reached.
-func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm) *Policy {
+// benchPolicy is the quota policy with key configured for every client-id
+// and never reached.
+func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Policy {
 	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var q quota.Quotas
-	if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1e15); err != nil {
+	if err := q.Set(quota.Entity{Client: quota.Default()}, key, 1e15); err != nil {
 		b.Fatal(err)
 	}
 	eng.SetQuotas(q)
@@ -36,7 +36,7 @@ func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm) *Policy {
 func BenchmarkPolicyProduce(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			p := benchPolicy(b, alg)
+			p := benchPolicy(b, alg, quota.ProducerByteRate)
 			ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
 			r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
 			b.ReportAllocs()
@@ -56,7 +56,7 @@ func BenchmarkPolicyProduce(b *testing.B) {
 func BenchmarkPolicyProduceParallel(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			p := benchPolicy(b, alg)
+			p := benchPolicy(b, alg, quota.ProducerByteRate)
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -78,16 +78,7 @@ func BenchmarkPolicyProduceParallel(b *testing.B) {
 func BenchmarkPolicyFetch(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var q quota.Quotas
-			if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ConsumerByteRate, 1e15); err != nil {
-				b.Fatal(err)
-			}
-			eng.SetQuotas(q)
-			p := New(eng, nil)
+			p := benchPolicy(b, alg, quota.ConsumerByteRate)
 			req := kmsg.NewPtrFetchRequest()
 			req.Version = 12
 			req.MaxBytes = 50 << 20
