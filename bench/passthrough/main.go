@@ -36,9 +36,8 @@ func main() {
 	recSize := flag.Int("record", 16<<10, "record size in bytes")
 	runs := flag.Int("runs", 5, "measured runs of each way (after one warm-up each)")
 	latN := flag.Int("latency-requests", 2000, "sequential small produce requests for the latency probe")
-	withQuotas := flag.Bool("quotas", false, "configure producer and consumer quotas far above the traffic (quotas on, never reached)")
+	withQuotas := flag.Bool("quotas", false, "also run Tollgate with producer and consumer quotas far above the traffic (quotas on, never reached), interleaved with the other ways")
 	flag.Parse()
-	quotasOn = *withQuotas
 	if *forward != "" {
 		runForwarder(*forward)
 		return
@@ -48,6 +47,9 @@ func main() {
 		os.Exit(2)
 	}
 	ways := []string{"direct", "forwarder", "tollgate"}
+	if *withQuotas {
+		ways = append(ways, "tollgate+quotas")
+	}
 	res := map[string][]result{}
 	for run := 0; run <= *runs; run++ {
 		for _, w := range ways {
@@ -73,7 +75,7 @@ func main() {
 		}
 		lat[w] = r.lat
 	}
-	report(res, lat, *mib, *recSize, *runs, *latN)
+	report(ways, res, lat, *mib, *recSize, *runs, *latN)
 }
 
 type result struct {
@@ -140,13 +142,13 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		self, _ := os.Executable()
 		proc = exec.Command(self, "-forward", strings.Join(pairs, ","))
 		bootstrap = fwdAddrs[0]
-	case "tollgate":
+	case "tollgate", "tollgate+quotas":
 		dir, _ := os.MkdirTemp("", "tgbench")
 		defer os.RemoveAll(dir)
 		cfg := filepath.Join(dir, "tollgate.yaml")
 		bootstrap = freeAddr()
 		os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nlisteners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
-			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))+quotaBlock()), 0o600)
+			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))+quotaBlock(way)), 0o600)
 		proc = exec.Command(bin, "serve", "--config", cfg)
 	}
 	if proc != nil {
@@ -313,10 +315,8 @@ func runForwarder(spec string) {
 	select {}
 }
 
-var quotasOn bool
-
-func quotaBlock() string {
-	if quotasOn {
+func quotaBlock(way string) string {
+	if way == "tollgate+quotas" {
 		return unreachedQuotas
 	}
 	return ""
@@ -341,7 +341,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return s[int(float64(len(s)-1)*p)]
 }
 
-func report(res map[string][]result, lat map[string][]time.Duration, mib, rec, runs, latN int) {
+func report(ways []string, res map[string][]result, lat map[string][]time.Duration, mib, rec, runs, latN int) {
 	get := func(w string, f func(result) float64) float64 {
 		var xs []float64
 		for _, r := range res[w] {
@@ -355,7 +355,7 @@ func report(res map[string][]result, lat map[string][]time.Duration, mib, rec, r
 	fmt.Printf("%d MiB of %d B records, acks=all, no compression; median of %d alternating runs after a warm-up\n\n", mib, rec, runs)
 	fmt.Printf("| way | produce MB/s | consume MB/s | produce ÷ direct | consume ÷ direct | proxy CPU ms/MiB |\n|---|---|---|---|---|---|\n")
 	dp, dc := get("direct", prod), get("direct", cons)
-	for _, w := range []string{"direct", "forwarder", "tollgate"} {
+	for _, w := range ways {
 		fmt.Printf("| %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", w, get(w, prod), get(w, cons), get(w, prod)/dp, get(w, cons)/dc, get(w, cpu))
 	}
 	fp, fc := get("forwarder", prod), get("forwarder", cons)
@@ -363,9 +363,14 @@ func report(res map[string][]result, lat map[string][]time.Duration, mib, rec, r
 		get("tollgate", prod)/fp, get("tollgate", cons)/fc, get("tollgate", cpu)/get("forwarder", cpu))
 	fmt.Printf("\nrequests per MiB moved through tollgate: produce %.2f, fetch %.2f\n",
 		get("tollgate", func(r result) float64 { return r.prodReqPerMiB }), get("tollgate", func(r result) float64 { return r.fetchReqPerMiB }))
+	if len(res["tollgate+quotas"]) > 0 {
+		fmt.Printf("\ntollgate+quotas ÷ tollgate: produce %.3f, consume %.3f; CPU per MiB %.3f×\n",
+			get("tollgate+quotas", prod)/get("tollgate", prod), get("tollgate+quotas", cons)/get("tollgate", cons),
+			get("tollgate+quotas", cpu)/get("tollgate", cpu))
+	}
 	fmt.Printf("\nlatency of %d sequential 1-record produce requests (acks=all):\n\n| way | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", latN)
 	d50, d99 := pct(lat["direct"], .5), pct(lat["direct"], .99)
-	for _, w := range []string{"direct", "forwarder", "tollgate"} {
+	for _, w := range ways {
 		p50, p99 := pct(lat[w], .5), pct(lat[w], .99)
 		fmt.Printf("| %s | %v | %v | %v | %v |\n", w, p50.Round(time.Microsecond), p99.Round(time.Microsecond), (p50 - d50).Round(time.Microsecond), (p99 - d99).Round(time.Microsecond))
 	}
