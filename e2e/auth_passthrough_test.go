@@ -148,6 +148,9 @@ func TestSASLPassthroughRefusals(t *testing.T) {
 	if hs.ErrorCode != 33 || !slices.Equal(hs.SupportedMechanisms, enabled) {
 		t.Errorf("pass-through SaslHandshake PLAIN: error %d, mechanisms %v; want 33 and %v", hs.ErrorCode, hs.SupportedMechanisms, enabled)
 	}
+	if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
+		t.Error("pass-through: the connection stayed open after UNSUPPORTED_SASL_MECHANISM (Kafka closes it)")
+	}
 
 	rc = dialSASLConn(t, env.Bootstrap)
 	md := kmsg.NewPtrMetadataRequest()

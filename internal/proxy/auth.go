@@ -299,7 +299,7 @@ func (s *session) gate(req *Request, flexible bool) (handled bool, r Reason, err
 				return false, ReasonBadFrame, err
 			}
 			if !slices.Contains(s.ln.cfg.mechanisms(), hs.Mechanism) {
-				return s.handshakeAnswer(req, 33, nil)
+				return s.unsupportedMechanism(req, hs.Mechanism)
 			}
 			a.mechanism, a.steps, a.user = hs.Mechanism, 0, ""
 			return false, "", nil
@@ -346,17 +346,25 @@ func (s *session) handshake(req *Request) (bool, Reason, error) {
 		return false, ReasonBadFrame, err
 	}
 	if !slices.Contains(s.ln.cfg.mechanisms(), hs.Mechanism) || s.gw.creds == nil {
-		return s.handshakeAnswer(req, 33, nil)
+		return s.unsupportedMechanism(req, hs.Mechanism)
 	}
 	srv, err := auth.NewServer(hs.Mechanism, s.gw.creds)
 	if err != nil {
-		return s.handshakeAnswer(req, 33, nil)
+		return s.unsupportedMechanism(req, hs.Mechanism)
 	}
 	s.auth.mechanism, s.auth.server = hs.Mechanism, srv
 	// v0: the exchange that follows is raw tokens, each a size-prefixed
 	// frame with no header, in both directions (see rawToken).
 	s.auth.raw = req.Version == 0
 	return s.handshakeAnswer(req, 0, nil)
+}
+
+// unsupportedMechanism answers UNSUPPORTED_SASL_MECHANISM (33) with the
+// enabled mechanisms, then closes the connection, as Kafka does (the
+// handshake failure is an AuthenticationException there).
+func (s *session) unsupportedMechanism(req *Request, mechanism string) (bool, Reason, error) {
+	s.handshakeAnswer(req, 33, nil)
+	return true, ReasonAuthFailed, fmt.Errorf("unsupported SASL mechanism %q", mechanism)
 }
 
 func (s *session) handshakeAnswer(req *Request, code int16, _ error) (bool, Reason, error) {
