@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -781,17 +782,27 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 			return argErr("Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected config names: %s", strings.Join(unknownDel, ","))
 		}
 	default: // users
-		scram := func(ks []string) []string {
-			return slices.DeleteFunc(slices.Clone(ks), func(k string) bool { return !isSCRAMKey(k) })
+		notSCRAM := func(ks []string) []string { return slices.DeleteFunc(slices.Clone(ks), isSCRAMKey) }
+		if u := notSCRAM(unknownAdd); len(u) > 0 {
+			return argErr("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: %s", strings.Join(u, ","))
 		}
-		if s := scram(append(slices.Clone(unknownAdd), unknownDel...)); len(s) > 0 {
-			return argErr("Altering SCRAM credentials (%s) is not supported by tollgate configs: use kafka-configs.sh", strings.Join(s, ","))
+		if u := notSCRAM(unknownDel); len(u) > 0 {
+			return argErr("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: %s", strings.Join(u, ","))
 		}
-		if len(unknownAdd) > 0 {
-			return argErr("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: %s", strings.Join(unknownAdd, ","))
-		}
-		if len(unknownDel) > 0 {
-			return argErr("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: %s", strings.Join(unknownDel, ","))
+		scramAdd := slices.DeleteFunc(slices.Clone(addOrder), func(k string) bool { return !isSCRAMKey(k) })
+		scramDel := slices.DeleteFunc(slices.Clone(del), func(k string) bool { return !isSCRAMKey(k) })
+		if len(scramAdd) > 0 || len(scramDel) > 0 {
+			if slices.Contains(names, "") {
+				return argErr("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server.")
+			}
+			if len(scramAdd) < len(addOrder) || len(scramDel) < len(del) {
+				return argErr("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using --bootstrap-server.")
+			}
+			if err := alterSCRAM(ctx, cl, names[0], add, scramAdd, scramDel); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "Completed updating config for user %s.\n", names[0])
+			return nil
 		}
 	}
 
@@ -858,3 +869,59 @@ func validKeyFor(entityType, k string) bool {
 }
 
 func isSCRAMKey(k string) bool { return k == "SCRAM-SHA-256" || k == "SCRAM-SHA-512" }
+
+// Kafka's SCRAM defaults: kafka-configs salts with 4096 iterations unless
+// told otherwise, and both mechanisms require at least 4096.
+const (
+	defaultSCRAMIterations = 4096
+	minSCRAMIterations     = 4096
+)
+
+// scramCredential is kafka-configs' credential syntax:
+// [iterations=N,]password=P (the brackets already removed).
+var scramCredential = regexp.MustCompile(`^(?:iterations=(-?[0-9]*),)?password=(.*)$`)
+
+// alterSCRAM upserts and deletes one user's SCRAM credentials, as
+// kafka-configs does with AlterUserScramCredentials: the password is
+// salted here (kadm draws the salt), never sent.
+func alterSCRAM(ctx context.Context, cl *kgo.Client, user string, add map[string]string, addKeys, del []string) error {
+	mech := func(k string) kadm.ScramMechanism {
+		if k == "SCRAM-SHA-512" {
+			return kadm.ScramSha512
+		}
+		return kadm.ScramSha256
+	}
+	var ups []kadm.UpsertSCRAM
+	for _, k := range addKeys {
+		m := scramCredential.FindStringSubmatch(add[k])
+		if m == nil {
+			return argErr("Invalid credential property %s=%s", strings.ReplaceAll(k, "-", "_"), add[k])
+		}
+		iterations := defaultSCRAMIterations
+		if m[1] != "" && m[1] != "-1" {
+			n, err := strconv.Atoi(m[1])
+			if err != nil {
+				return argErr("Invalid credential property %s=%s", strings.ReplaceAll(k, "-", "_"), add[k])
+			}
+			iterations = n
+		}
+		if iterations < minSCRAMIterations {
+			return argErr("Iterations %d is less than the minimum %d required for %s", iterations, minSCRAMIterations, k)
+		}
+		ups = append(ups, kadm.UpsertSCRAM{User: user, Mechanism: mech(k), Iterations: int32(iterations), Password: m[2]})
+	}
+	var dels []kadm.DeleteSCRAM
+	for _, k := range del {
+		dels = append(dels, kadm.DeleteSCRAM{User: user, Mechanism: mech(k)})
+	}
+	res, err := kadm.NewClient(cl).AlterUserSCRAMs(ctx, dels, ups)
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil {
+			return &serverError{err: r.Err, msg: r.ErrMessage}
+		}
+	}
+	return nil
+}

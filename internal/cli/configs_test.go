@@ -101,8 +101,20 @@ func TestConfigsAlter(t *testing.T) {
 		run("--alter", "--user", "alice", "--add-config", "producer_rate=10,foo=1")
 		run("--alter", "--client", "app", "--delete-config", "foo")
 		run("--alter", "--ip", "10.0.0.7", "--add-config", "producer_byte_rate=10")
-		run("--alter", "--user", "alice", "--add-config", "SCRAM-SHA-256=[password=secret]")
 		run("--alter", "--user", "alice", "--add-config", "bad key=1")
+		s.note("SCRAM credentials, as kafka-configs alters them (AlterUserScramCredentials; salted here)")
+		// One mechanism per command: a KRaft controller refuses two
+		// changes of one user in one request (DUPLICATE_RESOURCE).
+		run("--alter", "--user", "carol", "--add-config", "SCRAM-SHA-256=[iterations=8192,password=c-secret]")
+		run("--alter", "--user", "carol", "--add-config", "SCRAM-SHA-512=[password=c-secret]")
+		run("--describe", "--user", "carol")
+		run("--alter", "--user", "carol", "--delete-config", "SCRAM-SHA-512")
+		run("--describe", "--user", "carol")
+		run("--alter", "--user", "carol", "--add-config", "SCRAM-SHA-256=[iterations=1024,password=x]")
+		run("--alter", "--user", "carol", "--add-config", "SCRAM-SHA-256=[secret]")
+		run("--alter", "--user-defaults", "--add-config", "SCRAM-SHA-256=[password=x]")
+		run("--alter", "--user", "carol", "--add-config", "SCRAM-SHA-256=[password=x],producer_byte_rate=10")
+		run("--alter", "--client", "app", "--add-config", "SCRAM-SHA-256=[password=x]")
 		s.golden("configs_alter")
 	})
 }
