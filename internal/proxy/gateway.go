@@ -33,6 +33,7 @@ type Gateway struct {
 	meta      *kgo.Client
 	admit     *admission.Limiter
 	parked    *parkedConns // refused sockets waiting to be closed
+	members   memberHosts  // group member id -> client address
 	creds     auth.CredentialLookup
 	upTLS     *tls.Config
 	upSASL    sasl.Mechanism

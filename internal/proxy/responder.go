@@ -137,6 +137,14 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 			return err
 		}
 	}
+	switch key {
+	case wire.KeyJoinGroup, wire.KeyConsumerGroupHB:
+		s.learnMember(buf, pr)
+	case wire.KeyDescribeGroups, wire.KeyConsumerGroupDesc:
+		if err := wire.Edit(buf, key, ver, pr.flexible, s.gw.restoreHosts); err != nil {
+			return err
+		}
+	}
 	switch {
 	case key == wire.KeyApiVersions:
 		if err := wire.RewriteApiVersions(buf, ver, nil, s.ln.saslVersions...); err != nil {

@@ -66,6 +66,8 @@ const (
 	KeyMetadata            int16 = 3
 	KeyControlledShutdown  int16 = 7
 	KeyFindCoordinator     int16 = 10
+	KeyJoinGroup           int16 = 11
+	KeyDescribeGroups      int16 = 15
 	KeySASLHandshake       int16 = 17
 	KeyApiVersions         int16 = 18
 	KeyCreateTopics        int16 = 19
@@ -80,6 +82,8 @@ const (
 	KeyAlterClientQuotas   int16 = 49
 	KeyDescribeQuorum      int16 = 55
 	KeyDescribeCluster     int16 = 60
+	KeyConsumerGroupHB     int16 = 68
+	KeyConsumerGroupDesc   int16 = 69
 	KeyShareFetch          int16 = 78
 	KeyShareAcknowledge    int16 = 79
 )

@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// The coordinator records a member's client host as the peer of its
+// connection — the gateway. DescribeGroups through the gateway shows the
+// real client address instead: a consumer connecting from 127.0.0.2 is
+// listed at 127.0.0.2, in the upstream's own format (kfake: host:port of
+// the client's connection to the gateway), while the gateway itself dials
+// the cluster from 127.0.0.1.
+func TestDescribeGroupsShowsClientHost(t *testing.T) {
+	env := testkit.Start(t, app.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const topic, group = "hosts", "hosts-group"
+	prod := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var local []string // the consumer's side of each connection
+	from2 := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("far-consumer"),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			c, err := from2.DialContext(ctx, network, host)
+			if err == nil {
+				local = append(local, c.LocalAddr().String())
+			}
+			return c, err
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for n := 0; n == 0; {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed nothing: %v", err)
+		}
+		n += fs.NumRecords()
+	}
+	dg, err := kadm.NewClient(prod).DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := dg[group]
+	if g.Err != nil || len(g.Members) != 1 {
+		t.Fatalf("describe group: %+v", g)
+	}
+	host := g.Members[0].ClientHost
+	if !strings.HasPrefix(host, "127.0.0.2:") {
+		t.Fatalf("member listed at %q, want the consumer's address 127.0.0.2:port (connections from %v)", host, local)
+	}
+	found := false
+	for _, l := range local {
+		found = found || l == host
+	}
+	if !found {
+		t.Errorf("member listed at %q, not one of the consumer's connections %v", host, local)
+	}
+}
