@@ -144,6 +144,10 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		if err := wire.Edit(buf, key, ver, pr.flexible, s.gw.restoreHosts); err != nil {
 			return err
 		}
+	case wire.KeyDescribeConfigs:
+		if err := wire.Edit(buf, key, ver, pr.flexible, s.ln.scrubBrokerConfigs); err != nil {
+			return err
+		}
 	}
 	switch {
 	case key == wire.KeyApiVersions:

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,68 @@ func TestDescribeGroupsShowsClientHost(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("member listed at %q, not one of the consumer's connections %v", host, local)
+	}
+}
+
+// DescribeConfigs on a broker would hand out upstream addresses in config
+// values (spec: kafka-proxying §2.3): advertised.listeners and listeners
+// become the gateway's own address for that broker on the listener asked,
+// and controller addresses are hidden as sensitive, synonyms included.
+func TestDescribeBrokerConfigsHideUpstreamAddresses(t *testing.T) {
+	env := testkit.Start(t, app.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	direct, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	adv, voters := "PLAINTEXT://10.9.9.9:9092", "1@10.9.9.8:9093"
+	set, err := kadm.NewClient(direct).AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		{Name: "advertised.listeners", Value: &adv}, {Name: "controller.quorum.voters", Value: &voters},
+	}, 0)
+	if err != nil || set[0].Err != nil {
+		t.Fatalf("setting the upstream's dynamic configs: %v %+v", err, set)
+	}
+	adm := kadm.NewClient(newClient(t, env, nil))
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, b := range md.Brokers {
+		if b.NodeID == 0 {
+			want = "PLAINTEXT://" + net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
+	}
+	rs, err := adm.DescribeBrokerConfigs(ctx, 0)
+	if err != nil || len(rs) != 1 || rs[0].Err != nil {
+		t.Fatalf("describe: %v %+v", err, rs)
+	}
+	seen := 0
+	for _, c := range rs[0].Configs {
+		switch c.Key {
+		case "advertised.listeners":
+			seen++
+			if c.MaybeValue() != want {
+				t.Errorf("advertised.listeners = %q, want the gateway's %q", c.MaybeValue(), want)
+			}
+		case "controller.quorum.voters":
+			seen++
+			if c.Value != nil || !c.Sensitive {
+				t.Errorf("controller.quorum.voters = %v (sensitive %v), want hidden", c.MaybeValue(), c.Sensitive)
+			}
+		}
+		for _, s := range c.Synonyms {
+			if s.Value != nil && strings.Contains(*s.Value, "10.9.9.") {
+				t.Errorf("%s synonym %s leaks %q", c.Key, s.Key, *s.Value)
+			}
+		}
+		if strings.Contains(c.MaybeValue(), "10.9.9.") {
+			t.Errorf("%s leaks %q", c.Key, c.MaybeValue())
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("saw %d of the 2 configs set upstream", seen)
 	}
 }
