@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,14 +31,19 @@ func TestDescribeGroupsShowsClientHost(t *testing.T) {
 	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	var local []string // the consumer's side of each connection
+	var (
+		mu    sync.Mutex
+		local []string // the consumer's side of each connection
+	)
 	from2 := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("far-consumer"),
 		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
 			c, err := from2.DialContext(ctx, network, host)
 			if err == nil {
+				mu.Lock()
 				local = append(local, c.LocalAddr().String())
+				mu.Unlock()
 			}
 			return c, err
 		}))
@@ -61,6 +67,8 @@ func TestDescribeGroupsShowsClientHost(t *testing.T) {
 		t.Fatalf("describe group: %+v", g)
 	}
 	host := g.Members[0].ClientHost
+	mu.Lock()
+	defer mu.Unlock()
 	if !strings.HasPrefix(host, "127.0.0.2:") {
 		t.Fatalf("member listed at %q, want the consumer's address 127.0.0.2:port (connections from %v)", host, local)
 	}
