@@ -397,8 +397,29 @@ func usageUsers(env *testkit.Env, k quota.Key) map[string][]string {
 	return out
 }
 
-// scrapeMetric reads one unlabelled sample from the admin port.
+// scrapeMetricOr is scrapeMetric with a value for a sample not exposed
+// yet (a labelled counter appears with its first increment).
+func scrapeMetricOr(t *testing.T, env *testkit.Env, name string, none float64) float64 {
+	t.Helper()
+	v, ok := scrapeSample(t, env, name)
+	if !ok {
+		return none
+	}
+	return v
+}
+
+// scrapeMetric reads one sample from the admin port: an unlabelled name,
+// or a name with its exact label set as exposed ({listener="..."}).
 func scrapeMetric(t *testing.T, env *testkit.Env, name string) float64 {
+	t.Helper()
+	v, ok := scrapeSample(t, env, name)
+	if !ok {
+		t.Fatalf("metric %s not exposed", name)
+	}
+	return v
+}
+
+func scrapeSample(t *testing.T, env *testkit.Env, name string) (float64, bool) {
 	t.Helper()
 	resp, err := http.Get("http://" + env.App.HTTPAddr() + "/metrics")
 	if err != nil {
@@ -413,11 +434,10 @@ func scrapeMetric(t *testing.T, env *testkit.Env, name string) float64 {
 			if err != nil {
 				t.Fatalf("%s: %v", sc.Text(), err)
 			}
-			return f
+			return f, true
 		}
 	}
-	t.Fatalf("metric %s not exposed", name)
-	return 0
+	return 0, false
 }
 
 // auditLines reads the JSON audit log, one event per line, keeping each

@@ -89,6 +89,8 @@ func (o *observer) Closed(c *principal.ConnInfo, r proxy.Reason, err error) {
 
 func (o *observer) Refused(listener, reason string) { o.a.metrics.Refused(listener, reason) }
 
+func (o *observer) UpstreamOpened(c *principal.ConnInfo) { o.a.metrics.UpstreamOpened(c) }
+
 // AuthFailed counts and audits a failed login, with its source address.
 func (o *observer) AuthFailed(c *principal.ConnInfo, mechanism string, err error) {
 	o.a.metrics.AuthFailed(c, mechanism, err)

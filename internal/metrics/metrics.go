@@ -19,6 +19,7 @@ type Metrics struct {
 	connsActive *prometheus.GaugeVec
 	connsOpened *prometheus.CounterVec
 	connsClosed *prometheus.CounterVec
+	upOpened    *prometheus.CounterVec
 	authFailed  prometheus.Counter
 }
 
@@ -39,12 +40,16 @@ func New() *Metrics {
 			Name: "tollgate_connections_closed_total",
 			Help: "Client connections closed, per listener and close reason.",
 		}, []string{"listener", "reason"}),
+		upOpened: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_upstream_connections_opened_total",
+			Help: "Upstream connections opened for client connections, per client listener. A client connection opens one at its first forwarded request, so refused, unauthenticated and idle connections open none.",
+		}, []string{"listener"}),
 	}
 	m.authFailed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_authentication_failures_total",
 		Help: "Failed SASL logins terminated at Tollgate.",
 	})
-	r.MustRegister(m.connsActive, m.connsOpened, m.connsClosed, m.authFailed,
+	r.MustRegister(m.connsActive, m.connsOpened, m.connsClosed, m.upOpened, m.authFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +69,9 @@ func (m *Metrics) Closed(c *principal.ConnInfo, r proxy.Reason, _ error) {
 // Refused implements proxy.RefusalObserver (counted by the admission
 // collector; nothing to do here).
 func (m *Metrics) Refused(listener, reason string) {}
+
+// UpstreamOpened implements proxy.UpstreamObserver.
+func (m *Metrics) UpstreamOpened(c *principal.ConnInfo) { m.upOpened.WithLabelValues(c.Listener).Inc() }
 
 // AuthFailed implements proxy.AuthObserver.
 func (m *Metrics) AuthFailed(*principal.ConnInfo, string, error) { m.authFailed.Inc() }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/principal"
 )
 
 // WithAdmission makes every listener ask lim before serving a connection
@@ -101,6 +102,13 @@ func remoteIP(c net.Conn) netip.Addr {
 // connections refused by admission, by Kafka setting name.
 type RefusalObserver interface {
 	Refused(listener, reason string)
+}
+
+// UpstreamObserver is optionally implemented by an Observer that counts
+// the upstream connections the gateway opens (one per client connection
+// that forwards a request; none for one that never does).
+type UpstreamObserver interface {
+	UpstreamOpened(c *principal.ConnInfo)
 }
 
 func (g *Gateway) noteRefused(listener, reason string) {

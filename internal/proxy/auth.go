@@ -288,6 +288,9 @@ func (s *session) gate(req *Request, flexible bool) (handled bool, r Reason, err
 		}
 		return false, "", nil
 	case req.Key == wire.KeyApiVersions:
+		if s.ln.cfg.saslMode() == SASLTerminate && s.answerApiVersions(req) {
+			return true, "", nil
+		}
 		return false, "", nil
 	case req.Key == wire.KeySASLHandshake:
 		if s.ln.cfg.saslMode() == SASLPassthrough && req.Version < 1 {

@@ -32,8 +32,9 @@ type Gateway struct {
 	listeners []*listener
 	meta      *kgo.Client
 	admit     *admission.Limiter
-	parked    *parkedConns // refused sockets waiting to be closed
-	members   memberHosts  // group member id -> client address
+	parked    *parkedConns           // refused sockets waiting to be closed
+	members   memberHosts            // group member id -> client address
+	clusterID atomic.Pointer[string] // from the last metadata refresh
 	creds     auth.CredentialLookup
 	upTLS     *tls.Config
 	upSASL    sasl.Mechanism
@@ -184,6 +185,10 @@ func (g *Gateway) refresh(ctx context.Context) error {
 	resp, err := req.RequestWith(ctx, g.meta)
 	if err != nil {
 		return err
+	}
+	if resp.ClusterID != nil {
+		id := *resp.ClusterID
+		g.clusterID.Store(&id)
 	}
 	live := map[int32]bool{}
 	for _, b := range resp.Brokers {

@@ -35,6 +35,8 @@ type listener struct {
 	// ranges, SaslHandshake 0-1 (librdkafka logs in only if v0 is in the
 	// range; it then uses v1, the only version served).
 	saslVersions []kmsg.ApiVersionsResponseApiKey
+	// apiVersions answers ApiVersions before login (SASL terminate).
+	apiVersions apiVersionsCache
 }
 
 // setupSecurity loads the listener's certificate and mapping rules.

@@ -131,6 +131,11 @@ func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 			r, err = ReasonClientClosed, net.ErrClosed
 		}
 	}()
+	if s.upstream == nil {
+		if r, err := s.dialUpstream(); err != nil {
+			return r, err
+		}
+	}
 	out := buf.B
 	if v.Forward != nil {
 		v.Forward.SetVersion(req.Version)
@@ -177,6 +182,11 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 	}
 	if err := s.enqueue(req, flexible, v); err != nil {
 		return ReasonIOError, err
+	}
+	if s.upstream == nil {
+		if r, err := s.dialUpstream(); err != nil {
+			return r, err
+		}
 	}
 	if r, err := s.streamToUpstream(sz, n); err != nil {
 		return r, err

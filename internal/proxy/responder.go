@@ -154,6 +154,7 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		if err := wire.RewriteApiVersions(buf, ver, nil, s.ln.saslVersions...); err != nil {
 			return err
 		}
+		s.rememberApiVersions(buf, pr)
 	case wire.CarriesAddresses(key):
 		if err := wire.RewriteAddresses(buf, key, ver, pr.flexible, s.ln); err != nil {
 			return err

@@ -29,8 +29,13 @@ type session struct {
 	ln   *listener
 	info principal.ConnInfo
 
-	client   net.Conn
+	client net.Conn
+	// upstream is dialed by the reader at the first forwarded request
+	// (dialUpstream); close reads it under upMu.
 	upstream net.Conn
+	upMu     sync.Mutex
+	upClosed bool          // guarded by upMu: close ran
+	respDone chan struct{} // closed when the responder ends; nil until dialed
 	cr       *bufio.Reader // client reader
 	ur       *bufio.Reader // upstream reader
 
@@ -124,12 +129,30 @@ func (s *session) logAttrs() []any {
 
 func (s *session) run() {
 	defer s.gw.removeSession(s)
-	addrs := s.gw.upstreamFor(s.info.NodeID)
-	if len(addrs) == 0 {
+	if len(s.gw.upstreamFor(s.info.NodeID)) == 0 {
 		s.open()
 		s.close(ReasonUpstreamDial, fmt.Errorf("no upstream address known for node %d", s.info.NodeID))
 		return
 	}
+	ctx, cancel := s.dialContext()
+	err := s.clientTLS(ctx)
+	cancel()
+	s.open()
+	if err != nil {
+		s.close(ReasonTLSHandshake, err)
+		return
+	}
+	s.auth.needed = s.ln.cfg.usesSASL()
+	s.cr = bufio.NewReaderSize(s.client, readBufSize)
+	s.read()
+	if s.respDone != nil {
+		<-s.respDone
+	}
+}
+
+// dialContext bounds a handshake or dial by the dial timeout and ends it
+// when the session closes.
+func (s *session) dialContext() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.DialTimeout)
 	go func() {
 		select {
@@ -138,13 +161,21 @@ func (s *session) run() {
 		}
 		cancel()
 	}()
-	if err := s.clientTLS(ctx); err != nil {
-		cancel()
-		s.open()
-		s.close(ReasonTLSHandshake, err)
-		return
+	return ctx, cancel
+}
+
+// dialUpstream opens the session's upstream connection when the first
+// request must be forwarded, not when the client connects: a connection
+// that never gets that far — refused, failing its TLS or SASL login,
+// answered locally — costs the cluster nothing. It then starts the
+// responder. Reader goroutine only.
+func (s *session) dialUpstream() (Reason, error) {
+	addrs := s.gw.upstreamFor(s.info.NodeID)
+	if len(addrs) == 0 {
+		return ReasonUpstreamDial, fmt.Errorf("no upstream address known for node %d", s.info.NodeID)
 	}
-	s.auth.needed = s.ln.cfg.usesSASL()
+	ctx, cancel := s.dialContext()
+	defer cancel()
 	var up net.Conn
 	var errs []error
 	for _, addr := range addrs {
@@ -157,22 +188,27 @@ func (s *session) run() {
 		}
 		errs = append(errs, fmt.Errorf("dial %s: %w", addr, err))
 	}
-	cancel()
-	s.open()
 	if up == nil {
-		s.close(ReasonUpstreamDial, errors.Join(errs...))
-		return
+		return ReasonUpstreamDial, errors.Join(errs...)
+	}
+	s.upMu.Lock()
+	if s.upClosed {
+		s.upMu.Unlock()
+		up.Close()
+		return ReasonShutdown, net.ErrClosed
 	}
 	s.upstream = up
-	s.cr = bufio.NewReaderSize(s.client, readBufSize)
+	s.upMu.Unlock()
 	s.ur = bufio.NewReaderSize(up, readBufSize)
-	done := make(chan struct{})
+	if uo, ok := s.gw.observer.(UpstreamObserver); ok {
+		uo.UpstreamOpened(&s.info)
+	}
+	s.respDone = make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(s.respDone)
 		s.respond()
 	}()
-	s.read()
-	<-done
+	return "", nil
 }
 
 func (s *session) open() {
@@ -191,8 +227,12 @@ func (s *session) close(r Reason, err error) {
 			s.gw.admit.Release(s.adm)
 		}
 		s.client.Close()
-		if s.upstream != nil {
-			s.upstream.Close()
+		s.upMu.Lock()
+		s.upClosed = true
+		up := s.upstream
+		s.upMu.Unlock()
+		if up != nil {
+			up.Close()
 		}
 		attrs := append(s.logAttrs(), "reason", string(r))
 		if err != nil {
