@@ -3,9 +3,11 @@ package e2e
 import (
 	"net"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -70,6 +72,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	good.Close() // its own later connections would count too
 	before := opened()
 
 	// Ten clients that ask ApiVersions and fail to log in.
@@ -93,8 +96,57 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 	if got := opened(); got != before {
 		t.Fatalf("10 unauthenticated clients opened %v upstream connections, want none", got-before)
 	}
-	// The good client still works.
-	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("y")}).FirstErr(); err != nil {
+	// Good clients still work.
+	again := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"),
+		kgo.DefaultProduceTopic("lazy"))...)
+	if err := again.ProduceSync(ctx, &kgo.Record{Value: []byte("y")}).FirstErr(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// KIP-1242 (ApiVersions v5): a request naming this broker of this cluster
+// is answered from the cache; one naming another cluster is the broker's
+// to judge, and the broker says REBOOTSTRAP_REQUIRED.
+func TestPreLoginApiVersionsV5(t *testing.T) {
+	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
+	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
+	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
+	ctx := ctxT(t, 30*time.Second)
+	good := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"),
+		kgo.DefaultProduceTopic("v5"), kgo.AllowAutoTopicCreation())...)
+	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	md, err := kadm.NewClient(good).BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.Close() // its own later connections would count too
+	b0 := md.Brokers[0]
+	addr := net.JoinHostPort(b0.Host, strconv.Itoa(int(b0.Port)))
+	// Warm this broker's port: one pre-login ApiVersions v4 is forwarded
+	// at most once, then cached.
+	v4 := kmsg.NewPtrApiVersionsRequest()
+	v4.Version, v4.ClientSoftwareName, v4.ClientSoftwareVersion = 4, "e2e", "1.0"
+	if _, err := dialSASLConn(t, addr).roundTrip(v4); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(cluster string, node int32) (*kmsg.ApiVersionsResponse, float64) {
+		t.Helper()
+		before := opened()
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 5, "e2e", "1.0"
+		req.ClusterID, req.NodeID = &cluster, node
+		resp, err := dialSASLConn(t, addr).roundTrip(req)
+		if err != nil {
+			t.Fatalf("ApiVersions v5 (%s, %d): %v", cluster, node, err)
+		}
+		return resp.(*kmsg.ApiVersionsResponse), opened() - before
+	}
+	if resp, dials := ask(md.Cluster, b0.NodeID); resp.ErrorCode != 0 || dials != 0 || len(resp.ApiKeys) == 0 {
+		t.Errorf("v5 naming this broker and cluster: error %d, %d keys, %v upstream dials; want an answer from the cache", resp.ErrorCode, len(resp.ApiKeys), dials)
+	}
+	if resp, dials := ask("another-cluster", b0.NodeID); resp.ErrorCode != 129 || dials != 1 {
+		t.Errorf("v5 naming another cluster: error %d, %v upstream dials; want the broker's REBOOTSTRAP_REQUIRED (129)", resp.ErrorCode, dials)
 	}
 }

@@ -7,8 +7,13 @@
 // answered), the producer's produce latency before and during the storm,
 // and the gateway's CPU during the storm (Tollgate runs as its own process).
 //
+// It runs -rounds rounds of baseline then storm (12 s apart, so the per-IP
+// sensor starts fresh each time) and reports each round and the p99s over
+// all rounds' samples: on a shared two-core machine a single baseline's
+// p99 moves by 2× between runs.
+//
 //	go build -o /tmp/tollgate ./cmd/tollgate
-//	go run ./bench/storm -tollgate /tmp/tollgate -rate 50 -storm 20s
+//	go run ./bench/storm -tollgate /tmp/tollgate -rate 50 -storm 23s -rounds 3
 package main
 
 import (
@@ -40,6 +45,7 @@ func main() {
 	stormFor := flag.Duration("storm", 20*time.Second, "storm duration")
 	workers := flag.Int("workers", 256, "storm goroutines")
 	target := flag.Int("attempts", 20000, "target connection attempts per second")
+	rounds := flag.Int("rounds", 3, "rounds of baseline then storm; the p99s are over all rounds' samples")
 	stormAt := flag.String("storm-at", "", "control run: aim the storm at this address (e.g. a bare accept-and-close server) instead of the gateway")
 	flag.Parse()
 	if *worker != "" {
@@ -109,10 +115,52 @@ quotas:
 		}
 		return out
 	}
-	// The baseline is as long as the storm's measurement, so both p99s
-	// rest on as many samples.
-	base := latency(*stormFor - time.Second)
+	var base, during []time.Duration
+	var cpu time.Duration
+	var attemptRates []float64
+	var perSec []float64
+	for r := 0; r < *rounds; r++ {
+		if r > 0 {
+			// Let the per-IP sensor forget the last storm (N·W), so
+			// every round starts as the first.
+			time.Sleep(12 * time.Second)
+		}
+		// The baseline is as long as the storm's measurement, so both
+		// p99s rest on as many samples.
+		b := latency(*stormFor - time.Second)
+		d, c, rate, ps := storm(boot, httpAddr, proc.Process.Pid, *stormAt, *stormFor, *workers, *target, latency)
+		fmt.Printf("round %d: producer p99 before %v, during %v (%.2f×); %.0f attempts/s; gateway %.2f cores\n",
+			r+1, pct(b, .99), pct(d, .99), float64(pct(d, .99))/float64(pct(b, .99)), rate, c.Seconds()/(*stormFor-time.Second).Seconds())
+		base, during = append(base, b...), append(during, d...)
+		cpu += c
+		attemptRates = append(attemptRates, rate)
+		perSec = append(perSec, ps...)
+	}
+	fmt.Printf("\nstorm: %d workers from 127.0.0.2 for %v, %d rounds; default ip connection_creation_rate=%d (quota.window.num=11, 1 s)\n\n", *workers, *stormFor, *rounds, *rate)
+	var total float64
+	var ps []string
+	for _, v := range perSec {
+		total += v
+		ps = append(ps, strconv.FormatFloat(v, 'f', 0, 64))
+	}
+	var meanRate float64
+	for _, v := range attemptRates {
+		meanRate += v / float64(len(attemptRates))
+	}
+	fmt.Printf("| attempts/s | admitted in all | mean admitted/s | admitted per second |\n|---|---|---|---|\n")
+	fmt.Printf("| %.0f | %.0f | %.1f | %s |\n\n", meanRate, total, total/float64(len(perSec)), strings.Join(ps, " "))
+	fmt.Printf("| established producer, all rounds | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
+	fmt.Printf("| before the storm | %d | %v | %v | %v |\n", len(base), pct(base, .5), pct(base, .99), pct(base, 1))
+	fmt.Printf("| during the storm | %d | %v | %v | %v |\n\n", len(during), pct(during, .5), pct(during, .99), pct(during, 1))
+	fmt.Printf("p99 during ÷ before, all rounds: %.2f×\n", float64(pct(during, .99))/float64(pct(base, .99)))
+	fmt.Printf("gateway CPU during the storm: %.2f cores\n", cpu.Seconds()/(float64(*rounds)*(*stormFor-time.Second).Seconds()))
+}
 
+// storm runs one storm process against the gateway (or stormAt) while the
+// producer measures latency, and returns the latencies, the gateway's CPU
+// time, the attempt rate and the gateway's admitted connections per second.
+func storm(boot, httpAddr string, pid int, stormAt string, stormFor time.Duration, workers, target int,
+	latency func(time.Duration) []time.Duration) ([]time.Duration, time.Duration, float64, []float64) {
 	// The storm, from 127.0.0.2, in a process of its own so that its
 	// goroutines do not share a scheduler with the producer.
 	self, _ := os.Executable()
@@ -120,15 +168,15 @@ quotas:
 	// shares two cores with the gateway, the cluster and the producer, so
 	// it runs at the lowest CPU priority (nice 19) on one core.
 	stormTarget := boot
-	if *stormAt != "" {
-		stormTarget = *stormAt
+	if stormAt != "" {
+		stormTarget = stormAt
 	}
-	storm := exec.Command("nice", "-n", "19", self, "-storm-worker", stormTarget, "-storm", stormFor.String(),
-		"-workers", strconv.Itoa(*workers), "-attempts", strconv.Itoa(*target))
-	storm.Env = append(os.Environ(), "GOMAXPROCS=1")
-	storm.Stderr = os.Stderr
-	outPipe, _ := storm.StdoutPipe()
-	if err := storm.Start(); err != nil {
+	cmd := exec.Command("nice", "-n", "19", self, "-storm-worker", stormTarget, "-storm", stormFor.String(),
+		"-workers", strconv.Itoa(workers), "-attempts", strconv.Itoa(target))
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	cmd.Stderr = os.Stderr
+	outPipe, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
 		panic(err)
 	}
 	if os.Getenv("STORM_DEBUG") != "" {
@@ -147,27 +195,15 @@ quotas:
 			last = v
 		}
 	}()
-	cpu0 := procCPU(proc.Process.Pid)
-	during := latency(*stormFor - time.Second)
-	cpu := procCPU(proc.Process.Pid) - cpu0
+	cpu0 := procCPU(pid)
+	during := latency(stormFor - time.Second)
+	cpu := procCPU(pid) - cpu0
 	res, _ := io.ReadAll(outPipe)
-	storm.Wait()
+	cmd.Wait()
 	<-scrapeDone
 	var attemptsPerSec float64
 	fmt.Sscan(string(res), &attemptsPerSec)
-	fmt.Printf("storm: %d workers from 127.0.0.2 for %v; default ip connection_creation_rate=%d (quota.window.num=11, 1 s)\n\n", *workers, *stormFor, *rate)
-	var total float64
-	var ps []string
-	for _, v := range perSec {
-		total += v
-		ps = append(ps, strconv.FormatFloat(v, 'f', 0, 64))
-	}
-	fmt.Printf("| attempts/s | admitted in all | mean admitted/s | admitted per second |\n|---|---|---|---|\n")
-	fmt.Printf("| %.0f | %.0f | %.1f | %s |\n\n", attemptsPerSec, total, total/float64(len(perSec)), strings.Join(ps, " "))
-	fmt.Printf("| established producer | p50 | p99 | max |\n|---|---|---|---|\n")
-	fmt.Printf("| before the storm | %v | %v | %v |\n", pct(base, .5), pct(base, .99), pct(base, 1))
-	fmt.Printf("| during the storm | %v | %v | %v |\n\n", pct(during, .5), pct(during, .99), pct(during, 1))
-	fmt.Printf("gateway CPU during the storm: %.2f cores (%v over %v)\n", cpu.Seconds()/(*stormFor-time.Second).Seconds(), cpu, *stormFor-time.Second)
+	return during, cpu, attemptsPerSec, perSec
 }
 
 // runStorm is the storm process: connections opened as fast as the

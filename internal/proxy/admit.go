@@ -23,7 +23,7 @@ func WithAdmission(lim *admission.Limiter) Option {
 // returns true when the connection is to be served (then ac is
 // registered), and false when it was rejected or parked; it blocks this
 // accept loop while the gateway or listener rate, or a count, says wait.
-func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
+func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 	lim := l.gw.admit
 	now := time.Now()
 	t, err := lim.Admit(l.cfg.Name, now)
@@ -32,7 +32,7 @@ func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
 		c.Close()
 		return false
 	}
-	ip := remoteIP(c)
+	ip := c.remoteIP()
 	for {
 		d := lim.AdmitIP(&t, ip, ac, time.Now())
 		switch d.Verdict {
@@ -59,7 +59,7 @@ func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
 			// Per-IP rate: never serve the socket; close it once the
 			// throttle has passed (Kafka's delayed close).
 			if l.gw.log.Enabled(context.Background(), slog.LevelInfo) {
-				l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),
+				l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
 					"reason", "connection_rate_"+d.Reason.String(), "close_in", d.Delay)
 			}
 			if l.gw.observer != nil {
@@ -77,7 +77,7 @@ func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
 			l.gw.parked.park(c, at)
 			return false
 		default: // Reject
-			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.RemoteAddr().String(),
+			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
 				"reason", "connection_limit_"+d.Reason.String())
 			l.gw.noteRefused(l.cfg.Name, d.Reason.String())
 			c.Close()
@@ -85,6 +85,23 @@ func (l *listener) admitConn(c net.Conn, ac *admission.Conn) bool {
 		}
 	}
 }
+
+// socket is an accepted connection before admission: a net.Conn, or on
+// Linux a bare file descriptor that only becomes one if it is served (see
+// rawaccept_linux.go).
+type socket interface {
+	remoteIP() netip.Addr
+	String() string // the remote address, for logs
+	Close() error
+	conn() (net.Conn, error)
+}
+
+// netSocket is a net.Conn as accepted by a net.Listener.
+type netSocket struct{ net.Conn }
+
+func (s netSocket) remoteIP() netip.Addr    { return remoteIP(s.Conn) }
+func (s netSocket) String() string          { return s.RemoteAddr().String() }
+func (s netSocket) conn() (net.Conn, error) { return s.Conn, nil }
 
 func remoteIP(c net.Conn) netip.Addr {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {

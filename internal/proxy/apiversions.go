@@ -73,10 +73,12 @@ func (s *session) answerApiVersions(req *Request) bool {
 		return false
 	}
 	if req.Version >= 5 && (av.ClusterID != nil || av.NodeID != -1) {
-		// KIP-1242: answered here only when it names this broker of
-		// this cluster; anything else is for the broker to judge.
+		// KIP-1242: answered here only when it names both this broker
+		// and this cluster; one without the other, or another broker
+		// or cluster, is for the broker to judge (INVALID_REQUEST,
+		// REBOOTSTRAP_REQUIRED).
 		id := s.gw.clusterID.Load()
-		if av.ClusterID == nil || id == nil || *av.ClusterID != *id || av.NodeID != s.info.NodeID {
+		if av.ClusterID == nil || av.NodeID == -1 || id == nil || *av.ClusterID != *id || av.NodeID != s.info.NodeID {
 			return false
 		}
 	}

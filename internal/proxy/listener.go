@@ -162,6 +162,10 @@ func (l *listener) close() {
 
 func (l *listener) accept(ln net.Listener, node int32) {
 	defer l.gw.wg.Done()
+	if rl, ok := ln.(*rawListener); ok {
+		rawAccept(l, rl, node)
+		return
+	}
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
@@ -169,31 +173,53 @@ func (l *listener) accept(ln net.Listener, node int32) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of file descriptors and the like: back off, as
-			// net/http does, instead of spinning.
-			if backoff == 0 {
-				backoff = 5 * time.Millisecond
-			} else if backoff *= 2; backoff > time.Second {
-				backoff = time.Second
-			}
-			l.gw.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-				continue
-			case <-l.gw.closing:
+			if !l.acceptBackoff(&backoff, err) {
 				return
 			}
+			continue
 		}
 		backoff = 0
-		var ac *admission.Conn
-		if l.gw.admit != nil {
-			ac = &admission.Conn{ID: l.gw.nextID.Add(1)}
-			if !l.admitConn(c, ac) {
-				continue
-			}
-		}
-		l.gw.serve(c, l, node, ac)
+		l.admitAndServe(netSocket{c}, node)
 	}
+}
+
+// acceptBackoff waits after a failed accept (out of file descriptors and
+// the like), as net/http does, instead of spinning; false when the gateway
+// is closing.
+func (l *listener) acceptBackoff(backoff *time.Duration, err error) bool {
+	if *backoff == 0 {
+		*backoff = 5 * time.Millisecond
+	} else if *backoff *= 2; *backoff > time.Second {
+		*backoff = time.Second
+	}
+	l.gw.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", *backoff)
+	select {
+	case <-time.After(*backoff):
+		return true
+	case <-l.gw.closing:
+		return false
+	}
+}
+
+// admitAndServe admits one accepted socket and serves it when admitted.
+func (l *listener) admitAndServe(sock socket, node int32) {
+	var ac *admission.Conn
+	if l.gw.admit != nil {
+		ac = &admission.Conn{ID: l.gw.nextID.Add(1)}
+		if !l.admitConn(sock, ac) {
+			return
+		}
+	}
+	c, err := sock.conn()
+	if err != nil {
+		l.gw.log.Warn("accepted connection unusable", "listener", l.cfg.Name, "remote", sock.String(), "err", err)
+		sock.Close()
+		if ac != nil {
+			l.gw.admit.Release(ac)
+		}
+		return
+	}
+	l.gw.serve(c, l, node, ac)
 }
 
 func slicesSort(ids []int32) { slices.Sort(ids) }

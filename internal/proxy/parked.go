@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"container/heap"
-	"net"
 	"sync"
 	"time"
 )
@@ -19,7 +18,7 @@ type parkedConns struct {
 
 type parked struct {
 	at time.Time
-	c  net.Conn
+	c  socket
 }
 
 type parkHeap []parked
@@ -39,7 +38,7 @@ func (h *parkHeap) Pop() any {
 func newParkedConns() *parkedConns { return &parkedConns{wake: make(chan struct{}, 1)} }
 
 // park closes c at (or just after) at.
-func (p *parkedConns) park(c net.Conn, at time.Time) {
+func (p *parkedConns) park(c socket, at time.Time) {
 	p.mu.Lock()
 	heap.Push(&p.q, parked{at: at, c: c})
 	p.count++
@@ -58,7 +57,7 @@ func (p *parkedConns) park(c net.Conn, at time.Time) {
 func (p *parkedConns) run(closing <-chan struct{}) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
-	var due []net.Conn
+	var due []socket
 	for {
 		p.mu.Lock()
 		now := time.Now()

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -95,9 +94,10 @@ func (g *Gateway) listen(l *listener, addr string) (net.Listener, error) {
 	}
 	if l.cfg.ProxyProtocol {
 		ln = newProxyListener(ln, l.cfg.Name, g.log)
+	} else if g.admit != nil {
+		ln = rawCapable(ln)
 	}
-	if l.tls != nil {
-		ln = tls.NewListener(ln, l.tls.Config())
-	}
+	// TLS is layered on each connection served (serve), not on the
+	// listener: a refused socket costs no TLS state.
 	return ln, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,10 @@ type pending struct {
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {
+	setKeepAlive(c)
+	if l.tls != nil {
+		c = tls.Server(c, l.tls.Config()) // handshake in run (clientTLS)
+	}
 	s := &session{
 		gw:     g,
 		ln:     l,
@@ -85,7 +90,6 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 		inFlt:  make(chan struct{}, g.cfg.MaxInFlight),
 		closed: make(chan struct{}),
 	}
-	setKeepAlive(c)
 	id := g.nextID.Add(1)
 	if ac != nil {
 		id = ac.ID
