@@ -46,12 +46,29 @@ func main() {
 	workers := flag.Int("workers", 256, "storm goroutines")
 	target := flag.Int("attempts", 20000, "target connection attempts per second")
 	rounds := flag.Int("rounds", 3, "rounds of baseline then storm; the p99s are over all rounds' samples")
+	control := flag.Bool("control", false, "control run: aim the storm at a minimal accept-hold-close server in a process of its own instead of the gateway")
+	holdServer := flag.String("hold-server", "", "internal: run the control's accept-hold-close server on this address")
 	stormAt := flag.String("storm-at", "", "control run: aim the storm at this address (e.g. a bare accept-and-close server) instead of the gateway")
 	flag.Parse()
 	if *worker != "" {
 		bootAddr = *worker
 		runStorm(*stormFor, *workers, *target)
 		return
+	}
+	if *holdServer != "" {
+		runHoldServer(*holdServer)
+		return
+	}
+	if *control {
+		addr := freeAddr()
+		self, _ := os.Executable()
+		hs := exec.Command(self, "-hold-server", addr)
+		if err := hs.Start(); err != nil {
+			panic(err)
+		}
+		defer func() { hs.Process.Kill(); hs.Wait() }()
+		waitDial(addr)
+		*stormAt = addr
 	}
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "need -tollgate")
@@ -240,6 +257,44 @@ func runStorm(stormFor time.Duration, workers, target int) {
 	}
 	wg.Wait()
 	fmt.Printf("%.0f\n", float64(attempts.Load())/time.Since(start).Seconds())
+}
+
+// runHoldServer is the control run's server: it accepts every connection,
+// holds it about a second without reading, and closes it — the least a Go
+// server can do per parked socket, in a process of its own.
+func runHoldServer(addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		panic(err)
+	}
+	type held struct {
+		c  net.Conn
+		at time.Time
+	}
+	var mu sync.Mutex
+	var q []held
+	go func() {
+		for range time.Tick(10 * time.Millisecond) {
+			now := time.Now()
+			mu.Lock()
+			i := 0
+			for i < len(q) && q[i].at.Before(now) {
+				q[i].c.Close()
+				i++
+			}
+			q = q[i:]
+			mu.Unlock()
+		}
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			continue
+		}
+		mu.Lock()
+		q = append(q, held{c, time.Now().Add(time.Second)})
+		mu.Unlock()
+	}
 }
 
 // accepted scrapes the gateway's tollgate_connections_accepted_total.
