@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/bench/internal/benchkit"
 )
 
 func main() {
@@ -112,7 +113,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		// kfake advertises the forwarder's addresses, so clients only
 		// ever see the forwarder.
 		for range real {
-			fwdAddrs = append(fwdAddrs, freeAddr())
+			fwdAddrs = append(fwdAddrs, benchkit.FreeAddr())
 		}
 		i := 0
 		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
@@ -146,7 +147,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		dir, _ := os.MkdirTemp("", "tgbench")
 		defer os.RemoveAll(dir)
 		cfg := filepath.Join(dir, "tollgate.yaml")
-		bootstrap = freeAddr()
+		bootstrap = benchkit.FreeAddr()
 		os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nlisteners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
 			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))+quotaBlock(way)), 0o600)
 		proc = exec.Command(bin, "serve", "--config", cfg)
@@ -157,7 +158,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 			return r, err
 		}
 		defer func() { proc.Process.Kill(); proc.Wait() }()
-		if err := waitDial(bootstrap); err != nil {
+		if err := benchkit.WaitDial(bootstrap); err != nil {
 			return r, err
 		}
 	}
@@ -248,41 +249,12 @@ func (a advertised) Addr() net.Addr {
 	return ap
 }
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitDial(addr string) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("%s did not come up", addr)
-}
-
-// procCPU returns user+system CPU time of a child process from /proc.
+// procCPU is a child process's CPU time, 0 before it started.
 func procCPU(p *exec.Cmd) time.Duration {
 	if p == nil || p.Process == nil {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(fields[11], 10, 64)
-	st, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+	return benchkit.ProcCPU(p.Process.Pid)
 }
 
 func runForwarder(spec string) {
@@ -335,12 +307,6 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func pct(ds []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(float64(len(s)-1)*p)]
-}
-
 func report(ways []string, res map[string][]result, lat map[string][]time.Duration, mib, rec, runs, latN int) {
 	get := func(w string, f func(result) float64) float64 {
 		var xs []float64
@@ -369,9 +335,9 @@ func report(ways []string, res map[string][]result, lat map[string][]time.Durati
 			get("tollgate+quotas", cpu)/get("tollgate", cpu))
 	}
 	fmt.Printf("\nlatency of %d sequential 1-record produce requests (acks=all):\n\n| way | p50 | p99 | added p50 | added p99 |\n|---|---|---|---|---|\n", latN)
-	d50, d99 := pct(lat["direct"], .5), pct(lat["direct"], .99)
+	d50, d99 := benchkit.Pct(lat["direct"], .5), benchkit.Pct(lat["direct"], .99)
 	for _, w := range ways {
-		p50, p99 := pct(lat[w], .5), pct(lat[w], .99)
+		p50, p99 := benchkit.Pct(lat[w], .5), benchkit.Pct(lat[w], .99)
 		fmt.Printf("| %s | %v | %v | %v | %v |\n", w, p50.Round(time.Microsecond), p99.Round(time.Microsecond), (p50 - d50).Round(time.Microsecond), (p99 - d99).Round(time.Microsecond))
 	}
 }

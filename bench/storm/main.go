@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +35,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/bench/internal/benchkit"
 )
 
 func main() {
@@ -60,7 +61,7 @@ func main() {
 		return
 	}
 	if *control {
-		addr := freeAddr()
+		addr := benchkit.FreeAddr()
 		self, _ := os.Executable()
 		hs := exec.Command(self, "-hold-server", addr)
 		if err := hs.Start(); err != nil {
@@ -81,8 +82,8 @@ func main() {
 	defer c.Close()
 	dir, _ := os.MkdirTemp("", "tgstorm")
 	defer os.RemoveAll(dir)
-	httpAddr := freeAddr()
-	boot := freeAddr()
+	httpAddr := benchkit.FreeAddr()
+	boot := benchkit.FreeAddr()
 	cfg := filepath.Join(dir, "tollgate.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
 listeners:
@@ -212,9 +213,9 @@ func storm(boot, httpAddr string, pid int, stormAt string, stormFor time.Duratio
 			last = v
 		}
 	}()
-	cpu0 := procCPU(pid)
+	cpu0 := benchkit.ProcCPU(pid)
 	during := latency(stormFor - time.Second)
-	cpu := procCPU(pid) - cpu0
+	cpu := benchkit.ProcCPU(pid) - cpu0
 	res, _ := io.ReadAll(outPipe)
 	cmd.Wait()
 	<-scrapeDone
@@ -318,43 +319,16 @@ var bootAddr string
 
 var benchStart = time.Now()
 
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+// pct is a percentile rounded for the tables.
+func pct(ds []time.Duration, p float64) time.Duration {
+	return benchkit.Pct(ds, p).Round(10 * time.Microsecond)
+}
+
+// waitDial waits for a server the bench started; it must come up.
+func waitDial(addr string) {
+	if err := benchkit.WaitDial(addr); err != nil {
 		panic(err)
 	}
-	defer ln.Close()
-	bootAddr = ln.Addr().String()
-	return bootAddr
-}
-
-func waitDial(addr string) {
-	for i := 0; i < 400; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	panic(addr + " did not come up")
-}
-
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
-func pct(ds []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(float64(len(s)-1)*p)].Round(10 * time.Microsecond)
 }
 
 type connHook struct{}
