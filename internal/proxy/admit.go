@@ -77,8 +77,10 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 			l.gw.parked.park(c, at)
 			return false
 		default: // Reject
-			l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
-				"reason", "connection_limit_"+d.Reason.String())
+			if l.gw.log.Enabled(context.Background(), slog.LevelInfo) {
+				l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
+					"reason", "connection_limit_"+d.Reason.String())
+			}
 			l.gw.noteRefused(l.cfg.Name, d.Reason.String())
 			c.Close()
 			return false
@@ -88,20 +90,48 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 
 // socket is an accepted connection before admission: a net.Conn, or on
 // Linux a bare file descriptor that only becomes one if it is served (see
-// rawaccept_linux.go).
-type socket interface {
-	remoteIP() netip.Addr
-	String() string // the remote address, for logs
-	Close() error
-	conn() (net.Conn, error)
+// rawaccept_linux.go). It is a value, not an interface: a storm refuses
+// thousands of sockets a second, and boxing each would be an allocation
+// and, at that rate, a garbage collection (and its pauses) every fraction
+// of a second for the sessions being served.
+type socket struct {
+	c    net.Conn       // accepted by a net.Listener; nil for a bare descriptor
+	fd   int            // the bare descriptor when c is nil
+	addr netip.AddrPort // the bare descriptor's remote address
 }
 
-// netSocket is a net.Conn as accepted by a net.Listener.
-type netSocket struct{ net.Conn }
+func connSocket(c net.Conn) socket { return socket{c: c, fd: -1} }
 
-func (s netSocket) remoteIP() netip.Addr    { return remoteIP(s.Conn) }
-func (s netSocket) String() string          { return s.RemoteAddr().String() }
-func (s netSocket) conn() (net.Conn, error) { return s.Conn, nil }
+func (s socket) remoteIP() netip.Addr {
+	if s.c != nil {
+		return remoteIP(s.c)
+	}
+	return s.addr.Addr()
+}
+
+// String is the remote address, for logs.
+func (s socket) String() string {
+	if s.c != nil {
+		return s.c.RemoteAddr().String()
+	}
+	return s.addr.String()
+}
+
+func (s socket) Close() error {
+	if s.c != nil {
+		return s.c.Close()
+	}
+	return closeFD(s.fd)
+}
+
+// conn returns the socket as a net.Conn, handing a bare descriptor to the
+// runtime.
+func (s socket) conn() (net.Conn, error) {
+	if s.c != nil {
+		return s.c, nil
+	}
+	return fdConn(s.fd)
+}
 
 func remoteIP(c net.Conn) netip.Addr {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {

@@ -167,6 +167,7 @@ func (l *listener) accept(ln net.Listener, node int32) {
 		return
 	}
 	var backoff time.Duration
+	var spare *admission.Conn
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -179,7 +180,7 @@ func (l *listener) accept(ln net.Listener, node int32) {
 			continue
 		}
 		backoff = 0
-		l.admitAndServe(netSocket{c}, node)
+		l.admitAndServe(connSocket(c), node, &spare)
 	}
 }
 
@@ -202,13 +203,21 @@ func (l *listener) acceptBackoff(backoff *time.Duration, err error) bool {
 }
 
 // admitAndServe admits one accepted socket and serves it when admitted.
-func (l *listener) admitAndServe(sock socket, node int32) {
+// spare is the accept loop's admission.Conn, reused until one is admitted
+// (admission touches it only then), so that a refused socket allocates
+// nothing.
+func (l *listener) admitAndServe(sock socket, node int32, spare **admission.Conn) {
 	var ac *admission.Conn
 	if l.gw.admit != nil {
-		ac = &admission.Conn{ID: l.gw.nextID.Add(1)}
+		if *spare == nil {
+			*spare = new(admission.Conn)
+		}
+		ac = *spare
+		ac.ID = l.gw.nextID.Add(1)
 		if !l.admitConn(sock, ac) {
 			return
 		}
+		*spare = nil // registered: the session's now
 	}
 	c, err := sock.conn()
 	if err != nil {

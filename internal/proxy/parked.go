@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"container/heap"
 	"sync"
 	"time"
 )
@@ -21,18 +20,46 @@ type parked struct {
 	c  socket
 }
 
+// parkHeap is a min-heap by deadline. It is not a container/heap: that
+// boxes every entry it pushes and pops, an allocation per refused socket.
 type parkHeap []parked
 
-func (h parkHeap) Len() int           { return len(h) }
-func (h parkHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h parkHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *parkHeap) Push(x any)        { *h = append(*h, x.(parked)) }
-func (h *parkHeap) Pop() any {
-	old := *h
-	p := old[len(old)-1]
-	old[len(old)-1] = parked{}
-	*h = old[:len(old)-1]
-	return p
+func (h *parkHeap) push(x parked) {
+	*h = append(*h, x)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		up := (i - 1) / 2
+		if !q[i].at.Before(q[up].at) {
+			break
+		}
+		q[i], q[up] = q[up], q[i]
+		i = up
+	}
+}
+
+func (h *parkHeap) pop() parked {
+	q := *h
+	top := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = parked{}
+	q = q[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && q[l].at.Before(q[m].at) {
+			m = l
+		}
+		if r := l + 1; r < n && q[r].at.Before(q[m].at) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
 }
 
 func newParkedConns() *parkedConns { return &parkedConns{wake: make(chan struct{}, 1)} }
@@ -40,9 +67,9 @@ func newParkedConns() *parkedConns { return &parkedConns{wake: make(chan struct{
 // park closes c at (or just after) at.
 func (p *parkedConns) park(c socket, at time.Time) {
 	p.mu.Lock()
-	heap.Push(&p.q, parked{at: at, c: c})
+	p.q.push(parked{at: at, c: c})
 	p.count++
-	first := p.q[0].c == c
+	first := p.q[0].at.Equal(at)
 	p.mu.Unlock()
 	if first {
 		select {
@@ -62,7 +89,7 @@ func (p *parkedConns) run(closing <-chan struct{}) {
 		p.mu.Lock()
 		now := time.Now()
 		for len(p.q) > 0 && !p.q[0].at.After(now) {
-			due = append(due, heap.Pop(&p.q).(parked).c)
+			due = append(due, p.q.pop().c)
 		}
 		next := time.Hour
 		if len(p.q) > 0 {
@@ -71,7 +98,7 @@ func (p *parkedConns) run(closing <-chan struct{}) {
 		p.mu.Unlock()
 		for i, c := range due {
 			c.Close()
-			due[i] = nil
+			due[i] = socket{}
 		}
 		p.mu.Lock()
 		p.count -= len(due)

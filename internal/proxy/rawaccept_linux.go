@@ -1,13 +1,14 @@
 package proxy
 
 import (
-	"errors"
+	"github.com/tollgate/tollgate/internal/admission"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // rawListener is a plain TCP listener whose accept loop takes sockets with
@@ -59,23 +60,28 @@ func rawCapable(ln net.Listener) net.Listener {
 // refused or parked socket — most of a connection storm — is never
 // registered with Go's network poller and costs two system calls, accept4
 // and close, instead of five, and none of its FIN or data events reach the
-// poller that the served connections share. An admitted one becomes a
-// net.Conn (net.FileConn).
+// poller that the served connections share. It allocates nothing per
+// socket until one is admitted (then it becomes a net.Conn, net.FileConn):
+// a storm's garbage would otherwise start a collection every fraction of a
+// second, each pausing the sessions being served.
 func rawAccept(l *listener, rl *rawListener, node int32) {
-	var backoff time.Duration
+	var (
+		backoff time.Duration
+		nfd     int
+		rsa     syscall.RawSockaddrAny
+		aerr    syscall.Errno
+		spare   *admission.Conn
+	)
+	accept := func(fd uintptr) bool {
+		nfd, aerr = accept4(int(fd), &rsa)
+		return aerr != syscall.EAGAIN // else wait for the next connection
+	}
 	for {
-		var nfd int
-		var sa syscall.Sockaddr
-		var aerr error
-		err := rl.rc.Read(func(fd uintptr) bool {
-			nfd, sa, aerr = syscall.Accept4(int(fd), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
-			return !errors.Is(aerr, syscall.EAGAIN) // else wait for the next connection
-		})
-		if err != nil { // the listener is closed
+		if err := rl.rc.Read(accept); err != nil { // the listener is closed
 			return
 		}
-		if aerr != nil {
-			if errors.Is(aerr, syscall.ECONNABORTED) || errors.Is(aerr, syscall.EINTR) {
+		if aerr != 0 {
+			if aerr == syscall.ECONNABORTED || aerr == syscall.EINTR {
 				continue
 			}
 			if !l.acceptBackoff(&backoff, aerr) {
@@ -84,35 +90,43 @@ func rawAccept(l *listener, rl *rawListener, node int32) {
 			continue
 		}
 		backoff = 0
-		l.admitAndServe(rawSocket{fd: nfd, addr: sockaddrAddrPort(sa)}, node)
+		l.admitAndServe(socket{fd: nfd, addr: rawAddrPort(&rsa)}, node, &spare)
 	}
 }
 
-// rawSocket is an accepted descriptor not yet handed to the runtime.
-type rawSocket struct {
-	fd   int
-	addr netip.AddrPort
+// accept4 is syscall.Accept4 without its allocation of a Sockaddr.
+func accept4(fd int, rsa *syscall.RawSockaddrAny) (int, syscall.Errno) {
+	n := uint32(syscall.SizeofSockaddrAny)
+	r, _, e := syscall.Syscall6(syscall.SYS_ACCEPT4, uintptr(fd), uintptr(unsafe.Pointer(rsa)),
+		uintptr(unsafe.Pointer(&n)), syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), 0
 }
 
-func (s rawSocket) remoteIP() netip.Addr { return s.addr.Addr() }
-func (s rawSocket) String() string       { return s.addr.String() }
-func (s rawSocket) Close() error         { return syscall.Close(s.fd) }
+// rawAddrPort reads the address accept4 wrote.
+func rawAddrPort(rsa *syscall.RawSockaddrAny) netip.AddrPort {
+	switch rsa.Addr.Family {
+	case syscall.AF_INET:
+		a := (*syscall.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&a.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case syscall.AF_INET6:
+		a := (*syscall.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		p := (*[2]byte)(unsafe.Pointer(&a.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+}
 
-// conn hands the descriptor to the runtime as a net.Conn (FileConn
+func closeFD(fd int) error { return syscall.Close(fd) }
+
+// fdConn hands a bare descriptor to the runtime as a net.Conn (FileConn
 // duplicates it; the original is closed).
-func (s rawSocket) conn() (net.Conn, error) {
-	f := os.NewFile(uintptr(s.fd), "tcp:"+strconv.Itoa(s.fd))
+func fdConn(fd int) (net.Conn, error) {
+	f := os.NewFile(uintptr(fd), "tcp:"+strconv.Itoa(fd))
 	c, err := net.FileConn(f)
 	f.Close()
 	return c, err
-}
-
-func sockaddrAddrPort(sa syscall.Sockaddr) netip.AddrPort {
-	switch a := sa.(type) {
-	case *syscall.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *syscall.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	}
-	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 }
