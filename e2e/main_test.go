@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/tollgate/tollgate/internal/proxy"
 )
 
 // Every test in this package must leave no goroutine behind: gateway
@@ -14,6 +16,9 @@ import (
 // all stop with the app. (Idle keep-alive connections of the shared HTTP
 // client are closed first: they belong to the test, not to Tollgate.)
 func TestMain(m *testing.M) {
+	// The acceptor helper tests start this test binary as the gateway's
+	// helper process (as tollgate serve starts itself).
+	proxy.RunAcceptorHelper()
 	code := m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {

@@ -22,12 +22,14 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/cli"
 	"github.com/tollgate/tollgate/internal/perf"
+	"github.com/tollgate/tollgate/internal/proxy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
 func main() {
+	proxy.RunAcceptorHelper() // when started as the gateway's acceptor helper, runs it and exits
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -91,7 +93,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path})
+	exe, _ := os.Executable()
+	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path, AcceptorExe: exe})
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1

@@ -70,6 +70,10 @@ type Options struct {
 	WatchInterval time.Duration
 	// Now is the quota clock (default time.Now).
 	Now func() time.Time
+	// AcceptorExe is the binary started as the acceptor helper when
+	// socket.acceptor_process is on (tollgate serve passes its own; the
+	// binary must call proxy.RunAcceptorHelper first thing). Empty: none.
+	AcceptorExe string
 	// UpstreamDial replaces the dialer of every upstream connection
 	// (gateway sessions, metadata, the audit topic sink).
 	UpstreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -160,6 +164,9 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	popts = append(popts, secOpts...)
+	if o.AcceptorExe != "" && cfg.Socket.UseAcceptorProcess() {
+		popts = append(popts, proxy.WithAcceptorProcess(o.AcceptorExe))
+	}
 	gw, err := proxy.New(pcfg, popts...)
 	if err != nil {
 		a.closeAll()

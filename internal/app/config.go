@@ -112,6 +112,17 @@ type SocketConfig struct {
 	RequestMaxBytes int32 `yaml:"request_max_bytes"`
 	// MaxInFlight bounds pipelined requests per connection.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// AcceptorProcess (default true; Linux) accepts on plain TCP listeners
+	// in a helper process at the lowest CPU priority, which also closes the
+	// sockets admission refuses: a connection storm's kernel work then
+	// yields to the sessions being served. Admission decisions stay in the
+	// gateway. Takes effect in `tollgate serve`.
+	AcceptorProcess *bool `yaml:"acceptor_process"`
+}
+
+// UseAcceptorProcess reports socket.acceptor_process (default true).
+func (c SocketConfig) UseAcceptorProcess() bool {
+	return c.AcceptorProcess == nil || *c.AcceptorProcess
 }
 
 // Default returns the configuration used when no file is given, for

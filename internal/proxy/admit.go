@@ -41,6 +41,7 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 		case admission.Wait:
 			// Block this acceptor, as Kafka does: accept nothing more on
 			// this port until the wait is over.
+			l.gw.parked.flush() // what this batch parked, before blocking
 			var timer <-chan time.Time
 			if !d.Until.IsZero() {
 				tm := time.NewTimer(time.Until(d.Until))
@@ -82,7 +83,7 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 					"reason", "connection_limit_"+d.Reason.String())
 			}
 			l.gw.noteRefused(l.cfg.Name, d.Reason.String())
-			c.Close()
+			l.gw.parked.closeSoon(c)
 			return false
 		}
 	}

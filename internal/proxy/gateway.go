@@ -32,13 +32,17 @@ type Gateway struct {
 	listeners []*listener
 	meta      *kgo.Client
 	admit     *admission.Limiter
-	parked    *parkedConns           // refused sockets waiting to be closed
-	members   memberHosts            // group member id -> client address
-	clusterID atomic.Pointer[string] // from the last metadata refresh
-	creds     auth.CredentialLookup
-	upTLS     *tls.Config
-	upSASL    sasl.Mechanism
-	authObs   AuthObserver
+	parked    *parkedConns // refused sockets waiting to be closed
+	// acceptorExe is the acceptor helper's binary (WithAcceptorProcess);
+	// acceptor runs it (Linux, with admission only).
+	acceptorExe string
+	acceptor    *acceptorProc
+	members     memberHosts            // group member id -> client address
+	clusterID   atomic.Pointer[string] // from the last metadata refresh
+	creds       auth.CredentialLookup
+	upTLS       *tls.Config
+	upSASL      sasl.Mechanism
+	authObs     AuthObserver
 
 	mu       sync.Mutex
 	brokers  map[int32]string // upstream node id -> host:port
@@ -106,6 +110,15 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 // Start opens every listener, learns the upstream brokers and opens a port
 // for each of them.
 func (g *Gateway) Start(ctx context.Context) error {
+	if g.acceptorExe != "" && g.admit != nil {
+		a, err := startAcceptor(g.acceptorExe, g.log)
+		if err != nil {
+			g.log.Warn("no acceptor helper process; accepting and closing refused sockets in the gateway", "err", err)
+		} else {
+			g.acceptor = a
+			g.parked.sink.Store(a)
+		}
+	}
 	for _, lc := range g.cfg.Listeners {
 		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost(), ports: map[int32]*brokerPort{}}
 		if err := l.setupSecurity(); err != nil {
@@ -331,6 +344,9 @@ func (g *Gateway) closeListeners() {
 		if l.boot != nil {
 			l.close()
 		}
+	}
+	if g.acceptor != nil {
+		g.acceptor.stop() // it closes the sockets it still holds
 	}
 }
 

@@ -163,7 +163,11 @@ func (l *listener) close() {
 func (l *listener) accept(ln net.Listener, node int32) {
 	defer l.gw.wg.Done()
 	if rl, ok := ln.(*rawListener); ok {
-		rawAccept(l, rl, node)
+		if l.gw.acceptor != nil {
+			helperAccept(l, rl, node)
+		} else {
+			rawAccept(l, rl, node)
+		}
 		return
 	}
 	var backoff time.Duration

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +15,13 @@ type parkedConns struct {
 	q     parkHeap
 	wake  chan struct{} // a new earliest deadline
 	count int           // parked now, for tests
+
+	// sink, when set, is the acceptor helper: bare descriptors are handed
+	// to it in batches (flush) to be closed at their deadlines there.
+	sink    atomic.Pointer[acceptorProc]
+	sinkMu  sync.Mutex
+	pending []int  // descriptors for the sink
+	at      []byte // their deadlines, after the message type byte
 }
 
 type parked struct {
@@ -66,6 +75,60 @@ func newParkedConns() *parkedConns { return &parkedConns{wake: make(chan struct{
 
 // park closes c at (or just after) at.
 func (p *parkedConns) park(c socket, at time.Time) {
+	if c.c == nil && p.sink.Load() != nil {
+		p.sinkMu.Lock()
+		if len(p.at) == 0 {
+			p.at = append(p.at, msgClose)
+		}
+		p.pending = append(p.pending, c.fd)
+		p.at = binary.LittleEndian.AppendUint64(p.at, uint64(at.UnixNano()))
+		full := len(p.pending) >= closeBatch
+		p.sinkMu.Unlock()
+		if full {
+			p.flush()
+		}
+		return
+	}
+	p.parkHere(c, at)
+}
+
+// closeSoon closes c now, or has the acceptor helper do it.
+func (p *parkedConns) closeSoon(c socket) {
+	if c.c == nil && p.sink.Load() != nil {
+		p.park(c, time.Now())
+		return
+	}
+	c.Close()
+}
+
+// flush hands the sockets parked since the last flush to the acceptor
+// helper and closes the gateway's copies (not the connections: the helper
+// holds them). If the helper is gone they are parked here instead.
+func (p *parkedConns) flush() {
+	sink := p.sink.Load()
+	if sink == nil {
+		return
+	}
+	p.sinkMu.Lock()
+	defer p.sinkMu.Unlock()
+	if len(p.pending) == 0 {
+		return
+	}
+	if sink.send(p.at, p.pending) {
+		for _, fd := range p.pending {
+			closeFD(fd)
+		}
+	} else {
+		p.sink.Store(nil) // from now on, parked here
+		for i, fd := range p.pending {
+			ns := int64(binary.LittleEndian.Uint64(p.at[1+i*closeRecord:]))
+			p.parkHere(socket{fd: fd}, time.Unix(0, ns))
+		}
+	}
+	p.pending, p.at = p.pending[:0], p.at[:0]
+}
+
+func (p *parkedConns) parkHere(c socket, at time.Time) {
 	p.mu.Lock()
 	p.q.push(parked{at: at, c: c})
 	p.count++

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -18,12 +19,39 @@ type rawListener struct {
 	*net.TCPListener
 	f  *os.File // the duplicate, non-blocking and registered with the poller
 	rc syscall.RawConn
+
+	mu     sync.Mutex
+	pair   *os.File // the acceptor helper's socketpair for this port, if any
+	closed bool
 }
 
 func (l *rawListener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	if l.pair != nil {
+		l.pair.Close() // the helper closes its copy of the port
+	}
+	l.mu.Unlock()
 	err := l.TCPListener.Close()
 	l.f.Close()
 	return err
+}
+
+// setPair records the port's socketpair; false if the listener is closed.
+func (l *rawListener) setPair(f *os.File) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.pair = f
+	return true
+}
+
+func (l *rawListener) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // rawCapable wraps a *net.TCPListener for rawAccept; anything else (a
@@ -91,6 +119,7 @@ func rawAccept(l *listener, rl *rawListener, node int32) {
 		}
 		backoff = 0
 		l.admitAndServe(socket{fd: nfd, addr: rawAddrPort(&rsa)}, node, &spare)
+		l.gw.parked.flush() // when an acceptor helper died, sockets parked meanwhile
 	}
 }
 

@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 )
 
@@ -19,3 +20,25 @@ var errNoFD = errors.New("bare descriptors are used on Linux only")
 
 func closeFD(int) error            { return errNoFD }
 func fdConn(int) (net.Conn, error) { return nil, errNoFD }
+
+// WithAcceptorProcess is Linux-only; elsewhere the gateway always accepts
+// in-process.
+func WithAcceptorProcess(string) Option { return func(*Gateway) {} }
+
+// RunAcceptorHelper does nothing outside Linux.
+func RunAcceptorHelper() {}
+
+type acceptorProc struct{}
+
+func (*acceptorProc) stop()                   {}
+func (*acceptorProc) send([]byte, []int) bool { return false }
+
+func helperAccept(*listener, *rawListener, int32) {}
+
+func startAcceptor(string, *slog.Logger) (*acceptorProc, error) { return nil, errNoFD }
+
+const (
+	msgClose    = 'C'
+	closeBatch  = 250
+	closeRecord = 8
+)

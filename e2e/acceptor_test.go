@@ -1,0 +1,232 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// startWithAcceptor runs Tollgate with its acceptor helper process (this
+// test binary, see TestMain) and a default ip connection_creation_rate.
+func startWithAcceptor(t *testing.T, rate float64, edit ...func(*app.Config)) (*testkit.Env, int) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testkit.Start(t, app.Options{AcceptorExe: exe}, append([]func(*app.Config){func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{DefaultIP: true, ConnectionCreationRate: &rate}}
+	}}, edit...)...)
+	helpers := helperPIDs(t)
+	if len(helpers) != 1 {
+		t.Fatalf("%d acceptor helper processes, want 1", len(helpers))
+	}
+	return env, helpers[0]
+}
+
+// helperPIDs lists this process's children started as acceptor helpers.
+func helperPIDs(t *testing.T) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		envb, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if bytes.Contains(envb, []byte("TOLLGATE_ACCEPTOR_HELPER=1")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// With the acceptor helper, admission is unchanged: 1/s with N=11 serves
+// the first 10 at once and parks the rest, which are closed after their
+// delay (within twice the 1 s cap) — and the parked sockets are held by
+// the helper, not by the gateway.
+func TestAcceptorProcessParksInHelper(t *testing.T) {
+	env, helper := startWithAcceptor(t, 1)
+	gwFDs := openFDs(t, os.Getpid())
+	var f kmsg.RequestFormatter
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "probe", "1"
+	wire := f.AppendRequest(nil, req, 1)
+	start := time.Now()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < 40; i++ {
+		c, err := net.Dial("tcp", env.Bootstrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		if _, err := c.Write(wire); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let the gateway take them all, then count who holds what: the
+	// test's 40 client sockets are here, the gateway's side of the
+	// served ones too, the parked ones' in the helper.
+	time.Sleep(200 * time.Millisecond)
+	gained, inHelper := openFDs(t, os.Getpid())-gwFDs, openFDs(t, helper)
+	var served, parked int
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(3*time.Second - time.Since(start)))
+		var sz [4]byte
+		_, err := c.Read(sz[:])
+		switch {
+		case err == nil:
+			served++
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			t.Fatalf("connection %d neither served nor closed within 3 s", i)
+		default: // closed unanswered: parked
+			parked++
+		}
+	}
+	if served != 10 || parked != 30 {
+		t.Fatalf("served %d, parked %d; want 10 and 30 (1/s, quota.window.num 11)", served, parked)
+	}
+	// Here: 40 client sockets, and per served one the gateway's socket,
+	// its upstream connection and the embedded cluster's end of that (30);
+	// the 30 parked would come on top if the gateway held them.
+	if gained > 40+30+15 {
+		t.Errorf("this process gained %d descriptors for 40 client sockets, 10 served and 30 parked; it holds the parked ones, not the helper", gained)
+	}
+	if inHelper < 30 {
+		t.Errorf("the helper holds %d descriptors, want at least the 30 parked sockets", inHelper)
+	}
+	if !env.Logs.WaitFor("reason=connection_rate_connection_creation_rate", time.Second) {
+		t.Error("no log line for the per-IP park")
+	}
+}
+
+// A helper that dies leaves the gateway accepting by itself, and what the
+// helper held is closed by its death.
+func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
+	env, helper := startWithAcceptor(t, 1000)
+	c, err := net.Dial("tcp", env.Bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiVersions(t, c, 5*time.Second) {
+		t.Fatal("not served through the helper")
+	}
+	c.Close()
+	if err := syscall.Kill(helper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !env.Logs.WaitFor("acceptor helper gone", 5*time.Second) {
+		t.Fatal("the gateway did not notice the helper's death")
+	}
+	for i := 0; i < 5; i++ {
+		c, err := net.Dial("tcp", env.Bootstrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := apiVersions(t, c, 5*time.Second)
+		c.Close()
+		if !ok {
+			t.Fatalf("connection %d after the helper died not served", i)
+		}
+	}
+}
+
+// max.connections through the helper: the connection over the limit waits
+// (Kafka's blocking acceptor) and is served when one closes.
+func TestAcceptorProcessWaitsForSlot(t *testing.T) {
+	env, _ := startWithAcceptor(t, 1000, func(c *app.Config) {
+		c.BrokerConfigs = map[string]string{"max.connections": "1"}
+	})
+	first, err := net.Dial("tcp", env.Bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiVersions(t, first, 5*time.Second) {
+		t.Fatal("first connection not served")
+	}
+	second, err := net.Dial("tcp", env.Bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if apiVersions(t, second, 500*time.Millisecond) {
+		t.Fatal("a second connection was served over max.connections=1")
+	}
+	first.Close()
+	// It was written before the slot freed; the answer comes once served.
+	second.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var sz [4]byte
+	if _, err := second.Read(sz[:]); err != nil {
+		t.Fatalf("the waiting connection was not served after the first closed: %v", err)
+	}
+}
+
+// Stopping the gateway stops the helper and frees the port.
+func TestAcceptorProcessStopsWithGateway(t *testing.T) {
+	exe, _ := os.Executable()
+	rate := 100.0
+	env := testkit.Start(t, app.Options{AcceptorExe: exe}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{DefaultIP: true, ConnectionCreationRate: &rate}}
+	})
+	if len(helperPIDs(t)) != 1 {
+		t.Fatal("no acceptor helper")
+	}
+	addr := env.Bootstrap
+	if err := env.App.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(helperPIDs(t)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the acceptor helper outlived the gateway")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("the bootstrap port is still taken after the gateway stopped: %v", err)
+	}
+	ln.Close()
+}

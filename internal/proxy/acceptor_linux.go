@@ -1,0 +1,466 @@
+package proxy
+
+// The acceptor process. Under a connection storm almost every socket is
+// refused, and a refused socket still costs the kernel its accept and,
+// above all, its teardown (~80 µs a socket on loopback), in whichever
+// process does them, at that process's CPU priority. Done by the gateway,
+// that work competes with the sessions it serves; a storm of a few
+// thousand sockets a second then doubles an established producer's tail
+// latency even though the gateway's own code is idle (bench/storm, its
+// -control runs).
+//
+// So, on Linux, the gateway can hand that work to a helper process of its
+// own binary running at the lowest CPU priority (nice 19): it accepts on
+// every plain TCP listener and passes the sockets to the gateway (SCM_RIGHTS
+// over a socketpair, one per listening port, in batches); the gateway
+// decides as before (admission.Limiter, unchanged) and serves the admitted
+// ones; those it refuses or parks go back to the helper with the moment to
+// close them, and the helper closes them then. The gateway's cost per
+// refused socket is a share of two batched messages.
+//
+// Kafka's blocking acceptor is kept: while admission tells a port to wait,
+// the gateway stops reading that port's socketpair; the pair's small buffer
+// fills, the helper stops accepting on that port, and connections wait in
+// the kernel's backlog as they would. A helper that dies leaves the
+// gateway accepting in-process, as without it.
+
+import (
+	"github.com/tollgate/tollgate/internal/admission"
+
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// AcceptorHelperEnv marks a process started as the acceptor helper.
+const AcceptorHelperEnv = "TOLLGATE_ACCEPTOR_HELPER"
+
+const (
+	acceptBatch = 64              // sockets per message
+	closeBatch  = 250             // fds per close message (SCM_MAX_FD is 253)
+	addrRecord  = 20              // one socket's peer address in a message
+	closeRecord = 8               // one socket's close deadline, Unix ns
+	pairSndBuf  = 4096            // a port's socketpair: a few messages in flight
+	msgListen   = 'L'             // control: a listening socket and its pair
+	msgClose    = 'C'             // control: sockets to close, with their deadlines
+	msgReady    = 'R'             // helper -> gateway, once, when it runs
+	helperReady = 5 * time.Second // how long the gateway waits for msgReady
+	helperNice  = 19              // the helper's CPU priority
+)
+
+// WithAcceptorProcess makes the gateway start exe (its own binary; exe must
+// call RunAcceptorHelper first thing when AcceptorHelperEnv is set) as the
+// acceptor helper for its plain TCP listeners. If the helper cannot start,
+// the gateway accepts in-process and logs why.
+func WithAcceptorProcess(exe string) Option {
+	return func(g *Gateway) { g.acceptorExe = exe }
+}
+
+// acceptorProc is the gateway's side of the helper.
+type acceptorProc struct {
+	cmd *exec.Cmd
+	ctl *os.File
+	rc  syscall.RawConn
+	log *slog.Logger
+
+	mu   sync.Mutex // one control message at a time
+	dead bool
+}
+
+func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, err
+	}
+	ctl := os.NewFile(uintptr(fds[0]), "acceptor-control")
+	child := os.NewFile(uintptr(fds[1]), "acceptor-control-child")
+	defer child.Close()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), AcceptorHelperEnv+"=1")
+	cmd.ExtraFiles = []*os.File{child} // fd 3 in the helper
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		ctl.Close()
+		return nil, err
+	}
+	a := &acceptorProc{cmd: cmd, ctl: ctl, log: log}
+	if a.rc, err = ctl.SyscallConn(); err != nil {
+		a.stop()
+		return nil, err
+	}
+	ctl.SetReadDeadline(time.Now().Add(helperReady))
+	var b [1]byte
+	if n, err := ctl.Read(b[:]); err != nil || n != 1 || b[0] != msgReady {
+		a.stop()
+		return nil, fmt.Errorf("acceptor helper did not start (read %d bytes: %v)", n, err)
+	}
+	ctl.SetReadDeadline(time.Time{})
+	go cmd.Wait() // reap it whenever it exits
+	return a, nil
+}
+
+// stop ends the helper: on its control socket's end it closes every socket
+// it still holds and exits.
+func (a *acceptorProc) stop() {
+	a.mu.Lock()
+	a.dead = true
+	a.ctl.Close()
+	a.mu.Unlock()
+	if a.cmd.Process != nil {
+		done := make(chan struct{})
+		go func() {
+			// Wait may already run (startAcceptor's reaper): poll the
+			// process instead of waiting twice.
+			for i := 0; i < 200; i++ {
+				if syscall.Kill(a.cmd.Process.Pid, 0) != nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+		a.cmd.Process.Kill()
+	}
+}
+
+// send writes one control message with fds attached; false once the
+// helper is gone.
+func (a *acceptorProc) send(p []byte, fds []int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.dead {
+		return false
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = syscall.UnixRights(fds...)
+	}
+	var serr error
+	err := a.rc.Write(func(fd uintptr) bool {
+		serr = syscall.Sendmsg(int(fd), p, oob, nil, 0)
+		return serr != syscall.EAGAIN
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		a.dead = true
+		a.log.Warn("acceptor helper gone; accepting and closing in the gateway", "err", err)
+		return false
+	}
+	return true
+}
+
+// listen hands the helper a listening socket and returns the gateway's
+// end of the port's socketpair, from which accepted sockets arrive.
+func (a *acceptorProc) listen(rl *rawListener) (*os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	syscall.SetsockoptInt(fds[1], syscall.SOL_SOCKET, syscall.SO_SNDBUF, pairSndBuf)
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, err
+	}
+	ok := a.send([]byte{msgListen}, []int{int(rl.f.Fd()), fds[1]})
+	syscall.Close(fds[1])
+	if !ok {
+		syscall.Close(fds[0])
+		return nil, errors.New("acceptor helper gone")
+	}
+	return os.NewFile(uintptr(fds[0]), "acceptor-port"), nil
+}
+
+// helperAccept is rawAccept with the helper accepting: it admits the
+// sockets that arrive on the port's socketpair. If the helper goes away it
+// carries on as rawAccept.
+func helperAccept(l *listener, rl *rawListener, node int32) {
+	pf, err := l.gw.acceptor.listen(rl)
+	if err != nil {
+		rawAccept(l, rl, node)
+		return
+	}
+	if !rl.setPair(pf) { // the listener closed meanwhile
+		pf.Close()
+		return
+	}
+	rc, err := pf.SyscallConn()
+	if err != nil {
+		rawAccept(l, rl, node)
+		return
+	}
+	var (
+		buf   = make([]byte, acceptBatch*addrRecord)
+		oob   = make([]byte, syscall.CmsgSpace(acceptBatch*4))
+		fds   = make([]int, 0, acceptBatch)
+		n     int
+		oobn  int
+		rerr  error
+		spare *admission.Conn
+	)
+	recv := func(fd uintptr) bool {
+		n, oobn, rerr = recvmsg(int(fd), buf, oob)
+		return rerr != syscall.EAGAIN
+	}
+	for {
+		if err := rc.Read(recv); err != nil { // the listener closed
+			return
+		}
+		fds = parseRights(oob[:oobn], fds[:0])
+		if rerr != nil || n == 0 {
+			for _, fd := range fds {
+				syscall.Close(fd)
+			}
+			if rl.isClosed() {
+				return
+			}
+			l.gw.log.Warn("acceptor helper gone; accepting in the gateway", "listener", l.cfg.Name, "err", rerr)
+			rawAccept(l, rl, node)
+			return
+		}
+		for i, fd := range fds {
+			if (i+1)*addrRecord > n {
+				syscall.Close(fd) // a record short: cannot be
+				continue
+			}
+			l.admitAndServe(socket{fd: fd, addr: decodeAddr(buf[i*addrRecord:])}, node, &spare)
+		}
+		l.gw.parked.flush()
+	}
+}
+
+// recvmsg is syscall.Recvmsg without the source address (a socketpair has
+// none), so that it allocates nothing.
+func recvmsg(fd int, p, oob []byte) (n, oobn int, err error) {
+	var msg syscall.Msghdr
+	var iov syscall.Iovec
+	iov.Base = &p[0]
+	iov.SetLen(len(p))
+	msg.Iov = &iov
+	msg.Iovlen = 1
+	msg.Control = &oob[0]
+	msg.SetControllen(len(oob))
+	r, _, e := syscall.Syscall(syscall.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), syscall.MSG_CMSG_CLOEXEC)
+	if e != 0 {
+		return 0, 0, e
+	}
+	return int(r), int(msg.Controllen), nil
+}
+
+// parseRights appends the descriptors of every SCM_RIGHTS message in oob.
+func parseRights(oob []byte, fds []int) []int {
+	for len(oob) >= syscall.SizeofCmsghdr {
+		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < syscall.SizeofCmsghdr || l > len(oob) {
+			break
+		}
+		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SCM_RIGHTS {
+			data := oob[syscall.CmsgLen(0):l]
+			for len(data) >= 4 {
+				fds = append(fds, int(int32(binary.NativeEndian.Uint32(data))))
+				data = data[4:]
+			}
+		}
+		next := syscall.CmsgSpace(l - syscall.CmsgLen(0))
+		if next > len(oob) {
+			break
+		}
+		oob = oob[next:]
+	}
+	return fds
+}
+
+func encodeAddr(b []byte, ap netip.AddrPort) {
+	clear(b[:addrRecord])
+	a := ap.Addr()
+	if a.Is4() {
+		b[0] = 4
+		a4 := a.As4()
+		copy(b[4:], a4[:])
+	} else {
+		b[0] = 6
+		a16 := a.As16()
+		copy(b[4:], a16[:])
+	}
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+}
+
+func decodeAddr(b []byte) netip.AddrPort {
+	port := binary.BigEndian.Uint16(b[2:])
+	if b[0] == 4 {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), port)
+	}
+	return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[4:20])).Unmap(), port)
+}
+
+// RunAcceptorHelper runs the acceptor helper and exits the process, when
+// this process was started as one (AcceptorHelperEnv); otherwise it returns
+// at once. Call it first thing in main.
+func RunAcceptorHelper() {
+	if os.Getenv(AcceptorHelperEnv) == "" {
+		return
+	}
+	os.Exit(runHelper())
+}
+
+func runHelper() int {
+	lowerPriority()
+	if err := syscall.SetNonblock(3, true); err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate acceptor helper:", err)
+		return 1
+	}
+	ctl := os.NewFile(3, "acceptor-control")
+	rc, err := ctl.SyscallConn()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate acceptor helper:", err)
+		return 1
+	}
+	closing := make(chan struct{})
+	parked := newParkedConns()
+	closerDone := make(chan struct{})
+	go func() { parked.run(closing); close(closerDone) }()
+	if _, err := ctl.Write([]byte{msgReady}); err != nil {
+		return 1
+	}
+	buf := make([]byte, 1+closeBatch*closeRecord)
+	oob := make([]byte, syscall.CmsgSpace(closeBatch*4))
+	var fds []int
+	for {
+		var n, oobn int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, oobn, rerr = recvmsg(int(fd), buf, oob)
+			return rerr != syscall.EAGAIN
+		}); err != nil {
+			break
+		}
+		fds = parseRights(oob[:oobn], fds[:0])
+		if rerr != nil || n == 0 { // the gateway is gone or stopping
+			for _, fd := range fds {
+				syscall.Close(fd)
+			}
+			break
+		}
+		switch buf[0] {
+		case msgListen:
+			if len(fds) == 2 {
+				go helperListen(fds[0], fds[1])
+				continue
+			}
+		case msgClose:
+			for i, fd := range fds {
+				at := time.Now()
+				if off := 1 + i*closeRecord; off+closeRecord <= n {
+					at = time.Unix(0, int64(binary.LittleEndian.Uint64(buf[off:])))
+				}
+				parked.park(socket{fd: fd}, at)
+			}
+			continue
+		}
+		for _, fd := range fds { // a message it does not know
+			syscall.Close(fd)
+		}
+	}
+	close(closing) // closes every socket still parked
+	<-closerDone
+	return 0
+}
+
+// helperListen accepts on one port and passes the sockets to the gateway
+// until the gateway closes its end of the port's pair.
+func helperListen(lfd, pfd int) {
+	lf := os.NewFile(uintptr(lfd), "listener")
+	syscall.SetNonblock(pfd, true)
+	pf := os.NewFile(uintptr(pfd), "acceptor-port")
+	defer pf.Close()
+	lrc, err1 := lf.SyscallConn()
+	prc, err2 := pf.SyscallConn()
+	if err1 != nil || err2 != nil {
+		lf.Close()
+		return
+	}
+	// The gateway never writes on the pair: a read returns when it closes
+	// its end (the port closed), and then this copy of the listening
+	// socket must go too, or the port would stay open.
+	go func() {
+		var b [1]byte
+		pf.Read(b[:])
+		lf.Close()
+	}()
+	buf := make([]byte, acceptBatch*addrRecord)
+	fds := make([]int, 0, acceptBatch)
+	var rsa syscall.RawSockaddrAny
+	var lastErr syscall.Errno
+	accept := func(fd uintptr) bool {
+		for len(fds) < acceptBatch {
+			nfd, e := accept4(int(fd), &rsa)
+			if e != 0 {
+				lastErr = e
+				break
+			}
+			encodeAddr(buf[len(fds)*addrRecord:], rawAddrPort(&rsa))
+			fds = append(fds, nfd)
+		}
+		return len(fds) > 0 || (lastErr != syscall.EAGAIN && lastErr != syscall.ECONNABORTED && lastErr != syscall.EINTR)
+	}
+	for {
+		fds, lastErr = fds[:0], 0
+		if err := lrc.Read(accept); err != nil {
+			return
+		}
+		if len(fds) == 0 { // accept failed (out of descriptors...)
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		oob := syscall.UnixRights(fds...)
+		var serr error
+		err := prc.Write(func(fd uintptr) bool {
+			serr = syscall.Sendmsg(int(fd), buf[:len(fds)*addrRecord], oob, nil, 0)
+			return serr != syscall.EAGAIN
+		})
+		for _, fd := range fds {
+			syscall.Close(fd) // the gateway holds them now (or they were not sent)
+		}
+		if err != nil || serr != nil {
+			lf.Close()
+			return
+		}
+	}
+}
+
+// lowerPriority sets every thread of this process to helperNice; threads
+// started later inherit it from the thread that starts them.
+func lowerPriority() {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		syscall.Setpriority(syscall.PRIO_PROCESS, 0, helperNice)
+		return
+	}
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			syscall.Setpriority(syscall.PRIO_PROCESS, tid, helperNice)
+		}
+	}
+}
