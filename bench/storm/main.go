@@ -53,6 +53,7 @@ func main() {
 	flag.BoolVar(&send, "send", true, "each storm connection writes an ApiVersions request before it closes (false: connect and close)")
 	flag.IntVar(&stormCPU, "storm-cpu", runtime.NumCPU()-1, "pin the storm process to this CPU (taskset); -1: not pinned")
 	control := flag.Bool("control", false, "control run: aim the storm at a minimal accept-hold-close server in a process of its own instead of the gateway")
+	acceptorProc := flag.Bool("acceptor-process", true, "the gateway's socket.acceptor_process")
 	controlPrio := flag.String("control-prio", "normal", "control run: the server's CPU priority: normal, nice19 or idle (SCHED_IDLE)")
 	holdServer := flag.String("hold-server", "", "internal: run the control's accept-hold-close server on this address")
 	stormAt := flag.String("storm-at", "", "control run: aim the storm at this address (e.g. a bare accept-and-close server) instead of the gateway")
@@ -115,10 +116,12 @@ http:
   address: %s
 log:
   level: error
+socket:
+  acceptor_process: %t
 quotas:
   - default_ip: true
     connection_creation_rate: %d
-`, filepath.Join(dir, "data"), boot, strings.Join(c.ListenAddrs(), ", "), httpAddr, *rate)), 0o600)
+`, filepath.Join(dir, "data"), boot, strings.Join(c.ListenAddrs(), ", "), httpAddr, *acceptorProc, *rate)), 0o600)
 	proc := exec.Command(*bin, "serve", "--config", cfg)
 	proc.Stdout, proc.Stderr = io.Discard, os.Stderr
 	if err := proc.Start(); err != nil {
@@ -189,13 +192,40 @@ quotas:
 	for _, v := range attemptRates {
 		meanRate += v / float64(len(attemptRates))
 	}
-	fmt.Printf("| attempts/s | admitted in all | mean admitted/s | admitted per second |\n|---|---|---|---|\n")
-	fmt.Printf("| %.0f | %.0f | %.1f | %s |\n\n", meanRate, total, total/float64(len(perSec)), strings.Join(ps, " "))
+	// The gateway counts every address's connections; the new client's
+	// (2/s from 127.0.0.1) are taken out of the storm's.
+	probes := 0
+	for _, d := range newClient {
+		if d >= 0 {
+			probes++
+		}
+	}
+	storm := total - float64(probes)
+	fmt.Printf("| attempts/s | admitted from 127.0.0.2 | mean/s | admitted per second, all addresses (the new client adds 2) |\n|---|---|---|---|\n")
+	fmt.Printf("| %.0f | %.0f | %.1f | %s |\n\n", meanRate, storm, storm/float64(len(perSec)), strings.Join(ps, " "))
 	fmt.Printf("| established producer, all rounds | samples | p50 | p99 | max |\n|---|---|---|---|---|\n")
 	fmt.Printf("| before the storm | %d | %v | %v | %v |\n", len(base), pct(base, .5), pct(base, .99), pct(base, 1))
 	fmt.Printf("| during the storm | %d | %v | %v | %v |\n\n", len(during), pct(during, .5), pct(during, .99), pct(during, 1))
 	fmt.Printf("p99 during ÷ before, all rounds: %.2f×\n", float64(pct(during, .99))/float64(pct(base, .99)))
-	fmt.Printf("%s CPU during the storm: %.2f cores\n", serverName, cpu.Seconds()/(float64(*rounds)*(*stormFor-time.Second).Seconds()))
+	var notServed int
+	var servedIn []time.Duration
+	for _, d := range newClient {
+		if d < 0 {
+			notServed++
+		} else {
+			servedIn = append(servedIn, d)
+		}
+	}
+	if len(servedIn) > 0 {
+		fmt.Printf("a new client from 127.0.0.1 during the storm (%d tries): served in p50 %v, p99 %v, max %v; not served within 10 s: %d\n",
+			len(newClient), pct(servedIn, .5), pct(servedIn, .99), pct(servedIn, 1), notServed)
+	}
+	span := float64(*rounds) * (*stormFor - time.Second).Seconds()
+	fmt.Printf("%s CPU during the storm: %.2f cores", serverName, cpu.Seconds()/span)
+	if helperCPU > 0 {
+		fmt.Printf(" (of which the acceptor helper %.2f)", helperCPU.Seconds()/span)
+	}
+	fmt.Println()
 }
 
 // storm runs one storm process against the gateway (or stormAt) while the
@@ -244,9 +274,34 @@ func storm(boot, httpAddr string, pid int, stormAt string, stormFor time.Duratio
 			last = v
 		}
 	}()
-	cpu0 := benchkit.ProcCPU(pid)
+	// The gateway's CPU includes its acceptor helper's (a child process).
+	children := benchkit.ChildPIDs(pid)
+	treeCPU := func() (own, kids time.Duration) {
+		for _, c := range children {
+			kids += benchkit.ProcCPU(c)
+		}
+		return benchkit.ProcCPU(pid), kids
+	}
+	own0, kids0 := treeCPU()
+	// Meanwhile a new client from another address (127.0.0.1) connects
+	// twice a second: how long until it is served (connect and an
+	// ApiVersions answered) through the storm?
+	newConnDone := make(chan struct{})
+	go func() {
+		defer close(newConnDone)
+		end := time.Now().Add(stormFor - time.Second)
+		for time.Now().Before(end) {
+			newClient = append(newClient, timeToServe(stormTarget))
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
 	during := latency(stormFor - time.Second)
-	cpu := benchkit.ProcCPU(pid) - cpu0
+	<-newConnDone
+	own1, kids1 := treeCPU()
+	cpu := own1 - own0 + kids1 - kids0
+	if len(children) > 0 {
+		helperCPU += kids1 - kids0
+	}
 	res, _ := io.ReadAll(outPipe)
 	cmd.Wait()
 	<-scrapeDone
@@ -368,6 +423,32 @@ var bootAddr string
 var send bool
 
 var stormCPU int
+
+// helperCPU sums the acceptor helper's share of the gateway CPU reported.
+var helperCPU time.Duration
+
+// newClient collects the time a new client from 127.0.0.1 took to be
+// served during the storms (-1: not served within 10 s).
+var newClient []time.Duration
+
+// timeToServe connects to addr from 127.0.0.1, sends ApiVersions and
+// returns how long until the answer came.
+func timeToServe(addr string) time.Duration {
+	t0 := time.Now()
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return -1
+	}
+	defer c.Close()
+	var f kmsg.RequestFormatter
+	c.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
+	c.SetReadDeadline(t0.Add(10 * time.Second))
+	var sz [4]byte
+	if _, err := io.ReadFull(c, sz[:]); err != nil {
+		return -1
+	}
+	return time.Since(t0)
+}
 
 // debugSlow is the produce latency STORM_DEBUG reports (STORM_DEBUG=3ms;
 // any other value means 5ms).

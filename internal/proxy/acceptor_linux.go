@@ -183,7 +183,7 @@ func (a *acceptorProc) listen(rl *rawListener) (*os.File, error) {
 		syscall.Close(fds[1])
 		return nil, err
 	}
-	ok := a.send([]byte{msgListen}, []int{int(rl.f.Fd()), fds[1]})
+	ok := a.send([]byte{msgListen}, []int{rl.fd, fds[1]})
 	syscall.Close(fds[1])
 	if !ok {
 		syscall.Close(fds[0])
@@ -391,6 +391,7 @@ func runHelper() int {
 // helperListen accepts on one port and passes the sockets to the gateway
 // until the gateway closes its end of the port's pair.
 func helperListen(lfd, pfd int) {
+	syscall.SetNonblock(lfd, true)
 	lf := os.NewFile(uintptr(lfd), "listener")
 	syscall.SetNonblock(pfd, true)
 	pf := os.NewFile(uintptr(pfd), "acceptor-port")

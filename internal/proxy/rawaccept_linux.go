@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"github.com/tollgate/tollgate/internal/admission"
 	"net"
 	"net/netip"
@@ -12,29 +13,59 @@ import (
 	"unsafe"
 )
 
-// rawListener is a plain TCP listener whose accept loop takes sockets with
-// accept4 on a duplicate of its descriptor (rawAccept). Closing it closes
-// both descriptors.
+// rawListener is a plain TCP listener taken over from its net.TCPListener:
+// the gateway keeps only a duplicate of the listening descriptor
+// (non-blocking) and closes the original, so that exactly one registration
+// with the runtime's poller (made when rawAccept first needs it) — or none,
+// while the acceptor helper accepts — wakes for each new connection.
 type rawListener struct {
-	*net.TCPListener
-	f  *os.File // the duplicate, non-blocking and registered with the poller
-	rc syscall.RawConn
+	addr net.Addr
+	fd   int
 
 	mu     sync.Mutex
+	f      *os.File // fd registered with the poller, once rawAccept runs
+	rc     syscall.RawConn
 	pair   *os.File // the acceptor helper's socketpair for this port, if any
 	closed bool
 }
 
+var errRawListener = errors.New("a raw listener is accepted from with rawAccept")
+
+func (l *rawListener) Accept() (net.Conn, error) { return nil, errRawListener }
+func (l *rawListener) Addr() net.Addr            { return l.addr }
+
 func (l *rawListener) Close() error {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return net.ErrClosed
+	}
 	l.closed = true
 	if l.pair != nil {
 		l.pair.Close() // the helper closes its copy of the port
 	}
-	l.mu.Unlock()
-	err := l.TCPListener.Close()
-	l.f.Close()
-	return err
+	if l.f != nil {
+		return l.f.Close() // wakes rawAccept
+	}
+	return syscall.Close(l.fd)
+}
+
+// pollable registers the descriptor with the poller (once) for rawAccept.
+func (l *rawListener) pollable() (syscall.RawConn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, net.ErrClosed
+	}
+	if l.f == nil {
+		f := os.NewFile(uintptr(l.fd), "listener")
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		l.f, l.rc = f, rc
+	}
+	return l.rc, nil
 }
 
 // setPair records the port's socketpair; false if the listener is closed.
@@ -54,7 +85,7 @@ func (l *rawListener) isClosed() bool {
 	return l.closed
 }
 
-// rawCapable wraps a *net.TCPListener for rawAccept; anything else (a
+// rawCapable takes over a *net.TCPListener for rawAccept; anything else (a
 // PROXY-protocol listener, an in-memory test network) is returned as is.
 func rawCapable(ln net.Listener) net.Listener {
 	tl, ok := ln.(*net.TCPListener)
@@ -74,13 +105,9 @@ func rawCapable(ln net.Listener) net.Listener {
 		syscall.Close(dup)
 		return ln
 	}
-	f := os.NewFile(uintptr(dup), "listener")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return ln
-	}
-	return &rawListener{TCPListener: tl, f: f, rc: rc}
+	addr := tl.Addr()
+	tl.Close() // the socket stays open through dup
+	return &rawListener{addr: addr, fd: dup}
 }
 
 // rawAccept is the accept loop of a plain TCP listener on Linux: sockets
@@ -104,8 +131,12 @@ func rawAccept(l *listener, rl *rawListener, node int32) {
 		nfd, aerr = accept4(int(fd), &rsa)
 		return aerr != syscall.EAGAIN // else wait for the next connection
 	}
+	rc, err := rl.pollable()
+	if err != nil { // the listener is closed
+		return
+	}
 	for {
-		if err := rl.rc.Read(accept); err != nil { // the listener is closed
+		if err := rc.Read(accept); err != nil { // the listener is closed
 			return
 		}
 		if aerr != 0 {

@@ -37,10 +37,14 @@ func TestParkedSocketAllocatesNothing(t *testing.T) {
 		t.Fatal("a TCP listener is not raw-capable on Linux")
 	}
 	defer rl.Close()
+	rc, err := rl.pollable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	const runs = 300
 	var clients []net.Conn
 	for i := 0; i < runs+3; i++ { // AllocsPerRun adds a warm-up call
-		c, err := net.Dial("tcp", tl.Addr().String())
+		c, err := net.Dial("tcp", rl.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +64,7 @@ func TestParkedSocketAllocatesNothing(t *testing.T) {
 		return errno != syscall.EAGAIN
 	}
 	acceptOne := func() {
-		if err := rl.rc.Read(accept); err != nil || errno != 0 {
+		if err := rc.Read(accept); err != nil || errno != 0 {
 			t.Fatal(err, errno)
 		}
 		l.admitAndServe(socket{fd: fd, addr: rawAddrPort(&rsa)}, 0, &spare)

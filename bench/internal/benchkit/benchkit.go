@@ -50,6 +50,29 @@ func ProcCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
 }
 
+// ChildPIDs returns the processes whose parent is pid (Tollgate's acceptor
+// helper, for one).
+func ChildPIDs(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
 // Pct returns the p-quantile (0..1) of ds, nearest rank below.
 func Pct(ds []time.Duration, p float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
