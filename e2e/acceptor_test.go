@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -229,4 +232,59 @@ func TestAcceptorProcessStopsWithGateway(t *testing.T) {
 		t.Fatalf("the bootstrap port is still taken after the gateway stopped: %v", err)
 	}
 	ln.Close()
+}
+
+// §5.6: raising max.connections live (kadm IncrementalAlterConfigs on the
+// default broker entity) wakes the acceptor blocked on it, and the waiting
+// connection is served without any other closing — with the gateway
+// accepting itself and with the acceptor helper.
+func TestRaisingMaxConnectionsWakesWaitingAcceptor(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name string
+		opts app.Options
+	}{{"in-process", app.Options{}}, {"acceptor helper", app.Options{AcceptorExe: exe}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			env := testkit.Start(t, mode.opts, func(c *app.Config) {
+				c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "OPS", Bootstrap: "127.0.0.1:0", Exempt: true})
+				c.BrokerConfigs = map[string]string{"max.connections": "1"}
+				c.Authorization.QuotaAdmins = []string{"ANONYMOUS"}
+			})
+			first, err := net.Dial("tcp", env.Bootstrap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Close()
+			if !apiVersions(t, first, 5*time.Second) {
+				t.Fatal("first connection not served")
+			}
+			second, err := net.Dial("tcp", env.Bootstrap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Close()
+			if apiVersions(t, second, 300*time.Millisecond) {
+				t.Fatal("a second connection was served over max.connections=1")
+			}
+			// The admin client comes in on the exempt listener.
+			cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.Gateway().BootstrapAddrs()["OPS"]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			res, err := kadm.NewClient(cl).AlterBrokerConfigs(context.Background(),
+				[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.connections", Value: kmsg.StringPtr("2")}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("raise max.connections: %v %v", err, res)
+			}
+			second.SetReadDeadline(time.Now().Add(5 * time.Second))
+			var sz [4]byte
+			if _, err := second.Read(sz[:]); err != nil {
+				t.Fatalf("the waiting connection was not served after max.connections was raised: %v", err)
+			}
+		})
+	}
 }
