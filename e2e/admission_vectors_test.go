@@ -263,3 +263,42 @@ func TestSynctestTV16MaxConnectionsPerIP(t *testing.T) {
 		}
 	})
 }
+
+// Beyond Kafka: ip entities may be ranges. Through the gateway, at frozen
+// time (Q·(N−1)·W connections pass at once for a rate Q, N=11): an exact
+// address beats a range that contains it, the most specific range beats a
+// wider one, and an address in no range gets the default.
+func TestSynctestCIDRPrecedence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := func(ip string, rate float64) app.QuotaEntry {
+			if ip == "" {
+				return app.QuotaEntry{DefaultIP: true, ConnectionCreationRate: &rate}
+			}
+			return app.QuotaEntry{IP: &ip, ConnectionCreationRate: &rate}
+		}
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Listeners = []proxy.ListenerConfig{
+				{Name: "EXACT", Bootstrap: "127.0.0.1:0"},   // 127.0.0.1/32: 2
+				{Name: "NARROW", Bootstrap: "127.0.0.2:0"},  // 127.0.0.2/31: 4
+				{Name: "WIDE", Bootstrap: "127.0.0.5:0"},    // 127.0.0.0/24: 3
+				{Name: "DEFAULT", Bootstrap: "127.0.1.1:0"}, // default: 1
+			}
+			c.Quotas = []app.QuotaEntry{q("", 1), q("127.0.0.0/24", 3), q("127.0.0.2/31", 4), q("127.0.0.1", 2)}
+		})
+		addrs := env.App.Gateway().BootstrapAddrs()
+		for _, tc := range []struct {
+			listener string
+			want     int
+		}{{"EXACT", 20}, {"NARROW", 40}, {"WIDE", 30}, {"DEFAULT", 10}} {
+			served := 0
+			for range 50 {
+				if tryConnect(t, env, addrs[tc.listener]).answered() {
+					served++
+				}
+			}
+			if served != tc.want {
+				t.Errorf("%s: %d of 50 served at once, want %d", tc.listener, served, tc.want)
+			}
+		}
+	})
+}
