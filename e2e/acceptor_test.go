@@ -157,11 +157,21 @@ func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
 		t.Fatal("not served through the helper")
 	}
 	c.Close()
+	if up := scrapeMetric(t, env, "tollgate_acceptor_process_up"); up != 1 {
+		t.Fatalf("tollgate_acceptor_process_up = %v with the helper running, want 1", up)
+	}
 	if err := syscall.Kill(helper, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if !env.Logs.WaitFor("acceptor helper gone", 5*time.Second) {
 		t.Fatal("the gateway did not notice the helper's death")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for scrapeMetric(t, env, "tollgate_acceptor_process_up") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("tollgate_acceptor_process_up still 1 after the helper died")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	for i := 0; i < 5; i++ {
 		c, err := net.Dial("tcp", env.Bootstrap)

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command storm measures connection admission under a connection storm on
 // loopback: many goroutines open connections from 127.0.0.2 as fast as they
 // can (bounded in time) against a per-IP connection_creation_rate, while an

@@ -172,6 +172,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		a.closeAll()
 		return nil, err
 	}
+	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning)
 	if err := gw.Start(ctx); err != nil {
 		a.closeAll()
 		return nil, err

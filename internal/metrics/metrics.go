@@ -54,6 +54,19 @@ func New() *Metrics {
 	return m
 }
 
+// RegisterAcceptorProcess exports whether the acceptor helper process runs.
+func (m *Metrics) RegisterAcceptorProcess(running func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_acceptor_process_up",
+		Help: "1 while the acceptor helper process accepts on the plain TCP listeners (socket.acceptor_process); 0 when it is off, could not start, or died (the gateway then accepts itself).",
+	}, func() float64 {
+		if running() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // Opened implements proxy.Observer.
 func (m *Metrics) Opened(c *principal.ConnInfo) {
 	m.connsActive.WithLabelValues(c.Listener).Inc()

@@ -72,8 +72,9 @@ type acceptorProc struct {
 	rc  syscall.RawConn
 	log *slog.Logger
 
-	mu   sync.Mutex // one control message at a time
-	dead bool
+	mu     sync.Mutex // one control message at a time
+	dead   bool
+	exited chan struct{} // closed when the helper process has exited
 }
 
 func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
@@ -98,7 +99,14 @@ func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
 		ctl.Close()
 		return nil, err
 	}
-	a := &acceptorProc{cmd: cmd, ctl: ctl, log: log}
+	a := &acceptorProc{cmd: cmd, ctl: ctl, log: log, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		a.mu.Lock()
+		a.dead = true
+		a.mu.Unlock()
+		close(a.exited)
+	}()
 	if a.rc, err = ctl.SyscallConn(); err != nil {
 		a.stop()
 		return nil, err
@@ -110,36 +118,36 @@ func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
 		return nil, fmt.Errorf("acceptor helper did not start (read %d bytes: %v)", n, err)
 	}
 	ctl.SetReadDeadline(time.Time{})
-	go cmd.Wait() // reap it whenever it exits
 	return a, nil
 }
 
 // stop ends the helper: on its control socket's end it closes every socket
-// it still holds and exits.
+// it still holds and exits (or is killed after 2 s).
 func (a *acceptorProc) stop() {
 	a.mu.Lock()
 	a.dead = true
 	a.ctl.Close()
 	a.mu.Unlock()
-	if a.cmd.Process != nil {
-		done := make(chan struct{})
-		go func() {
-			// Wait may already run (startAcceptor's reaper): poll the
-			// process instead of waiting twice.
-			for i := 0; i < 200; i++ {
-				if syscall.Kill(a.cmd.Process.Pid, 0) != nil {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
-		}
+	select {
+	case <-a.exited:
+	case <-time.After(2 * time.Second):
 		a.cmd.Process.Kill()
+		<-a.exited
 	}
+}
+
+// running reports whether the helper is up (it has not exited, and no
+// message to it has failed).
+func (a *acceptorProc) running() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return !a.dead
+}
+
+// AcceptorProcessRunning reports whether the acceptor helper accepts for
+// this gateway (tollgate_acceptor_process_up).
+func (g *Gateway) AcceptorProcessRunning() bool {
+	return g.acceptor != nil && g.acceptor.running()
 }
 
 // send writes one control message with fds attached; false once the

@@ -30,6 +30,11 @@ func RunAcceptorHelper() {}
 
 type acceptorProc struct{}
 
+func (*acceptorProc) running() bool { return false }
+
+// AcceptorProcessRunning is always false outside Linux.
+func (g *Gateway) AcceptorProcessRunning() bool { return false }
+
 func (*acceptorProc) stop()                   {}
 func (*acceptorProc) send([]byte, []int) bool { return false }
 
