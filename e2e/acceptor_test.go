@@ -186,27 +186,35 @@ func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
 	}
 }
 
+// oneServedOneWaiting opens two connections under max.connections=1: the
+// first is served, the second waits (both are closed when the test ends).
+func oneServedOneWaiting(t *testing.T, env *testkit.Env) (first, second net.Conn) {
+	t.Helper()
+	var conns [2]net.Conn
+	for i := range conns {
+		c, err := net.Dial("tcp", env.Bootstrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conns[i] = c
+	}
+	if !apiVersions(t, conns[0], 5*time.Second) {
+		t.Fatal("first connection not served")
+	}
+	if apiVersions(t, conns[1], 300*time.Millisecond) {
+		t.Fatal("a second connection was served over max.connections=1")
+	}
+	return conns[0], conns[1]
+}
+
 // max.connections through the helper: the connection over the limit waits
 // (Kafka's blocking acceptor) and is served when one closes.
 func TestAcceptorProcessWaitsForSlot(t *testing.T) {
 	env, _ := startWithAcceptor(t, 1000, func(c *app.Config) {
 		c.BrokerConfigs = map[string]string{"max.connections": "1"}
 	})
-	first, err := net.Dial("tcp", env.Bootstrap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !apiVersions(t, first, 5*time.Second) {
-		t.Fatal("first connection not served")
-	}
-	second, err := net.Dial("tcp", env.Bootstrap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
-	if apiVersions(t, second, 500*time.Millisecond) {
-		t.Fatal("a second connection was served over max.connections=1")
-	}
+	first, second := oneServedOneWaiting(t, env)
 	first.Close()
 	// It was written before the slot freed; the answer comes once served.
 	second.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -263,22 +271,7 @@ func TestRaisingMaxConnectionsWakesWaitingAcceptor(t *testing.T) {
 				c.BrokerConfigs = map[string]string{"max.connections": "1"}
 				c.Authorization.QuotaAdmins = []string{"ANONYMOUS"}
 			})
-			first, err := net.Dial("tcp", env.Bootstrap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer first.Close()
-			if !apiVersions(t, first, 5*time.Second) {
-				t.Fatal("first connection not served")
-			}
-			second, err := net.Dial("tcp", env.Bootstrap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer second.Close()
-			if apiVersions(t, second, 300*time.Millisecond) {
-				t.Fatal("a second connection was served over max.connections=1")
-			}
+			_, second := oneServedOneWaiting(t, env)
 			// The admin client comes in on the exempt listener.
 			cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.Gateway().BootstrapAddrs()["OPS"]))
 			if err != nil {
