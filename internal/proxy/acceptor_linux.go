@@ -90,7 +90,7 @@ func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
 	ctl := os.NewFile(uintptr(fds[0]), "acceptor-control")
 	child := os.NewFile(uintptr(fds[1]), "acceptor-control-child")
 	defer child.Close()
-	cmd := exec.Command(exe)
+	cmd := exec.Command(exe, "acceptor-helper") // the argument only names it in ps; the environment marks it
 	cmd.Env = append(os.Environ(), AcceptorHelperEnv+"=1")
 	cmd.ExtraFiles = []*os.File{child} // fd 3 in the helper
 	cmd.Stderr = os.Stderr
