@@ -124,9 +124,9 @@ func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
 // stop ends the helper: on its control socket's end it closes every socket
 // it still holds and exits (or is killed after 2 s).
 func (a *acceptorProc) stop() {
+	a.ctl.Close() // first: it also ends a send waiting for a helper that does not read
 	a.mu.Lock()
 	a.dead = true
-	a.ctl.Close()
 	a.mu.Unlock()
 	select {
 	case <-a.exited:
