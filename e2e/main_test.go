@@ -6,9 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/tollgate/tollgate/internal/accept"
 	"go.uber.org/goleak"
-
-	"github.com/tollgate/tollgate/internal/proxy"
 )
 
 // Every test in this package must leave no goroutine behind: gateway
@@ -18,7 +17,7 @@ import (
 func TestMain(m *testing.M) {
 	// The acceptor helper tests start this test binary as the gateway's
 	// helper process (as tollgate serve starts itself).
-	proxy.RunAcceptorHelper()
+	accept.RunAcceptorHelper()
 	code := m.Run()
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {

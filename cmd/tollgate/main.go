@@ -19,17 +19,17 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/cli"
 	"github.com/tollgate/tollgate/internal/perf"
-	"github.com/tollgate/tollgate/internal/proxy"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
 func main() {
-	proxy.RunAcceptorHelper() // when started as the gateway's acceptor helper, runs it and exits
+	accept.RunAcceptorHelper() // when started as the gateway's acceptor helper, runs it and exits
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -72,7 +72,7 @@ type Options struct {
 	Now func() time.Time
 	// AcceptorExe is the binary started as the acceptor helper when
 	// socket.acceptor_process is on (tollgate serve passes its own; the
-	// binary must call proxy.RunAcceptorHelper first thing). Empty: none.
+	// binary must call accept.RunAcceptorHelper first thing). Empty: none.
 	AcceptorExe string
 	// UpstreamDial replaces the dialer of every upstream connection
 	// (gateway sessions, metadata, the audit topic sink).

@@ -72,12 +72,10 @@ func (l *listener) ownAddress(resource string) *string {
 	if err != nil || id < 0 {
 		return nil
 	}
-	l.mu.Lock()
-	bp, ok := l.ports[int32(id)]
-	l.mu.Unlock()
+	port, ok := l.acc.Open(int32(id))
 	if !ok {
 		return nil
 	}
-	v := l.cfg.Name + "://" + net.JoinHostPort(l.advHost, strconv.Itoa(int(bp.port)))
+	v := l.cfg.Name + "://" + net.JoinHostPort(l.advHost, strconv.Itoa(int(port)))
 	return &v
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/accept"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/admission"
@@ -32,11 +34,9 @@ type Gateway struct {
 	listeners []*listener
 	meta      *kgo.Client
 	admit     *admission.Limiter
-	parked    *parkedConns // refused sockets waiting to be closed
-	// acceptorExe is the acceptor helper's binary (WithAcceptorProcess);
-	// acceptor runs it (Linux, with admission only).
+	acc       *accept.Server
+	// acceptorExe is the acceptor helper's binary (WithAcceptorProcess).
 	acceptorExe string
-	acceptor    *acceptorProc
 	members     memberHosts            // group member id -> client address
 	clusterID   atomic.Pointer[string] // from the last metadata refresh
 	creds       auth.CredentialLookup
@@ -89,12 +89,10 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 	g := &Gateway{
 		cfg:      cfg,
 		log:      slog.Default(),
-		listenFn: listenNoKeepAlive,
 		brokers:  map[int32]string{},
 		sessions: map[*session]struct{}{},
 		closing:  make(chan struct{}),
 		drained:  make(chan struct{}),
-		parked:   newParkedConns(),
 	}
 	d := &net.Dialer{}
 	g.dialFn = d.DialContext
@@ -110,30 +108,26 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 // Start opens every listener, learns the upstream brokers and opens a port
 // for each of them.
 func (g *Gateway) Start(ctx context.Context) error {
-	if g.acceptorExe != "" && g.admit != nil {
-		a, err := startAcceptor(g.acceptorExe, g.log)
-		if err != nil {
-			g.log.Warn("no acceptor helper process; accepting and closing refused sockets in the gateway", "err", err)
-		} else {
-			g.acceptor = a
-			g.parked.sink.Store(a)
-		}
+	ao := accept.Options{Log: g.log, Admission: g.admit, ListenFunc: g.listenFn, AcceptorExe: g.acceptorExe}
+	if ro, ok := g.observer.(accept.RefusalHook); ok {
+		ao.Refused = ro
 	}
+	g.acc = accept.NewServer(ao, func() uint64 { return g.nextID.Add(1) })
+	g.acc.Start()
 	for _, lc := range g.cfg.Listeners {
-		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost(), ports: map[int32]*brokerPort{}}
+		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost()}
 		if err := l.setupSecurity(); err != nil {
 			g.closeListeners()
 			return err
 		}
-		ln, err := g.listen(l, lc.Bootstrap)
+		acc, err := g.acc.Listen(accept.ListenerConfig{Name: lc.Name, Bootstrap: lc.Bootstrap,
+			BrokerPortBase: lc.BrokerPortBase, ProxyProtocol: lc.ProxyProtocol}, l)
 		if err != nil {
 			g.closeListeners()
-			return fmt.Errorf("listener %s: %w", lc.Name, err)
+			return err
 		}
-		l.boot = ln
+		l.acc = acc
 		g.listeners = append(g.listeners, l)
-		g.wg.Add(1)
-		go l.accept(ln, -1)
 	}
 	metaOpts := []kgo.Opt{
 		kgo.SeedBrokers(g.cfg.Upstream...),
@@ -166,12 +160,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 	g.wg.Add(1)
 	go g.refreshLoop()
 	if g.admit != nil {
-		g.wg.Add(2)
+		g.wg.Add(1)
 		go g.shedLoop()
-		go func() {
-			defer g.wg.Done()
-			g.parked.run(g.closing)
-		}()
 	}
 	return nil
 }
@@ -180,13 +170,13 @@ func (g *Gateway) Start(ctx context.Context) error {
 func (g *Gateway) BootstrapAddrs() map[string]string {
 	out := map[string]string{}
 	for _, l := range g.listeners {
-		out[l.cfg.Name] = l.boot.Addr().String()
+		out[l.cfg.Name] = l.acc.Addr().String()
 	}
 	return out
 }
 
 // Bootstrap returns the bootstrap address of the first listener.
-func (g *Gateway) Bootstrap() string { return g.listeners[0].boot.Addr().String() }
+func (g *Gateway) Bootstrap() string { return g.listeners[0].acc.Addr().String() }
 
 // refresh reads the broker set from upstream, opens ports for new brokers
 // and closes the ports of brokers that are gone.
@@ -208,7 +198,7 @@ func (g *Gateway) refresh(ctx context.Context) error {
 		live[b.NodeID] = true
 		g.learn(b.NodeID, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
 		for _, l := range g.listeners {
-			if _, err := l.ensure(b.NodeID); err != nil {
+			if _, err := l.acc.Port(b.NodeID); err != nil {
 				g.log.Error("cannot open broker port", "listener", l.cfg.Name, "node", b.NodeID, "err", err)
 			}
 		}
@@ -224,7 +214,7 @@ func (g *Gateway) refresh(ctx context.Context) error {
 	}
 	g.mu.Unlock()
 	for _, l := range g.listeners {
-		l.retain(live)
+		l.acc.Retain(live)
 	}
 	return nil
 }
@@ -320,7 +310,13 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		s.drain()
 	}
 	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
+	go func() {
+		g.wg.Wait()
+		if g.acc != nil {
+			g.acc.Wait()
+		}
+		close(done)
+	}()
 	var err error
 	select {
 	case <-done:
@@ -340,14 +336,30 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 }
 
 func (g *Gateway) closeListeners() {
-	for _, l := range g.listeners {
-		if l.boot != nil {
-			l.close()
-		}
+	if g.acc != nil {
+		g.acc.Close() // the acceptor helper closes the sockets it still holds
 	}
-	if g.acceptor != nil {
-		g.acceptor.stop() // it closes the sockets it still holds
-	}
+}
+
+// AcceptorProcessRunning reports whether the acceptor helper accepts for
+// this gateway (tollgate_acceptor_process_up).
+func (g *Gateway) AcceptorProcessRunning() bool {
+	return g.acc != nil && g.acc.AcceptorProcessRunning()
+}
+
+// WithAcceptorProcess makes the gateway start exe (its own binary; exe must
+// call accept.RunAcceptorHelper first thing) as the acceptor helper for its
+// plain TCP listeners (Linux, with admission). If the helper cannot start,
+// the gateway accepts in-process and logs why.
+func WithAcceptorProcess(exe string) Option {
+	return func(g *Gateway) { g.acceptorExe = exe }
+}
+
+// WithAdmission makes every listener ask lim before serving a connection
+// (KIP-612 creation rates, KIP-402 counts; admission.Limiter holds the
+// rules). Listener names must be declared in lim's settings.
+func WithAdmission(lim *admission.Limiter) Option {
+	return func(g *Gateway) { g.admit = lim }
 }
 
 func (g *Gateway) addSession(s *session) bool {
@@ -392,16 +404,3 @@ func (g *Gateway) Sessions() int {
 	defer g.mu.Unlock()
 	return len(g.sessions)
 }
-
-// listenNoKeepAlive listens without Go's default TCP keep-alive on accepted
-// sockets: setting it costs three system calls per accept, which a
-// connection storm's refused sockets do not need. serve turns it on for
-// the connections it serves.
-func listenNoKeepAlive(network, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{KeepAlive: -1}
-	return lc.Listen(context.Background(), network, addr)
-}
-
-// keepAlive is the TCP keep-alive of served client connections, Go's
-// default for accepted sockets.
-var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 15 * time.Second, Count: 9}

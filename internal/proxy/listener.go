@@ -1,19 +1,19 @@
 package proxy
 
 import (
+	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"fmt"
+
 	"github.com/tollgate/tollgate/internal/wire"
 
-	"errors"
-	"github.com/tollgate/tollgate/internal/admission"
-	"github.com/tollgate/tollgate/internal/auth"
 	"net"
 	"slices"
 	"strconv"
-	"sync"
-	"time"
+
+	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/auth"
 )
 
 // listener is one named listener: its bootstrap port and a port per
@@ -22,11 +22,7 @@ type listener struct {
 	gw      *Gateway
 	cfg     ListenerConfig
 	advHost string
-	boot    net.Listener
-
-	mu     sync.Mutex
-	ports  map[int32]*brokerPort
-	closed bool
+	acc     *accept.Listener
 
 	tls    *auth.ServerTLS // SSL and SASL_SSL
 	mapper *auth.Mapper    // ssl.principal.mapping.rules
@@ -66,10 +62,10 @@ func (l *listener) setupSecurity() error {
 	return nil
 }
 
-type brokerPort struct {
-	node int32
-	ln   net.Listener
-	port int32
+// Serve implements accept.Handler: an admitted connection becomes a
+// session.
+func (l *listener) Serve(c net.Conn, node int32, ac *admission.Conn) {
+	l.gw.serve(c, l, node, ac)
 }
 
 // Advertise implements wire.Mapper: the address of node id on this
@@ -80,58 +76,13 @@ func (l *listener) Advertise(id int32, host string, port int32) (string, int32, 
 		return "", 0, false
 	}
 	l.gw.learn(id, net.JoinHostPort(host, strconv.Itoa(int(port))))
-	bp, err := l.ensure(id)
+	p, err := l.acc.Port(id)
 	if err != nil {
 		l.gw.log.Error("cannot open broker port; leaving the broker out of the response",
 			"listener", l.cfg.Name, "node", id, "err", err)
 		return "", 0, false
 	}
-	return l.advHost, bp.port, true
-}
-
-// ensure returns node id's port on this listener, opening it if needed.
-func (l *listener) ensure(id int32) (*brokerPort, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if bp, ok := l.ports[id]; ok {
-		return bp, nil
-	}
-	if l.closed {
-		return nil, errors.New("listener closed")
-	}
-	host, _, _ := net.SplitHostPort(l.cfg.Bootstrap)
-	port := 0
-	if l.cfg.BrokerPortBase > 0 {
-		port = l.cfg.BrokerPortBase + int(id)
-		if port > 65535 {
-			return nil, errors.New("broker_port_base + node id exceeds 65535")
-		}
-	}
-	ln, err := l.gw.listen(l, net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		return nil, err
-	}
-	_, ps, _ := net.SplitHostPort(ln.Addr().String())
-	p, _ := strconv.Atoi(ps)
-	bp := &brokerPort{node: id, ln: ln, port: int32(p)}
-	l.ports[id] = bp
-	l.gw.log.Info("broker port open", "listener", l.cfg.Name, "node", id, "addr", ln.Addr().String())
-	l.gw.wg.Add(1)
-	go l.accept(ln, id)
-	return bp, nil
-}
-
-// retain closes the ports of brokers not in live.
-func (l *listener) retain(live map[int32]bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for id, bp := range l.ports {
-		if !live[id] {
-			l.gw.log.Info("upstream broker gone; closing its port", "listener", l.cfg.Name, "node", id)
-			bp.ln.Close()
-			delete(l.ports, id)
-		}
-	}
+	return l.advHost, p, true
 }
 
 // BrokerPorts returns node id -> advertised port, sorted by id.
@@ -141,98 +92,11 @@ func (g *Gateway) BrokerPorts(listenerName string) map[int32]int32 {
 		if l.cfg.Name != listenerName {
 			continue
 		}
-		l.mu.Lock()
-		for id, bp := range l.ports {
-			out[id] = bp.port
+		for id, p := range l.acc.Ports() {
+			out[id] = p
 		}
-		l.mu.Unlock()
 	}
 	return out
-}
-
-func (l *listener) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	l.boot.Close()
-	for _, bp := range l.ports {
-		bp.ln.Close()
-	}
-}
-
-func (l *listener) accept(ln net.Listener, node int32) {
-	defer l.gw.wg.Done()
-	if rl, ok := ln.(*rawListener); ok {
-		if l.gw.acceptor != nil {
-			helperAccept(l, rl, node)
-		} else {
-			rawAccept(l, rl, node)
-		}
-		return
-	}
-	var backoff time.Duration
-	var spare *admission.Conn
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if !l.acceptBackoff(&backoff, err) {
-				return
-			}
-			continue
-		}
-		backoff = 0
-		l.admitAndServe(connSocket(c), node, &spare)
-	}
-}
-
-// acceptBackoff waits after a failed accept (out of file descriptors and
-// the like), as net/http does, instead of spinning; false when the gateway
-// is closing.
-func (l *listener) acceptBackoff(backoff *time.Duration, err error) bool {
-	if *backoff == 0 {
-		*backoff = 5 * time.Millisecond
-	} else if *backoff *= 2; *backoff > time.Second {
-		*backoff = time.Second
-	}
-	l.gw.log.Warn("accept failed", "listener", l.cfg.Name, "err", err, "retry_in", *backoff)
-	select {
-	case <-time.After(*backoff):
-		return true
-	case <-l.gw.closing:
-		return false
-	}
-}
-
-// admitAndServe admits one accepted socket and serves it when admitted.
-// spare is the accept loop's admission.Conn, reused until one is admitted
-// (admission touches it only then), so that a refused socket allocates
-// nothing.
-func (l *listener) admitAndServe(sock socket, node int32, spare **admission.Conn) {
-	var ac *admission.Conn
-	if l.gw.admit != nil {
-		if *spare == nil {
-			*spare = new(admission.Conn)
-		}
-		ac = *spare
-		ac.ID = l.gw.nextID.Add(1)
-		if !l.admitConn(sock, ac) {
-			return
-		}
-		*spare = nil // registered: the session's now
-	}
-	c, err := sock.conn()
-	if err != nil {
-		l.gw.log.Warn("accepted connection unusable", "listener", l.cfg.Name, "remote", sock.String(), "err", err)
-		sock.Close()
-		if ac != nil {
-			l.gw.admit.Release(ac)
-		}
-		return
-	}
-	l.gw.serve(c, l, node, ac)
 }
 
 func slicesSort(ids []int32) { slices.Sort(ids) }

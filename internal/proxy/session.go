@@ -79,7 +79,6 @@ type pending struct {
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {
-	setKeepAlive(c)
 	if l.tls != nil {
 		c = tls.Server(c, l.tls.Config()) // handshake in run (clientTLS)
 	}
@@ -114,17 +113,6 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 		return
 	}
 	go s.run()
-}
-
-// setKeepAlive turns TCP keep-alive on for a served client connection (the
-// listeners accept without it), under a PROXY-protocol wrapper too.
-func setKeepAlive(c net.Conn) {
-	if r, ok := c.(interface{ Raw() net.Conn }); ok {
-		c = r.Raw()
-	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetKeepAliveConfig(keepAlive)
-	}
 }
 
 func (s *session) logAttrs() []any {

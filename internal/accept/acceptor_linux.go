@@ -1,4 +1,4 @@
-package proxy
+package accept
 
 // The acceptor process. Under a connection storm almost every socket is
 // refused, and a refused socket still costs the kernel its accept and,
@@ -56,14 +56,6 @@ const (
 	helperReady = 5 * time.Second // how long the gateway waits for msgReady
 	helperNice  = 19              // the helper's CPU priority
 )
-
-// WithAcceptorProcess makes the gateway start exe (its own binary; exe must
-// call RunAcceptorHelper first thing when AcceptorHelperEnv is set) as the
-// acceptor helper for its plain TCP listeners. If the helper cannot start,
-// the gateway accepts in-process and logs why.
-func WithAcceptorProcess(exe string) Option {
-	return func(g *Gateway) { g.acceptorExe = exe }
-}
 
 // acceptorProc is the gateway's side of the helper.
 type acceptorProc struct {
@@ -144,12 +136,6 @@ func (a *acceptorProc) running() bool {
 	return !a.dead
 }
 
-// AcceptorProcessRunning reports whether the acceptor helper accepts for
-// this gateway (tollgate_acceptor_process_up).
-func (g *Gateway) AcceptorProcessRunning() bool {
-	return g.acceptor != nil && g.acceptor.running()
-}
-
 // send writes one control message with fds attached; false once the
 // helper is gone.
 func (a *acceptorProc) send(p []byte, fds []int) bool {
@@ -203,8 +189,8 @@ func (a *acceptorProc) listen(rl *rawListener) (*os.File, error) {
 // helperAccept is rawAccept with the helper accepting: it admits the
 // sockets that arrive on the port's socketpair. If the helper goes away it
 // carries on as rawAccept.
-func helperAccept(l *listener, rl *rawListener, node int32) {
-	pf, err := l.gw.acceptor.listen(rl)
+func helperAccept(l *Listener, rl *rawListener, node int32) {
+	pf, err := l.srv.acceptor.listen(rl)
 	if err != nil {
 		rawAccept(l, rl, node)
 		return
@@ -243,7 +229,7 @@ func helperAccept(l *listener, rl *rawListener, node int32) {
 			if rl.isClosed() {
 				return
 			}
-			l.gw.log.Warn("acceptor helper gone; accepting in the gateway", "listener", l.cfg.Name, "err", rerr)
+			l.srv.log.Warn("acceptor helper gone; accepting in the gateway", "listener", l.cfg.Name, "err", rerr)
 			rawAccept(l, rl, node)
 			return
 		}
@@ -254,7 +240,7 @@ func helperAccept(l *listener, rl *rawListener, node int32) {
 			}
 			l.admitAndServe(socket{fd: fd, addr: decodeAddr(buf[i*addrRecord:])}, node, &spare)
 		}
-		l.gw.parked.flush()
+		l.srv.parked.flush()
 	}
 }
 

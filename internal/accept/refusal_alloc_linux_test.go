@@ -1,10 +1,11 @@
-package proxy
+package accept
 
 import (
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,9 +25,10 @@ func TestParkedSocketAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{admit: lim, parked: newParkedConns(), closing: make(chan struct{}),
-		log: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))}
-	l := &listener{gw: g, cfg: ListenerConfig{Name: "PLAINTEXT"}}
+	var ids atomic.Uint64
+	g := NewServer(Options{Admission: lim,
+		Log: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))}, func() uint64 { return ids.Add(1) })
+	l := &Listener{srv: g, cfg: ListenerConfig{Name: "PLAINTEXT"}}
 
 	tl, err := listenNoKeepAlive("tcp", "127.0.0.1:0")
 	if err != nil {

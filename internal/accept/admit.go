@@ -1,4 +1,4 @@
-package proxy
+package accept
 
 import (
 	"context"
@@ -9,26 +9,18 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/admission"
-	"github.com/tollgate/tollgate/internal/principal"
 )
-
-// WithAdmission makes every listener ask lim before serving a connection
-// (KIP-612 creation rates, KIP-402 counts; admission.Limiter holds the
-// rules). Listener names must be declared in lim's settings.
-func WithAdmission(lim *admission.Limiter) Option {
-	return func(g *Gateway) { g.admit = lim }
-}
 
 // admitConn runs Kafka's acceptor procedure for one accepted socket. It
 // returns true when the connection is to be served (then ac is
 // registered), and false when it was rejected or parked; it blocks this
 // accept loop while the gateway or listener rate, or a count, says wait.
-func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
-	lim := l.gw.admit
+func (l *Listener) admitConn(c socket, ac *admission.Conn) bool {
+	lim := l.srv.admit
 	now := time.Now()
 	t, err := lim.Admit(l.cfg.Name, now)
 	if err != nil {
-		l.gw.log.Error("admission", "listener", l.cfg.Name, "err", err)
+		l.srv.log.Error("admission", "listener", l.cfg.Name, "err", err)
 		c.Close()
 		return false
 	}
@@ -41,7 +33,7 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 		case admission.Wait:
 			// Block this acceptor, as Kafka does: accept nothing more on
 			// this port until the wait is over.
-			l.gw.parked.flush() // what this batch parked, before blocking
+			l.srv.parked.flush() // what this batch parked, before blocking
 			var timer <-chan time.Time
 			if !d.Until.IsZero() {
 				tm := time.NewTimer(time.Until(d.Until))
@@ -51,7 +43,7 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 			select {
 			case <-timer:
 			case <-d.Wake:
-			case <-l.gw.closing:
+			case <-l.srv.closing:
 				lim.Cancel(&t, time.Now())
 				c.Close()
 				return false
@@ -59,13 +51,11 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 		case admission.Park:
 			// Per-IP rate: never serve the socket; close it once the
 			// throttle has passed (Kafka's delayed close).
-			if l.gw.log.Enabled(context.Background(), slog.LevelInfo) {
-				l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
+			if l.srv.log.Enabled(context.Background(), slog.LevelInfo) {
+				l.srv.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
 					"reason", "connection_rate_"+d.Reason.String(), "close_in", d.Delay)
 			}
-			if l.gw.observer != nil {
-				l.gw.noteRefused(l.cfg.Name, d.Reason.String())
-			}
+			l.srv.noteRefused(l.cfg.Name, d.Reason.String())
 			// Kafka closes every socket parked in one instant of the
 			// window at the same moment (the delay ends when the window
 			// admits again), so a storm's closes — and the clients'
@@ -75,15 +65,15 @@ func (l *listener) admitConn(c socket, ac *admission.Conn) bool {
 			if d.Delay > 0 {
 				at = at.Add(rand.N(d.Delay))
 			}
-			l.gw.parked.park(c, at)
+			l.srv.parked.park(c, at)
 			return false
 		default: // Reject
-			if l.gw.log.Enabled(context.Background(), slog.LevelInfo) {
-				l.gw.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
+			if l.srv.log.Enabled(context.Background(), slog.LevelInfo) {
+				l.srv.log.Info("connection refused", "listener", l.cfg.Name, "remote", c.String(),
 					"reason", "connection_limit_"+d.Reason.String())
 			}
-			l.gw.noteRefused(l.cfg.Name, d.Reason.String())
-			l.gw.parked.closeSoon(c)
+			l.srv.noteRefused(l.cfg.Name, d.Reason.String())
+			l.srv.parked.closeSoon(c)
 			return false
 		}
 	}
@@ -146,51 +136,8 @@ func remoteIP(c net.Conn) netip.Addr {
 	return netip.IPv4Unspecified()
 }
 
-// RefusalObserver is optionally implemented by an Observer that counts
-// connections refused by admission, by Kafka setting name.
-type RefusalObserver interface {
-	Refused(listener, reason string)
-}
-
-// UpstreamObserver is optionally implemented by an Observer that counts
-// the upstream connections the gateway opens (one per client connection
-// that forwards a request; none for one that never does).
-type UpstreamObserver interface {
-	UpstreamOpened(c *principal.ConnInfo)
-}
-
-func (g *Gateway) noteRefused(listener, reason string) {
-	if ro, ok := g.observer.(RefusalObserver); ok {
-		ro.Refused(listener, reason)
-	}
-}
-
-// shedLoop closes the least recently used connections when the gateway is
-// over max.connections (after the limit was lowered, or while an exempt
-// listener took more than its share).
-func (g *Gateway) shedLoop() {
-	defer g.wg.Done()
-	var ids []uint64
-	for {
-		select {
-		case <-g.closing:
-			return
-		case <-g.admit.ShedSignal():
-		}
-		ids = g.admit.Shed(ids[:0])
-		if len(ids) == 0 {
-			continue
-		}
-		want := make(map[uint64]bool, len(ids))
-		for _, id := range ids {
-			want[id] = true
-		}
-		g.mu.Lock()
-		for s := range g.sessions {
-			if want[s.info.ID] {
-				go s.close(ReasonShed, nil)
-			}
-		}
-		g.mu.Unlock()
+func (s *Server) noteRefused(listener, reason string) {
+	if s.refused != nil {
+		s.refused.Refused(listener, reason)
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package accept
 
 import (
 	"errors"
@@ -119,7 +119,7 @@ func rawCapable(ln net.Listener) net.Listener {
 // socket until one is admitted (then it becomes a net.Conn, net.FileConn):
 // a storm's garbage would otherwise start a collection every fraction of a
 // second, each pausing the sessions being served.
-func rawAccept(l *listener, rl *rawListener, node int32) {
+func rawAccept(l *Listener, rl *rawListener, node int32) {
 	var (
 		backoff time.Duration
 		nfd     int
@@ -150,7 +150,7 @@ func rawAccept(l *listener, rl *rawListener, node int32) {
 		}
 		backoff = 0
 		l.admitAndServe(socket{fd: nfd, addr: rawAddrPort(&rsa)}, node, &spare)
-		l.gw.parked.flush() // when an acceptor helper died, sockets parked meanwhile
+		l.srv.parked.flush() // when an acceptor helper died, sockets parked meanwhile
 	}
 }
 

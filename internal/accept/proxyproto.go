@@ -1,4 +1,4 @@
-package proxy
+package accept
 
 import (
 	"errors"
@@ -82,22 +82,4 @@ func (p *proxyListener) Close() error {
 		return nil
 	}
 	return err
-}
-
-// listen opens one port of a listener, reading PROXY headers if the
-// listener is configured to, and speaking TLS on SSL and SASL_SSL
-// listeners (the handshake runs in the session, not the acceptor).
-func (g *Gateway) listen(l *listener, addr string) (net.Listener, error) {
-	ln, err := g.listenFn("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	if l.cfg.ProxyProtocol {
-		ln = newProxyListener(ln, l.cfg.Name, g.log)
-	} else if g.admit != nil {
-		ln = rawCapable(ln)
-	}
-	// TLS is layered on each connection served (serve), not on the
-	// listener: a refused socket costs no TLS state.
-	return ln, nil
 }
