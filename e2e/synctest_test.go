@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
@@ -128,19 +127,13 @@ func TestSynctestSmoke(t *testing.T) {
 	}
 }
 
-// produceThrottle throttles every Produce response by d.
+// produceThrottle is a filter that throttles every Produce response by d.
 type produceThrottle struct{ d time.Duration }
 
-func (produceThrottle) Request(*principal.ConnInfo, *proxy.Request) proxy.Verdict {
-	return proxy.Verdict{}
-}
+func (produceThrottle) Name() string  { return "produce-throttle" }
+func (produceThrottle) Keys() []int16 { return []int16{0} }
 
-func (p produceThrottle) Response(_ *principal.ConnInfo, r *proxy.Request, _ int) time.Duration {
-	if r.Key == 0 {
-		return p.d
-	}
-	return 0
-}
+func (p produceThrottle) Throttle(proxy.Conn, *proxy.Request, int) time.Duration { return p.d }
 
 // A gateway throttle is honoured on the bubble's clock: each Produce after
 // the first waits out the previous response's 2 s throttle, exactly, in no
@@ -149,7 +142,7 @@ func TestSynctestThrottleVirtualTime(t *testing.T) {
 	realStart := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{
-			ProxyOpts: []proxy.Option{proxy.WithPolicy(produceThrottle{2 * time.Second})},
+			Filters: []proxy.Filter{produceThrottle{2 * time.Second}},
 		})
 		c, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext),
 			kgo.DefaultProduceTopic("throttled"), kgo.AllowAutoTopicCreation(),

@@ -168,8 +168,8 @@ type brokerPort struct {
 	port int32
 }
 
-// Listen opens a listener's bootstrap port and starts accepting on it;
-// admitted connections go to h.
+// Listen opens a listener's bootstrap port; Accept starts accepting on it.
+// Admitted connections go to h.
 func (s *Server) Listen(cfg ListenerConfig, h Handler) (*Listener, error) {
 	l := &Listener{srv: s, cfg: cfg, h: h, ports: map[int32]*brokerPort{}}
 	ln, err := s.listen(cfg, cfg.Bootstrap)
@@ -180,9 +180,14 @@ func (s *Server) Listen(cfg ListenerConfig, h Handler) (*Listener, error) {
 	s.mu.Lock()
 	s.listeners = append(s.listeners, l)
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go l.accept(ln, -1)
 	return l, nil
+}
+
+// Accept starts accepting on the bootstrap port (broker ports accept as
+// soon as Port opens them).
+func (l *Listener) Accept() {
+	l.srv.wg.Add(1)
+	go l.accept(l.boot, -1)
 }
 
 // Addr is the bootstrap port's address.

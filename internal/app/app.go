@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/httpapi"
+	"github.com/tollgate/tollgate/internal/kafkaapi"
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
@@ -45,7 +46,7 @@ type App struct {
 	admit       *admission.Limiter
 	mu          sync.Mutex
 	admSettings admission.Settings
-	policy      *enforce.Policy
+	quotaFilter *enforce.Filter
 	stop        chan struct{}
 	done        chan struct{}
 	dev         *devcluster.Cluster
@@ -62,6 +63,8 @@ type Options struct {
 	DevClusterOpts []kfake.Opt
 	// ProxyOpts are extra gateway options (in-memory networks).
 	ProxyOpts []proxy.Option
+	// Filters are appended to the filter chain (tests).
+	Filters []proxy.Filter
 	// ConfigPath is the file cfg came from; when set, its quotas are
 	// re-applied whenever it changes (checked every WatchInterval) and on
 	// Reload.
@@ -112,9 +115,9 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.engine = eng
-	a.policy = enforce.New(eng, a.log)
+	a.quotaFilter = enforce.New(eng, a.log)
 	if o.Now != nil {
-		a.policy.Now = o.Now
+		a.quotaFilter.Now = o.Now
 	}
 	a.metrics.RegisterQuotas(eng)
 	as, err := admissionSettings(&cfg, nil, nil)
@@ -154,7 +157,15 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:     cfg.Upstream.DialTimeout,
 		MetadataRefresh: cfg.Upstream.MetadataRefresh,
 	}
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithObserver(&observer{a}), proxy.WithPolicy(&router{Policy: a.policy, ctl: a.ctl, creds: a.creds, brokers: a.brokers, log: a.log}), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	chain := kafkaapi.Chain(kafkaapi.Deps{
+		Log:           a.log,
+		ClientQuotas:  a.ctl,
+		Credentials:   a.creds,
+		BrokerConfigs: a.brokers,
+		Quota:         a.quotaFilter,
+	})
+	chain = append(chain, o.Filters...)
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithHooks(&observer{a}), proxy.WithChain(chain), proxy.WithAdmission(lim)}, o.ProxyOpts...)
 	if o.UpstreamDial != nil {
 		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
 	}
@@ -173,12 +184,14 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning)
+	// Before Start: the first CreateTopics may arrive as soon as the
+	// listeners accept.
+	a.quotaFilter.Topics = gw
 	if err := gw.Start(ctx); err != nil {
 		a.closeAll()
 		return nil, err
 	}
 	a.gw = gw
-	a.policy.Topics = gw
 	if a.path != "" {
 		go a.watch(o.WatchInterval)
 	} else {

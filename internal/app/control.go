@@ -3,22 +3,16 @@ package app
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/control"
-	"github.com/tollgate/tollgate/internal/enforce"
-	"github.com/tollgate/tollgate/internal/principal"
-	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/store"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // AuditConfig says where audit events go.
@@ -201,55 +195,6 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 	return control.Overlay(nil, out)
 }
 
-// router answers the control-plane requests Tollgate owns and passes
-// everything else to the quota policy.
-type router struct {
-	*enforce.Policy
-	ctl     *control.ClientQuotas
-	creds   *control.Credentials
-	brokers *control.BrokerConfigs
-	log     *slog.Logger
-}
-
-func (r *router) Request(c *principal.ConnInfo, req *proxy.Request) proxy.Verdict {
-	switch req.Key {
-	case wire.KeyDescribeClientQuota, wire.KeyAlterClientQuotas:
-		kr := kmsg.RequestForKey(req.Key)
-		kr.SetVersion(req.Version)
-		if err := kr.ReadFrom(req.Payload[req.BodyOffset:]); err != nil {
-			return proxy.Verdict{Close: proxy.ReasonBadFrame}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		who := control.FromConn(c, req.ClientID)
-		if req.Key == wire.KeyDescribeClientQuota {
-			return proxy.Verdict{Respond: r.ctl.Describe(ctx, who, kr.(*kmsg.DescribeClientQuotasRequest))}
-		}
-		return proxy.Verdict{Respond: r.ctl.Alter(ctx, who, kr.(*kmsg.AlterClientQuotasRequest))}
-	case keyDescribeUserSCRAM, keyAlterUserSCRAM:
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		who := control.FromConn(c, req.ClientID)
-		if req.Key == keyDescribeUserSCRAM {
-			dr, err := decode[*kmsg.DescribeUserSCRAMCredentialsRequest](req)
-			if err != nil {
-				return proxy.Verdict{Close: proxy.ReasonBadFrame}
-			}
-			return proxy.Verdict{Respond: r.creds.DescribeUserScramCredentials(ctx, who, dr)}
-		}
-		ar, err := decode[*kmsg.AlterUserSCRAMCredentialsRequest](req)
-		if err != nil {
-			return proxy.Verdict{Close: proxy.ReasonBadFrame}
-		}
-		return proxy.Verdict{Respond: r.creds.AlterUserScramCredentials(ctx, who, ar)}
-	case wire.KeyDescribeConfigs, wire.KeyAlterConfigs, wire.KeyIncrementalAlter:
-		if v, ok := r.brokerConfigs(c, req); ok {
-			return v
-		}
-	}
-	return r.Policy.Request(c, req)
-}
-
 // topicSink produces audit events to a topic on the upstream cluster.
 type topicSink struct {
 	cl    *kgo.Client
@@ -279,19 +224,3 @@ func (t *topicSink) Write(ctx context.Context, e *audit.Event, data []byte) erro
 }
 
 func (t *topicSink) Close() error { t.cl.Close(); return nil }
-
-// The SCRAM credential APIs (KIP-554).
-const (
-	keyDescribeUserSCRAM int16 = 50
-	keyAlterUserSCRAM    int16 = 51
-)
-
-func decode[T kmsg.Request](req *proxy.Request) (T, error) {
-	var zero T
-	kr := kmsg.RequestForKey(req.Key)
-	kr.SetVersion(req.Version)
-	if err := kr.ReadFrom(req.Payload[req.BodyOffset:]); err != nil {
-		return zero, err
-	}
-	return kr.(T), nil
-}

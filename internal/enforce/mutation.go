@@ -4,9 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
 )
@@ -24,20 +25,17 @@ type item struct {
 // (however far below zero that takes it) and forwarded; once it is, every
 // later topic fails with error 89 and is not charged. Permissive mode
 // charges everything and throttles by the deficit.
-func (p *Policy) mutation(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict {
-	now := p.Now()
-	user := c.Principal.Name
+func (p *Filter) mutation(cl *quota.Client, r *proxy.Request, now time.Time) proxy.Verdict {
 	if !p.mutationsLimited() {
 		return proxy.Verdict{}
 	}
-	req := kmsg.RequestForKey(r.Key)
-	req.SetVersion(r.Version)
-	if err := req.ReadFrom(r.Payload[r.BodyOffset:]); err != nil {
+	req, err := r.Decode()
+	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
 	items := p.items(req)
 	strict := r.Version >= strictFrom(r.Key)
-	m := p.Engine.Client(user, r.ClientID).Mutation(strict, now)
+	m := cl.Mutation(strict, now)
 	rejected := make([]bool, len(items))
 	nRejected := 0
 	for i, it := range items {
@@ -68,13 +66,13 @@ func (p *Policy) mutation(c *principal.ConnInfo, r *proxy.Request) proxy.Verdict
 
 // mutationsLimited reports whether any controller_mutation_rate quota is
 // configured, so requests can skip decoding when none is.
-func (p *Policy) mutationsLimited() bool {
+func (p *Filter) mutationsLimited() bool {
 	q := p.Engine.Quotas()
 	return q.Enabled(quota.ControllerMutationRate)
 }
 
 // items lists a mutation request's topics with their partition counts.
-func (p *Policy) items(req kmsg.Request) []item {
+func (p *Filter) items(req kmsg.Request) []item {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	switch r := req.(type) {
@@ -126,7 +124,7 @@ func (p *Policy) items(req kmsg.Request) []item {
 	return nil
 }
 
-func (p *Policy) partitions(ctx context.Context, topics []string) map[string]int32 {
+func (p *Filter) partitions(ctx context.Context, topics []string) map[string]int32 {
 	if p.Topics == nil || len(topics) == 0 {
 		return nil
 	}
@@ -172,20 +170,20 @@ func addRejected(resp kmsg.Response, items []item, rejected []bool) {
 	case *kmsg.CreateTopicsResponse:
 		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.CreateTopicsResponseTopic {
 			t := kmsg.NewCreateTopicsResponseTopic()
-			t.Topic, t.ErrorCode, t.ErrorMessage = it.topic, ErrThrottlingQuotaExceeded, msg
+			t.Topic, t.ErrorCode, t.ErrorMessage = it.topic, kerr.ThrottlingQuotaExceeded.Code, msg
 			t.NumPartitions, t.ReplicationFactor = -1, -1
 			return t
 		})
 	case *kmsg.CreatePartitionsResponse:
 		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.CreatePartitionsResponseTopic {
 			t := kmsg.NewCreatePartitionsResponseTopic()
-			t.Topic, t.ErrorCode, t.ErrorMessage = it.topic, ErrThrottlingQuotaExceeded, msg
+			t.Topic, t.ErrorCode, t.ErrorMessage = it.topic, kerr.ThrottlingQuotaExceeded.Code, msg
 			return t
 		})
 	case *kmsg.DeleteTopicsResponse:
 		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.DeleteTopicsResponseTopic {
 			t := kmsg.NewDeleteTopicsResponseTopic()
-			t.Topic, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(it.topic), ErrThrottlingQuotaExceeded, msg
+			t.Topic, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(it.topic), kerr.ThrottlingQuotaExceeded.Code, msg
 			return t
 		})
 	}

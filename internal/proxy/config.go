@@ -2,14 +2,17 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
+	"strings"
 
 	"errors"
 	"fmt"
-	"github.com/tollgate/tollgate/internal/auth"
-	"github.com/tollgate/tollgate/internal/principal"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/principal"
 )
 
 // ListenerConfig is one named listener: a bootstrap address clients are
@@ -169,6 +172,118 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestSize < 0 {
 		return fmt.Errorf("socket.request.max.bytes must be positive, got %d", c.MaxRequestSize)
+	}
+	return nil
+}
+
+// Kafka's security protocols (listener security_protocol).
+const (
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// SASL modes of a SASL listener.
+const (
+	// SASLTerminate checks credentials at Tollgate (its own credential
+	// store) and talks to upstream with one service identity.
+	SASLTerminate = "terminate"
+	// SASLPassthrough forwards the exchange to the upstream brokers, which
+	// stay the authority; Tollgate reads the user name from the client's
+	// first message and binds it once upstream says yes.
+	SASLPassthrough = "passthrough"
+)
+
+// SASLConfig configures authentication on a SASL listener.
+type SASLConfig struct {
+	// Mode is terminate (default) or passthrough.
+	Mode string `yaml:"mode"`
+	// Mechanisms enabled (default PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+	Mechanisms []string `yaml:"mechanisms"`
+	// FailedAuthenticationDelay is Kafka's
+	// connection.failed.authentication.delay.ms (KIP-306): a failed login
+	// is answered and closed after this long (default 100ms).
+	FailedAuthenticationDelay time.Duration `yaml:"failed_authentication_delay"`
+}
+
+// Protocol is the listener's security protocol, PLAINTEXT by default.
+func (l *ListenerConfig) Protocol() string {
+	if l.SecurityProtocol == "" {
+		return ProtocolPlaintext
+	}
+	return strings.ToUpper(l.SecurityProtocol)
+}
+
+// UsesTLS reports whether clients speak TLS (SSL, SASL_SSL).
+func (l *ListenerConfig) UsesTLS() bool {
+	p := l.Protocol()
+	return p == ProtocolSSL || p == ProtocolSASLSSL
+}
+
+// UsesSASL reports whether clients log in with SASL.
+func (l *ListenerConfig) UsesSASL() bool {
+	p := l.Protocol()
+	return p == ProtocolSASLPlaintext || p == ProtocolSASLSSL
+}
+
+// SASLMode is terminate (default) or passthrough.
+func (l *ListenerConfig) SASLMode() string {
+	if l.SASL.Mode == "" {
+		return SASLTerminate
+	}
+	return l.SASL.Mode
+}
+
+// TerminatesSASL reports whether the listener checks SASL logins itself.
+func (l *ListenerConfig) TerminatesSASL() bool {
+	return l.UsesSASL() && l.SASLMode() == SASLTerminate
+}
+
+// Mechanisms are the SASL mechanisms enabled on the listener.
+func (l *ListenerConfig) Mechanisms() []string {
+	if len(l.SASL.Mechanisms) == 0 {
+		return auth.Mechanisms()
+	}
+	return l.SASL.Mechanisms
+}
+
+// FailedAuthDelay is how long a failed login waits before its answer.
+func (l *ListenerConfig) FailedAuthDelay() time.Duration {
+	if l.SASL.FailedAuthenticationDelay == 0 {
+		return 100 * time.Millisecond
+	}
+	return max(l.SASL.FailedAuthenticationDelay, 0)
+}
+
+func (l *ListenerConfig) validateSecurity() error {
+	switch l.Protocol() {
+	case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
+	default:
+		return fmt.Errorf("listener %s: security_protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", l.Name, l.SecurityProtocol)
+	}
+	if l.UsesTLS() {
+		if err := l.TLS.Validate(); err != nil {
+			return fmt.Errorf("listener %s: %w", l.Name, err)
+		}
+	}
+	if l.UsesSASL() {
+		switch l.SASLMode() {
+		case SASLTerminate, SASLPassthrough:
+		default:
+			return fmt.Errorf("listener %s: sasl.mode %q: want terminate or passthrough", l.Name, l.SASL.Mode)
+		}
+		for _, m := range l.Mechanisms() {
+			known := slices.Contains(auth.Mechanisms(), m) || (m == auth.MechanismOAuthBearer && l.SASLMode() == SASLPassthrough)
+			if !known {
+				return fmt.Errorf("listener %s: sasl mechanism %q is not supported in %s mode", l.Name, m, l.SASLMode())
+			}
+		}
+	}
+	if l.SSLPrincipalMappingRules != "" {
+		if _, err := auth.ParseMappingRules(l.SSLPrincipalMappingRules); err != nil {
+			return fmt.Errorf("listener %s: ssl_principal_mapping_rules: %w", l.Name, err)
+		}
 	}
 	return nil
 }

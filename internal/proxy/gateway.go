@@ -26,8 +26,10 @@ import (
 type Gateway struct {
 	cfg      Config
 	log      *slog.Logger
-	policy   Policy
-	observer Observer
+	filters  Chain
+	chain    *chain
+	hooks    hooks
+	hookErr  error
 	listenFn func(network, addr string) (net.Listener, error)
 	dialFn   func(ctx context.Context, network, addr string) (net.Conn, error)
 
@@ -37,12 +39,10 @@ type Gateway struct {
 	acc       *accept.Server
 	// acceptorExe is the acceptor helper's binary (WithAcceptorProcess).
 	acceptorExe string
-	members     memberHosts            // group member id -> client address
 	clusterID   atomic.Pointer[string] // from the last metadata refresh
 	creds       auth.CredentialLookup
 	upTLS       *tls.Config
 	upSASL      sasl.Mechanism
-	authObs     AuthObserver
 
 	mu       sync.Mutex
 	brokers  map[int32]string // upstream node id -> host:port
@@ -64,11 +64,22 @@ type Option func(*Gateway)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
 
-// WithPolicy sets the request/response policy (quotas).
-func WithPolicy(p Policy) Option { return func(g *Gateway) { g.policy = p } }
+// WithChain sets the filters every connection opens, in order (see
+// Chain). Without one the gateway forwards every request unchanged — no
+// address rewriting either: kafkaapi.Chain is the gateway's chain.
+func WithChain(c Chain) Option { return func(g *Gateway) { g.filters = c } }
 
-// WithObserver sets the connection observer (metrics).
-func WithObserver(o Observer) Option { return func(g *Gateway) { g.observer = o } }
+// WithHooks adds observers (metrics, logs, audit): each must implement at
+// least one of the observer hooks in hooks.go.
+func WithHooks(hs ...any) Option {
+	return func(g *Gateway) {
+		for _, h := range hs {
+			if err := g.hooks.add(h); err != nil && g.hookErr == nil {
+				g.hookErr = err
+			}
+		}
+	}
+}
 
 // WithListenFunc replaces net.Listen, e.g. with an in-memory network.
 func WithListenFunc(fn func(network, addr string) (net.Listener, error)) Option {
@@ -99,36 +110,23 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 	for _, o := range opts {
 		o(g)
 	}
-	if ao, ok := g.observer.(AuthObserver); ok {
-		g.authObs = ao
+	if g.hookErr != nil {
+		return nil, g.hookErr
 	}
+	ch, err := newChain(g.filters)
+	if err != nil {
+		return nil, err
+	}
+	g.chain = ch
 	return g, nil
 }
 
 // Start opens every listener, learns the upstream brokers and opens a port
 // for each of them.
 func (g *Gateway) Start(ctx context.Context) error {
-	ao := accept.Options{Log: g.log, Admission: g.admit, ListenFunc: g.listenFn, AcceptorExe: g.acceptorExe}
-	if ro, ok := g.observer.(accept.RefusalHook); ok {
-		ao.Refused = ro
-	}
-	g.acc = accept.NewServer(ao, func() uint64 { return g.nextID.Add(1) })
-	g.acc.Start()
-	for _, lc := range g.cfg.Listeners {
-		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost()}
-		if err := l.setupSecurity(); err != nil {
-			g.closeListeners()
-			return err
-		}
-		acc, err := g.acc.Listen(accept.ListenerConfig{Name: lc.Name, Bootstrap: lc.Bootstrap,
-			BrokerPortBase: lc.BrokerPortBase, ProxyProtocol: lc.ProxyProtocol}, l)
-		if err != nil {
-			g.closeListeners()
-			return err
-		}
-		l.acc = acc
-		g.listeners = append(g.listeners, l)
-	}
+	// The metadata client exists before the first connection is
+	// accepted: filters ask the gateway about topics (TopicPartitions)
+	// from the first request on.
 	metaOpts := []kgo.Opt{
 		kgo.SeedBrokers(g.cfg.Upstream...),
 		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
@@ -150,10 +148,30 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	meta, err := kgo.NewClient(metaOpts...)
 	if err != nil {
-		g.closeListeners()
 		return fmt.Errorf("upstream client: %w", err)
 	}
 	g.meta = meta
+	ao := accept.Options{Log: g.log, Admission: g.admit, ListenFunc: g.listenFn, AcceptorExe: g.acceptorExe, Refused: &g.hooks}
+	g.acc = accept.NewServer(ao, func() uint64 { return g.nextID.Add(1) })
+	g.acc.Start()
+	for _, lc := range g.cfg.Listeners {
+		l := &listener{gw: g, cfg: lc, advHost: lc.advertisedHost()}
+		if err := l.setupSecurity(); err != nil {
+			g.closeListeners()
+			g.meta.Close()
+			return err
+		}
+		acc, err := g.acc.Listen(accept.ListenerConfig{Name: lc.Name, Bootstrap: lc.Bootstrap,
+			BrokerPortBase: lc.BrokerPortBase, ProxyProtocol: lc.ProxyProtocol}, l)
+		if err != nil {
+			g.closeListeners()
+			g.meta.Close()
+			return err
+		}
+		l.acc = acc
+		g.listeners = append(g.listeners, l)
+		acc.Accept()
+	}
 	if err := g.refresh(ctx); err != nil {
 		g.log.Warn("could not read upstream metadata yet; will retry", "err", err)
 	}

@@ -1,92 +1,159 @@
 package proxy
 
+// Every optional hook the data path calls lives in this file: the filter
+// hooks (what a filter of a connection's chain may do with requests and
+// responses) and the observer hooks (connections opening and closing,
+// failed logins, upstream connections). A filter or observer implements any
+// of them; New refuses one that implements none, as franz-go's kgo does for
+// its hooks, so a misspelt method is an error at start-up rather than a
+// filter that silently never runs.
+
 import (
+	"fmt"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/tollgate/tollgate/internal/principal"
-	"github.com/tollgate/tollgate/internal/wire"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Request is what the data path knows of one client request. It is valid
-// during the hook call only.
-type Request struct {
-	Key, Version  int16
-	CorrelationID int32
-	// ClientID is the header's client id ("" for null). The string is
-	// reused across requests of a connection that keep the same id.
-	ClientID string
-	// Size is the whole request size as Kafka's quotas count it: header
-	// and body, everything after the 4-byte size prefix.
-	Size int
-	// Acks is the Produce acks (meaningful for Key 0 only).
-	Acks int16
-	// Payload is the frame after the size prefix. A Policy may patch it
-	// in place (same length) to change what is forwarded. For a streamed
-	// Produce (Size >= 64 KiB) it holds only the head of the frame: the
-	// header and at least the first fields of the body.
-	Payload []byte
-	// BodyOffset is where the body starts in Payload.
-	BodyOffset int
-	// Received is when the frame was read.
-	Received time.Time
-	// Reserved is the Policy's own: a value it sets in Request and gets
-	// back in Response or Dropped (e.g. quota reserved for this request).
-	Reserved int64
+// RequestHook sees each client request of the keys its filter declares,
+// before it is forwarded, in chain order. It may forward it (the zero
+// Verdict), answer it, rewrite it, hold or throttle it, or close the
+// connection: see Verdict and Chain for how the verdicts of several
+// filters combine.
+type RequestHook interface {
+	OnRequest(c Conn, r *Request) Verdict
 }
 
-// ExpectsResponse reports whether upstream will answer: everything but a
-// Produce with acks=0.
-func (r *Request) ExpectsResponse() bool { return r.Key != wire.KeyProduce || r.Acks != 0 }
-
-// Verdict is a Policy's decision on a request.
-type Verdict struct {
-	// Respond, if non-nil, is answered locally instead of forwarding; the
-	// gateway frames it with the request's correlation id and version.
-	Respond kmsg.Response
-	// Forward, if non-nil, is forwarded instead of the client's request,
-	// with the same correlation id and client id (e.g. the request minus
-	// the items the gateway refused).
-	Forward kmsg.Request
-	// Merge, if non-nil, edits the decoded upstream response before it is
-	// written (e.g. to add back the items the gateway answered itself).
-	Merge func(kmsg.Response)
-	// Close closes the connection with this reason instead of forwarding.
-	Close Reason
-	// Hold delays forwarding the request this long (the session reads
-	// nothing else meanwhile): a request for a throttled bucket waits for
-	// the bucket's deadline, whichever connection it came on.
-	Hold time.Duration
-	// Throttle is a throttle the gateway decided at request time. For a
-	// request without a response (acks=0 Produce) the connection is muted
-	// for it once the request is forwarded; otherwise the response
-	// carries at least this throttle and the connection is muted for it.
-	Throttle time.Duration
+// ResponseHook sees each upstream response of the keys its filter
+// declares that is read whole (every response but a Fetch of 64 KiB or
+// more, which is streamed), in reverse chain order, before the throttle is
+// applied. It may rewrite the response (Response.Edit) or return an error,
+// which closes the connection as an upstream protocol error.
+type ResponseHook interface {
+	OnResponse(c Conn, r *Response) error
 }
 
-// Policy sees every request and response of every session. The quota
-// engine implements it; a nil Policy forwards everything unthrottled.
-type Policy interface {
-	// Request is called for each client request before it is forwarded.
-	Request(c *principal.ConnInfo, r *Request) Verdict
-	// Response is called for each upstream response before it is
-	// written, with the response's size (after the size prefix; large
-	// Fetch responses are streamed, so only the size is known). It returns
-	// the gateway's throttle for this response: the response carries
-	// max(this, upstream's), and the connection is muted for this long.
-	Response(c *principal.ConnInfo, r *Request, size int) time.Duration
+// ThrottleHook decides the gateway's throttle for each response of the
+// keys its filter declares, streamed ones included, with the response's
+// size (after the size prefix). The response carries the largest throttle
+// of the chain and of the broker, and the connection is muted for the
+// largest of the chain's (KIP-219).
+type ThrottleHook interface {
+	Throttle(c Conn, r *Request, size int) time.Duration
 }
 
-// Dropper is optionally implemented by a Policy that must hear about
-// requests that were forwarded but will never get a response passed to
-// Response, because their connection closed first.
-type Dropper interface {
-	Dropped(c *principal.ConnInfo, r *Request)
+// DropHook hears about a request its filter saw that will never reach
+// ThrottleHook: its connection closed first, or a hold was cut short.
+type DropHook interface {
+	Dropped(c Conn, r *Request)
 }
 
-// Observer hears about connections opening and closing; metrics, logs and
-// audit implement it.
-type Observer interface {
+// OpenHook hears about a client connection that opened (after its TLS
+// handshake, if any).
+type OpenHook interface {
 	Opened(c *principal.ConnInfo)
+}
+
+// CloseHook hears about a client connection that closed, and why. Logs,
+// metrics and audit share the Reason.
+type CloseHook interface {
 	Closed(c *principal.ConnInfo, r Reason, err error)
+}
+
+// AuthFailHook hears about each failed SASL login (metrics count them,
+// audit records them).
+type AuthFailHook interface {
+	AuthFailed(c *principal.ConnInfo, mechanism string, err error)
+}
+
+// UpstreamHook hears about each upstream connection the gateway opens (one
+// per client connection that forwards a request; none for one that never
+// does).
+type UpstreamHook interface {
+	UpstreamOpened(c *principal.ConnInfo)
+}
+
+// RefusalHook hears about each connection admission refused, by the Kafka
+// setting that refused it.
+type RefusalHook = accept.RefusalHook
+
+// filterHooks reports whether f implements at least one filter hook.
+func filterHooks(f any) bool {
+	switch f.(type) {
+	case RequestHook, ResponseHook, ThrottleHook, DropHook:
+		return true
+	}
+	return false
+}
+
+// observerHooks reports whether h implements at least one observer hook.
+func observerHooks(h any) bool {
+	switch h.(type) {
+	case OpenHook, CloseHook, AuthFailHook, UpstreamHook, RefusalHook:
+		return true
+	}
+	return false
+}
+
+// hooks holds a gateway's observers by the hooks they implement.
+type hooks struct {
+	open     []OpenHook
+	close    []CloseHook
+	authFail []AuthFailHook
+	upstream []UpstreamHook
+	refused  []RefusalHook
+}
+
+func (h *hooks) add(x any) error {
+	if !observerHooks(x) {
+		return fmt.Errorf("proxy: hook %T implements none of the observer hooks (Opened, Closed, AuthFailed, UpstreamOpened, Refused)", x)
+	}
+	if o, ok := x.(OpenHook); ok {
+		h.open = append(h.open, o)
+	}
+	if o, ok := x.(CloseHook); ok {
+		h.close = append(h.close, o)
+	}
+	if o, ok := x.(AuthFailHook); ok {
+		h.authFail = append(h.authFail, o)
+	}
+	if o, ok := x.(UpstreamHook); ok {
+		h.upstream = append(h.upstream, o)
+	}
+	if o, ok := x.(RefusalHook); ok {
+		h.refused = append(h.refused, o)
+	}
+	return nil
+}
+
+// Refused implements accept.RefusalHook for every refusal hook.
+func (h *hooks) Refused(listener, reason string) {
+	for _, o := range h.refused {
+		o.Refused(listener, reason)
+	}
+}
+
+func (h *hooks) opened(c *principal.ConnInfo) {
+	for _, o := range h.open {
+		o.Opened(c)
+	}
+}
+
+func (h *hooks) closed(c *principal.ConnInfo, r Reason, err error) {
+	for _, o := range h.close {
+		o.Closed(c, r, err)
+	}
+}
+
+func (h *hooks) authFailed(c *principal.ConnInfo, mechanism string, err error) {
+	for _, o := range h.authFail {
+		o.AuthFailed(c, mechanism, err)
+	}
+}
+
+func (h *hooks) upstreamOpened(c *principal.ConnInfo) {
+	for _, o := range h.upstream {
+		o.UpstreamOpened(c)
+	}
 }

@@ -2,11 +2,8 @@ package proxy
 
 import (
 	"github.com/tollgate/tollgate/internal/accept"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"fmt"
-
-	"github.com/tollgate/tollgate/internal/wire"
 
 	"net"
 	"slices"
@@ -26,18 +23,11 @@ type listener struct {
 
 	tls    *auth.ServerTLS // SSL and SASL_SSL
 	mapper *auth.Mapper    // ssl.principal.mapping.rules
-	// saslVersions override what upstream advertises for the SASL APIs
-	// when this listener answers them itself (terminate mode): Kafka's
-	// ranges, SaslHandshake 0-1 (librdkafka logs in only if v0 is in the
-	// range; it then uses v1, the only version served).
-	saslVersions []kmsg.ApiVersionsResponseApiKey
-	// apiVersions answers ApiVersions before login (SASL terminate).
-	apiVersions apiVersionsCache
 }
 
 // setupSecurity loads the listener's certificate and mapping rules.
 func (l *listener) setupSecurity() error {
-	if l.cfg.usesTLS() {
+	if l.cfg.UsesTLS() {
 		st, err := auth.NewServerTLS(l.cfg.TLS)
 		if err != nil {
 			return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
@@ -53,12 +43,6 @@ func (l *listener) setupSecurity() error {
 		return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
 	}
 	l.mapper = m
-	if l.cfg.usesSASL() && l.cfg.saslMode() == SASLTerminate {
-		l.saslVersions = []kmsg.ApiVersionsResponseApiKey{
-			{ApiKey: wire.KeySASLHandshake, MinVersion: 0, MaxVersion: 1},
-			{ApiKey: wire.KeySASLAuthenticate, MinVersion: 0, MaxVersion: 2},
-		}
-	}
 	return nil
 }
 

@@ -5,20 +5,23 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/enforce"
+	"github.com/tollgate/tollgate/internal/kafkaapi"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
 )
 
-// BenchmarkSessionProduceQuotas is BenchmarkSessionProduce without a policy
-// (quotas=off) and with the quota policy and a producer_byte_rate far above
-// the traffic (configured, never reached), under each byte-rate algorithm:
-// every request is then hold-checked, reserved, recorded and answered with
-// a throttle decision. Compare them with benchstat:
+// BenchmarkSessionProduceQuotas is BenchmarkSessionProduce through the
+// gateway's filter chain without the quota filter (quotas=off) and with it
+// and a producer_byte_rate far above the traffic (configured, never
+// reached), under each byte-rate algorithm: every request is then
+// hold-checked, reserved, recorded and answered with a throttle decision. Compare them with benchstat:
 //
 //	go test -run xxx -bench SessionProduceQuotas -count 10 ./internal/proxy/ > /tmp/q.txt
 //	benchstat -col /quotas /tmp/q.txt
 func BenchmarkSessionProduceQuotas(b *testing.B) {
-	b.Run("quotas=off", func(b *testing.B) { proxy.BenchSessionProduce(b) })
+	b.Run("quotas=off", func(b *testing.B) {
+		proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{})))
+	})
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("quotas="+alg.String(), func(b *testing.B) {
 			eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
@@ -30,7 +33,7 @@ func BenchmarkSessionProduceQuotas(b *testing.B) {
 				b.Fatal(err)
 			}
 			eng.SetQuotas(q)
-			proxy.BenchSessionProduce(b, proxy.WithPolicy(enforce.New(eng, nil)))
+			proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Quota: enforce.New(eng, nil)})))
 			// The requests went through a live, bounded bucket.
 			var bounded bool
 			for _, u := range eng.Usage(time.Now()) {

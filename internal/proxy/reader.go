@@ -22,7 +22,7 @@ const (
 	streamMin = 64 << 10
 )
 
-// read is the client-side loop: frame, header, policy, forward.
+// read is the client-side loop: frame, header, auth gate, filters, forward.
 func (s *session) read() {
 	max := s.gw.cfg.MaxRequestSize
 	var sz [4]byte
@@ -112,18 +112,18 @@ func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 	if s.auth.raw {
 		return s.rawToken(buf.B[4:])
 	}
-	req, flexible, r, err := s.parse(buf.B[4:], n)
+	req, r, err := s.parse(buf.B[4:], n)
 	if err != nil || req == nil {
 		return r, err
 	}
-	if handled, r, err := s.gate(req, flexible); err != nil || handled {
+	if handled, r, err := s.gate(req); err != nil || handled {
 		return r, err
 	}
-	v, r, err := s.decide(req, flexible)
+	v, r, err := s.decide(req)
 	if err != nil || v == nil {
 		return r, err
 	}
-	if err := s.enqueue(req, flexible, v); err != nil {
+	if err := s.enqueue(req, v); err != nil {
 		return ReasonIOError, err
 	}
 	defer func() {
@@ -163,14 +163,14 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 	if len(head) < 2 || int16(binary.BigEndian.Uint16(head)) != wire.KeyProduce {
 		return s.handleSmall(sz, n)
 	}
-	req, flexible, r, err := s.parse(head, n)
+	req, r, err := s.parse(head, n)
 	if err != nil || req == nil {
 		return r, err
 	}
-	if handled, r, err := s.gate(req, flexible); err != nil || handled {
+	if handled, r, err := s.gate(req); err != nil || handled {
 		return r, err
 	}
-	v, r, err := s.decide(req, flexible)
+	v, r, err := s.decide(req)
 	if err != nil || v == nil {
 		if v == nil && err == nil {
 			_, err = s.cr.Discard(n) // answered locally
@@ -180,7 +180,7 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 	if v.Forward != nil || v.Merge != nil {
 		return ReasonRefused, errors.New("a streamed Produce cannot be rewritten")
 	}
-	if err := s.enqueue(req, flexible, v); err != nil {
+	if err := s.enqueue(req, v); err != nil {
 		return ReasonIOError, err
 	}
 	if s.upstream == nil {
@@ -198,10 +198,10 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 // parse reads the header of payload p (whole or just the head of an
 // n-byte payload). A nil Request with a nil error means the gateway has
 // answered already (too-new ApiVersions).
-func (s *session) parse(p []byte, n int) (*Request, bool, Reason, error) {
+func (s *session) parse(p []byte, n int) (*Request, Reason, error) {
 	h, err := wire.ParseRequestHeader(p)
 	if err != nil {
-		return nil, false, clientReason(err), err
+		return nil, clientReason(err), err
 	}
 	req := &s.req
 	*req = Request{
@@ -213,56 +213,86 @@ func (s *session) parse(p []byte, n int) (*Request, bool, Reason, error) {
 		Payload:       p,
 		BodyOffset:    h.BodyOffset,
 		Received:      time.Now(),
+		Flexible:      h.API.Flexible(h.Version),
 	}
-	flexible := h.API.Flexible(h.Version)
 	if h.Key == wire.KeyApiVersions && h.Version > wire.ApiVersionsMax {
 		// KIP-511: answer a too-new ApiVersions ourselves, with the v0
 		// error body, so the client retries at a version we can read.
-		s.respondLocal(req, false, wire.UnsupportedApiVersions(h.CorrelationID, wire.ApiVersionsMax))
-		return nil, false, "", nil
+		req.Flexible = false
+		s.respondLocal(req, wire.UnsupportedApiVersions(h.CorrelationID, wire.ApiVersionsMax))
+		return nil, "", nil
 	}
 	if h.Key == wire.KeyProduce {
 		if req.Acks, err = wire.ProduceAcks(p, h); err != nil {
-			return nil, false, ReasonBadFrame, err
+			return nil, ReasonBadFrame, err
 		}
 	}
-	return req, flexible, "", nil
+	return req, "", nil
 }
 
 // errHeldAtShutdown ends the reader when a held request is dropped because
 // the session closed or the gateway is shutting down.
 var errHeldAtShutdown = errors.New("request dropped while held: connection closing")
 
-// decide asks the policy. A nil verdict with a nil error means the request
-// was answered locally.
-func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) {
+// decide runs the request through the connection's filters (see Verdict
+// for how their verdicts combine), waits out a hold, and answers the
+// request when a filter did. A nil verdict with a nil error means the
+// request was answered locally.
+func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 	v := &s.verdict
 	*v = Verdict{}
-	if s.gw.policy != nil {
-		*v = s.gw.policy.Request(&s.info, req)
+	for _, i := range s.gw.chain.request[req.Key] {
+		fv := s.filters[i].(RequestHook).OnRequest(s, req)
+		v.Hold = max(v.Hold, fv.Hold)
+		v.Throttle = max(v.Throttle, fv.Throttle)
+		if fv.Close != "" {
+			v.Close = fv.Close
+			break
+		}
+		if fv.Forward != nil {
+			if v.Forward != nil {
+				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", s.filters[i].Name(), "err", errTwoForwards)...)
+				v.Close = ReasonRefused
+				break
+			}
+			v.Forward = fv.Forward
+		}
+		if fv.Merge != nil {
+			if v.Merge == nil {
+				v.Merge = fv.Merge
+			} else {
+				outer, inner := v.Merge, fv.Merge
+				v.Merge = func(r kmsg.Response) { inner(r); outer(r) }
+			}
+		}
+		if fv.Respond != nil {
+			v.Respond = fv.Respond
+			break
+		}
 	}
 	switch {
 	case v.Close != "":
+		s.drop(req)
 		return nil, v.Close, fmt.Errorf("%s v%d refused", wire.Lookup(req.Key).Name, req.Version)
 	case v.Hold > 0 && !s.hold(v.Hold):
 		// Closed, or the gateway is shutting down: the held request is
 		// not forwarded (the client's retry writes it once) and gives
-		// back what the policy reserved for it.
+		// back what the filters reserved for it.
 		s.drop(req)
 		return nil, ReasonShutdown, errHeldAtShutdown
 	}
-	switch {
-	case v.Respond != nil:
+	if v.Respond != nil {
 		v.Respond.SetVersion(req.Version)
 		if t, ok := v.Respond.(kmsg.SetThrottleResponse); ok && v.Throttle > 0 {
 			if cur, _ := v.Respond.(kmsg.ThrottleResponse).Throttle(); cur < throttleMs(v.Throttle) {
 				t.SetThrottle(throttleMs(v.Throttle))
 			}
 		}
-		s.respondLocal(req, flexible, wire.EncodeResponse(req.CorrelationID, flexible, v.Respond))
+		s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond))
 		if v.Throttle > 0 {
 			s.mute(time.Now().Add(v.Throttle))
 		}
+		s.drop(req)
 		return nil, "", nil
 	}
 	return v, "", nil
@@ -270,7 +300,7 @@ func (s *session) decide(req *Request, flexible bool) (*Verdict, Reason, error) 
 
 // enqueue records a forwarded request that expects a response, waiting
 // while too many are in flight.
-func (s *session) enqueue(req *Request, flexible bool, v *Verdict) error {
+func (s *session) enqueue(req *Request, v *Verdict) error {
 	if !req.ExpectsResponse() {
 		return nil
 	}
@@ -283,7 +313,8 @@ func (s *session) enqueue(req *Request, flexible bool, v *Verdict) error {
 	pr := *req
 	pr.Payload = nil
 	s.mu.Lock()
-	s.queue = append(s.queue, pending{req: pr, flexible: flexible, throttle: v.Throttle, merge: v.Merge})
+	pr.decoded = nil
+	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge})
 	s.mu.Unlock()
 	return nil
 }
@@ -332,7 +363,7 @@ func (s *session) streamToUpstream(sz [4]byte, n int) (Reason, error) {
 
 // respondLocal writes a response the gateway built, in order: directly if
 // nothing is in flight, else queued behind the upstream responses.
-func (s *session) respondLocal(req *Request, flexible bool, b *wire.Buffer) {
+func (s *session) respondLocal(req *Request, b *wire.Buffer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.head == len(s.queue) {
@@ -344,8 +375,8 @@ func (s *session) respondLocal(req *Request, flexible bool, b *wire.Buffer) {
 		return
 	}
 	pr := *req
-	pr.Payload = nil
-	s.queue = append(s.queue, pending{req: pr, flexible: flexible, local: b})
+	pr.Payload, pr.decoded = nil, nil
+	s.queue = append(s.queue, pending{req: pr, local: b})
 }
 
 // hold waits d before the request is forwarded, like a mute; false if the

@@ -122,8 +122,9 @@ func checkCorrelation(p []byte, pr *pending) error {
 	return nil
 }
 
-// process checks and rewrites one buffered upstream response and applies
-// the throttle.
+// process checks one buffered upstream response, runs it through the
+// connection's response hooks (after the Merge of the request's verdict)
+// and applies the throttle.
 func (s *session) process(buf *wire.Buffer, pr *pending) error {
 	if err := checkCorrelation(buf.B[4:], pr); err != nil {
 		return err
@@ -133,49 +134,39 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		s.passthroughResponse(buf, pr)
 	}
 	if pr.merge != nil {
-		if err := wire.Edit(buf, key, ver, pr.flexible, pr.merge); err != nil {
+		if err := wire.Edit(buf, key, ver, pr.req.Flexible, pr.merge); err != nil {
 			return err
 		}
 	}
-	switch key {
-	case wire.KeyJoinGroup, wire.KeyConsumerGroupHB:
-		s.learnMember(buf, pr)
-	case wire.KeyDescribeGroups, wire.KeyConsumerGroupDesc:
-		if err := wire.Edit(buf, key, ver, pr.flexible, s.gw.restoreHosts); err != nil {
-			return err
+	if hs := s.gw.chain.response[key]; len(hs) > 0 {
+		s.resp = Response{Req: &pr.req, Buf: buf}
+		for _, i := range hs {
+			if err := s.filters[i].(ResponseHook).OnResponse(s, &s.resp); err != nil {
+				s.resp = Response{}
+				return fmt.Errorf("%w: filter %s: %w", wire.ErrMalformed, s.filters[i].Name(), err)
+			}
 		}
-	case wire.KeyDescribeConfigs:
-		if err := wire.Edit(buf, key, ver, pr.flexible, s.ln.scrubBrokerConfigs); err != nil {
-			return err
-		}
-	}
-	switch {
-	case key == wire.KeyApiVersions:
-		if err := wire.RewriteApiVersions(buf, ver, nil, s.ln.saslVersions...); err != nil {
-			return err
-		}
-		s.rememberApiVersions(buf, pr)
-	case wire.CarriesAddresses(key):
-		if err := wire.RewriteAddresses(buf, key, ver, pr.flexible, s.ln); err != nil {
-			return err
-		}
+		s.resp = Response{}
 	}
 	t := s.throttleFor(pr, len(buf.B)-4)
 	if t <= 0 {
 		return nil
 	}
-	if _, err := wire.SetThrottle(buf, key, ver, pr.flexible, throttleMs(t)); err != nil {
+	if _, err := wire.SetThrottle(buf, key, ver, pr.req.Flexible, throttleMs(t)); err != nil {
 		return err
 	}
 	s.mute(time.Now().Add(t))
 	return nil
 }
 
+// throttleFor is the gateway's throttle for a response of size bytes: the
+// largest of the request's verdict and the chain's throttle hooks.
 func (s *session) throttleFor(pr *pending, size int) time.Duration {
-	if s.gw.policy == nil {
-		return pr.throttle
+	t := pr.throttle
+	for _, i := range s.gw.chain.throttle[pr.req.Key] {
+		t = max(t, s.filters[i].(ThrottleHook).Throttle(s, &pr.req, size))
 	}
-	return max(pr.throttle, s.gw.policy.Response(&s.info, &pr.req, size))
+	return t
 }
 
 func throttleMs(t time.Duration) int32 {

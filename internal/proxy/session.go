@@ -59,20 +59,21 @@ type session struct {
 	clientIS string
 
 	adm     *admission.Conn // admission registration, nil without admission
+	filters []Filter        // the connection's chain (see Gateway.chain)
 	req     Request         // the request being read (reader goroutine only)
 	verdict Verdict         // its verdict (reader goroutine only)
 	stage   []byte          // staging for streamed responses (responder only)
 	fwd     []byte          // re-encoded requests (reader only)
 	auth    authState
-	cur     pending // the response being processed (responder only)
+	cur     pending  // the response being processed (responder only)
+	resp    Response // what the response hooks see (responder only)
 	fmtr    *kmsg.RequestFormatter
 	fmtrID  string
 }
 
 // pending is one request whose response has not been written yet.
 type pending struct {
-	req      Request // Payload is nil once forwarded
-	flexible bool
+	req      Request      // Payload is nil once forwarded
 	local    *wire.Buffer // a local response, ready to write
 	throttle time.Duration
 	merge    func(kmsg.Response)
@@ -105,6 +106,7 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 		s.info.Remote = ap
 		s.info.Principal = l.cfg.principalFor(ap.Addr())
 	}
+	s.filters = g.chain.forConn(s)
 	if !g.addSession(s) {
 		c.Close()
 		if ac != nil {
@@ -134,7 +136,7 @@ func (s *session) run() {
 		s.close(ReasonTLSHandshake, err)
 		return
 	}
-	s.auth.needed = s.ln.cfg.usesSASL()
+	s.auth.needed = s.ln.cfg.UsesSASL()
 	s.cr = bufio.NewReaderSize(s.client, readBufSize)
 	s.read()
 	if s.respDone != nil {
@@ -156,58 +158,9 @@ func (s *session) dialContext() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-// dialUpstream opens the session's upstream connection when the first
-// request must be forwarded, not when the client connects: a connection
-// that never gets that far — refused, failing its TLS or SASL login,
-// answered locally — costs the cluster nothing. It then starts the
-// responder. Reader goroutine only.
-func (s *session) dialUpstream() (Reason, error) {
-	addrs := s.gw.upstreamFor(s.info.NodeID)
-	if len(addrs) == 0 {
-		return ReasonUpstreamDial, fmt.Errorf("no upstream address known for node %d", s.info.NodeID)
-	}
-	ctx, cancel := s.dialContext()
-	defer cancel()
-	var up net.Conn
-	var errs []error
-	for _, addr := range addrs {
-		c, err := s.gw.dialFn(ctx, "tcp", addr)
-		if err == nil {
-			if c, err = s.upstreamAuth(ctx, c, addr); err == nil {
-				up = c
-				break
-			}
-		}
-		errs = append(errs, fmt.Errorf("dial %s: %w", addr, err))
-	}
-	if up == nil {
-		return ReasonUpstreamDial, errors.Join(errs...)
-	}
-	s.upMu.Lock()
-	if s.upClosed {
-		s.upMu.Unlock()
-		up.Close()
-		return ReasonShutdown, net.ErrClosed
-	}
-	s.upstream = up
-	s.upMu.Unlock()
-	s.ur = bufio.NewReaderSize(up, readBufSize)
-	if uo, ok := s.gw.observer.(UpstreamObserver); ok {
-		uo.UpstreamOpened(&s.info)
-	}
-	s.respDone = make(chan struct{})
-	go func() {
-		defer close(s.respDone)
-		s.respond()
-	}()
-	return "", nil
-}
-
 func (s *session) open() {
 	s.gw.log.Info("connection open", s.logAttrs()...)
-	if s.gw.observer != nil {
-		s.gw.observer.Opened(&s.info)
-	}
+	s.gw.hooks.opened(&s.info)
 }
 
 // close closes both sides once, with a reason.
@@ -236,9 +189,7 @@ func (s *session) close(r Reason, err error) {
 		default:
 			s.gw.log.Warn("connection closed", attrs...)
 		}
-		if s.gw.observer != nil {
-			s.gw.observer.Closed(&s.info, r, err)
-		}
+		s.gw.hooks.closed(&s.info, r, err)
 	})
 }
 
@@ -305,30 +256,55 @@ func (s *session) clientIDString(b []byte) string {
 	return s.clientIS
 }
 
-// drop tells the policy about a request it saw that will not be forwarded.
+// drop tells the chain's drop hooks about a request they saw that will not
+// be answered.
 func (s *session) drop(req *Request) {
-	if d, ok := s.gw.policy.(Dropper); ok && req.Reserved != 0 {
-		d.Dropped(&s.info, req)
+	for _, i := range s.gw.chain.drop[req.Key] {
+		s.filters[i].(DropHook).Dropped(s, req)
 	}
 }
 
-// dropPending tells the policy about forwarded requests that will never be
-// answered. It runs once the connection is closed; the responder may still
-// be running, so the queue is read under mu.
+// dropPending tells the drop hooks about forwarded requests that will never
+// be answered. It runs once the connection is closed; the responder may
+// still be running, so the queue is read under mu.
 func (s *session) dropPending() {
-	d, ok := s.gw.policy.(Dropper)
-	if !ok {
-		return
-	}
 	s.mu.Lock()
 	var lost []Request
 	for _, pr := range s.queue[s.head:] {
-		if pr.local == nil && pr.req.Reserved != 0 {
+		if pr.local == nil && len(s.gw.chain.drop[pr.req.Key]) > 0 {
 			lost = append(lost, pr.req)
 		}
 	}
 	s.mu.Unlock()
 	for i := range lost {
-		d.Dropped(&s.info, &lost[i])
+		s.drop(&lost[i])
 	}
+}
+
+// The session is its filters' Conn.
+
+// Info implements Conn.
+func (s *session) Info() *principal.ConnInfo { return &s.info }
+
+// Authenticated implements Conn.
+func (s *session) Authenticated() bool { return !s.auth.needed }
+
+// Listener implements Conn.
+func (s *session) Listener() *ListenerConfig { return &s.ln.cfg }
+
+// Mapper implements Conn.
+func (s *session) Mapper() wire.Mapper { return s.ln }
+
+// BrokerAddress implements Conn.
+func (s *session) BrokerAddress(id int32) (string, int32, bool) {
+	p, ok := s.ln.acc.Open(id)
+	return s.ln.advHost, p, ok
+}
+
+// ClusterID implements Conn.
+func (s *session) ClusterID() (string, bool) {
+	if id := s.gw.clusterID.Load(); id != nil {
+		return *id, true
+	}
+	return "", false
 }

@@ -155,7 +155,7 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 			return ReasonUpstreamProtocol, err
 		}
 	}
-	if pr.flexible {
+	if pr.req.Flexible {
 		st.tags()
 	}
 	t := s.throttleFor(pr, n)

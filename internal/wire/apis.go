@@ -80,6 +80,8 @@ const (
 	KeyOffsetDelete        int16 = 47
 	KeyDescribeClientQuota int16 = 48
 	KeyAlterClientQuotas   int16 = 49
+	KeyDescribeUserSCRAM   int16 = 50
+	KeyAlterUserSCRAM      int16 = 51
 	KeyDescribeQuorum      int16 = 55
 	KeyDescribeCluster     int16 = 60
 	KeyConsumerGroupHB     int16 = 68

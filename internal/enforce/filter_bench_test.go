@@ -9,13 +9,14 @@ import (
 
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // benchPolicy is the quota policy with key configured for every client-id
 // and never reached.
-func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Policy {
+func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Filter {
 	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
 	if err != nil {
 		b.Fatal(err)
@@ -28,6 +29,13 @@ func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Poli
 	return New(eng, nil)
 }
 
+// connOf returns an ANONYMOUS connection and the filter's instance for it,
+// as a session holds them.
+func connOf(f *Filter) (*proxytest.Conn, *conn) {
+	c := &proxytest.Conn{ConnInfo: principal.ConnInfo{Principal: principal.AnonymousPrincipal}}
+	return c, f.ForConn(c).(*conn)
+}
+
 // BenchmarkPolicyProduce is everything quotas add to one Produce request
 // (acks=1) on the gateway's path when a quota is configured but not
 // reached: the hold check and in-flight reservation when the request
@@ -37,14 +45,14 @@ func BenchmarkPolicyProduce(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
 			p := benchPolicy(b, alg, quota.ProducerByteRate)
-			ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+			ci, q := connOf(p)
 			r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
 			b.ReportAllocs()
 			for b.Loop() {
-				if v := p.Request(ci, r); v.Hold != 0 {
+				if v := q.OnRequest(ci, r); v.Hold != 0 {
 					b.Fatal("held under a quota never reached")
 				}
-				if t := p.Response(ci, r, 100); t != 0 {
+				if t := q.Throttle(ci, r, 100); t != 0 {
 					b.Fatal("throttled under a quota never reached")
 				}
 			}
@@ -60,11 +68,11 @@ func BenchmarkPolicyProduceParallel(b *testing.B) {
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+				ci, q := connOf(p)
 				r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench-" + strconv.FormatInt(next.Add(1), 10), Size: 1 << 20, Acks: 1}
 				for pb.Next() {
-					p.Request(ci, r)
-					p.Response(ci, r, 100)
+					q.OnRequest(ci, r)
+					q.Throttle(ci, r, 100)
 				}
 			})
 		})
@@ -92,14 +100,14 @@ func BenchmarkPolicyFetch(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+			ci, q := connOf(p)
 			r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
 			b.ReportAllocs()
 			for b.Loop() {
-				if v := p.Request(ci, r); v.Hold != 0 {
+				if v := q.OnRequest(ci, r); v.Hold != 0 {
 					b.Fatal("held under a quota never reached")
 				}
-				if t := p.Response(ci, r, 1<<20); t != 0 {
+				if t := q.Throttle(ci, r, 1<<20); t != 0 {
 					b.Fatal("throttled under a quota never reached")
 				}
 			}

@@ -1,4 +1,4 @@
-package proxy
+package kafkaapi
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package proxy
+package kafkaapi
 
 import (
 	"net/netip"
@@ -6,8 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
@@ -15,11 +14,45 @@ import (
 // member's client host as the peer of the connection it joined on, which
 // is the gateway's outbound address (spec: kafka-proxying §2.3), so
 // `kafka-consumer-groups --describe` would list every member at the
-// gateway. The gateway learns which client each member id belongs to from
-// the JoinGroup and ConsumerGroupHeartbeat responses it passes, and puts
-// the real client address back into DescribeGroups and
+// gateway. The members filter learns which client each member id belongs
+// to from the JoinGroup and ConsumerGroupHeartbeat responses it passes, and
+// puts the real client address back into DescribeGroups and
 // ConsumerGroupDescribe answers, in the upstream's own format. Members that
 // joined through another gateway instance keep what the broker recorded.
+
+// members is the filter; one per gateway.
+type members struct {
+	hosts memberHosts
+}
+
+func newMembers() *members { return &members{} }
+
+func (*members) Name() string { return "group-members" }
+
+func (*members) Keys() []int16 {
+	return []int16{wire.KeyJoinGroup, wire.KeyConsumerGroupHB, wire.KeyDescribeGroups, wire.KeyConsumerGroupDesc}
+}
+
+func (m *members) OnResponse(c proxy.Conn, r *proxy.Response) error {
+	switch r.Req.Key {
+	case wire.KeyJoinGroup:
+		m.learnJoinGroup(c, r)
+	case wire.KeyConsumerGroupHB:
+		m.learnHeartbeat(c, r)
+	case wire.KeyDescribeGroups:
+		return r.Edit(m.restoreDescribeGroups)
+	case wire.KeyConsumerGroupDesc:
+		return r.Edit(m.restoreConsumerGroupDescribe)
+	}
+	return nil
+}
+
+// restore puts a known member's client address into host.
+func (m *members) restore(member string, host *string) {
+	if a, ok := m.hosts.lookup(member); ok {
+		*host = clientHost(*host, a)
+	}
+}
 
 // memberHosts maps member ids to client addresses, bounded: two
 // generations of at most memberGen entries each; a lookup that hits the
@@ -37,13 +70,7 @@ func (m *memberHosts) learn(member string, client netip.AddrPort) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cur == nil {
-		m.cur = make(map[string]netip.AddrPort)
-	}
-	if len(m.cur) >= memberGen {
-		m.old, m.cur = m.cur, make(map[string]netip.AddrPort)
-	}
-	m.cur[member] = client
+	m.learnLocked(member, client)
 }
 
 func (m *memberHosts) lookup(member string) (netip.AddrPort, bool) {
@@ -62,6 +89,9 @@ func (m *memberHosts) lookup(member string) (netip.AddrPort, bool) {
 func (m *memberHosts) learnLocked(member string, a netip.AddrPort) {
 	if m.cur == nil {
 		m.cur = make(map[string]netip.AddrPort)
+	}
+	if len(m.cur) >= memberGen {
+		m.old, m.cur = m.cur, make(map[string]netip.AddrPort)
 	}
 	m.cur[member] = a
 }
@@ -92,67 +122,4 @@ func javaAddr(a netip.Addr) string {
 		sb.WriteString(strconv.FormatUint(uint64(b[i])<<8|uint64(b[i+1]), 16))
 	}
 	return sb.String()
-}
-
-// learnMember records the member id a JoinGroup or ConsumerGroupHeartbeat
-// response gives this session's client (a JoinGroup answered
-// MEMBER_ID_REQUIRED carries the id the client will rejoin with).
-func (s *session) learnMember(buf *wire.Buffer, pr *pending) {
-	var member string
-	switch pr.req.Key {
-	case wire.KeyJoinGroup:
-		r, ok := decodeResponse[*kmsg.JoinGroupResponse](buf, pr)
-		if !ok {
-			return
-		}
-		member = r.MemberID
-	case wire.KeyConsumerGroupHB:
-		r, ok := decodeResponse[*kmsg.ConsumerGroupHeartbeatResponse](buf, pr)
-		if !ok || r.MemberID == nil {
-			return
-		}
-		member = *r.MemberID
-	}
-	s.gw.members.learn(member, s.info.Remote)
-}
-
-func decodeResponse[T kmsg.Response](buf *wire.Buffer, pr *pending) (T, bool) {
-	var zero T
-	p := buf.B[4:]
-	off, err := wire.ResponseBodyOffset(p, pr.req.Key, pr.flexible)
-	if err != nil {
-		return zero, false
-	}
-	r := kmsg.ResponseForKey(pr.req.Key)
-	r.SetVersion(pr.req.Version)
-	if r.ReadFrom(p[off:]) != nil {
-		return zero, false
-	}
-	return r.(T), true
-}
-
-// restoreHosts puts known members' client addresses into a DescribeGroups
-// or ConsumerGroupDescribe response.
-func (g *Gateway) restoreHosts(resp kmsg.Response) {
-	fix := func(member string, host *string) {
-		if a, ok := g.members.lookup(member); ok {
-			*host = clientHost(*host, a)
-		}
-	}
-	switch r := resp.(type) {
-	case *kmsg.DescribeGroupsResponse:
-		for i := range r.Groups {
-			for j := range r.Groups[i].Members {
-				m := &r.Groups[i].Members[j]
-				fix(m.MemberID, &m.ClientHost)
-			}
-		}
-	case *kmsg.ConsumerGroupDescribeResponse:
-		for i := range r.Groups {
-			for j := range r.Groups[i].Members {
-				m := &r.Groups[i].Members[j]
-				fix(m.MemberID, &m.ClientHost)
-			}
-		}
-	}
 }

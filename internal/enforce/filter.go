@@ -1,0 +1,171 @@
+package enforce
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// Topics answers what the mutation quota must know of the cluster.
+type Topics interface {
+	TopicPartitions(ctx context.Context, topics []string) (map[string]int32, error)
+	DefaultPartitions(ctx context.Context) int32
+}
+
+// Filter is the quota filter of a gateway's chain. Each connection gets its
+// own instance (ForConn) holding quota.Client handles, so that steady
+// traffic skips the engine's lookups.
+type Filter struct {
+	Engine *quota.Engine
+	// Topics is the gateway; set it before the gateway starts accepting.
+	Topics Topics
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// New returns a filter enforcing eng's quotas.
+func New(eng *quota.Engine, log *slog.Logger) *Filter {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Filter{Engine: eng, Now: time.Now, Log: log}
+}
+
+// Name implements proxy.Filter.
+func (f *Filter) Name() string { return "quota" }
+
+// Keys implements proxy.Filter: the APIs Kafka's client quotas charge.
+func (f *Filter) Keys() []int16 {
+	return []int16{wire.KeyProduce, wire.KeyFetch, wire.KeyCreateTopics, wire.KeyDeleteTopics, wire.KeyCreatePartitions}
+}
+
+// ForConn implements proxy.ConnFilter.
+func (f *Filter) ForConn(proxy.Conn) proxy.Filter { return &conn{f: f} }
+
+// The filter itself serves a caller without connections of its own (a
+// benchmark, a test) with a fresh handle per call.
+
+// OnRequest implements proxy.RequestHook.
+func (f *Filter) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	return (&conn{f: f}).OnRequest(c, r)
+}
+
+// Throttle implements proxy.ThrottleHook.
+func (f *Filter) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration {
+	return (&conn{f: f}).Throttle(c, r, size)
+}
+
+// Dropped implements proxy.DropHook.
+func (f *Filter) Dropped(c proxy.Conn, r *proxy.Request) { (&conn{f: f}).Dropped(c, r) }
+
+// conn is the filter of one connection. Requests arrive on the session's
+// reader and responses on its responder, so each side keeps its own
+// handle (a quota.Client is not safe for concurrent use).
+type conn struct {
+	f         *Filter
+	req, resp handle
+}
+
+// handle is a quota.Client for the connection's current (user, client-id);
+// a new client-id (rare) or the login's principal takes a new one.
+type handle struct{ cl *quota.Client }
+
+func (h *handle) client(e *quota.Engine, c proxy.Conn, clientID string) *quota.Client {
+	user := c.Info().Principal.Name
+	if h.cl == nil || h.cl.User() != user || h.cl.ClientID() != clientID {
+		h.cl = e.Client(user, clientID)
+	}
+	return h.cl
+}
+
+func (q *conn) Name() string  { return q.f.Name() }
+func (q *conn) Keys() []int16 { return q.f.Keys() }
+
+// OnRequest implements proxy.RequestHook.
+func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	now := q.f.Now()
+	switch r.Key {
+	case wire.KeyProduce:
+		cl := q.req.client(q.f.Engine, c, r.ClientID)
+		if r.Acks == 0 {
+			// No response will carry a throttle: record now and mute.
+			hold := cl.Hold(quota.ProducerByteRate, now)
+			return proxy.Verdict{Hold: hold, Throttle: cl.RecordProduce(r.Size, now.Add(hold))}
+		}
+		hold, reserved := cl.HoldProduce(r.Size, now)
+		r.Reserved = reserved
+		return proxy.Verdict{Hold: hold}
+	case wire.KeyFetch:
+		cl := q.req.client(q.f.Engine, c, r.ClientID)
+		hold := cl.Hold(quota.ConsumerByteRate, now)
+		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
+		if !ok {
+			return proxy.Verdict{Hold: hold}
+		}
+		clamp, reserved := cl.ReserveFetch(req, now.Add(hold))
+		if clamp < req {
+			wire.ClampFetch(r.Payload, r.BodyOffset, r.Version, clamp)
+		}
+		r.Reserved = reserved
+		return proxy.Verdict{Hold: hold}
+	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
+		return q.f.mutation(q.req.client(q.f.Engine, c, r.ClientID), r, now)
+	}
+	return proxy.Verdict{}
+}
+
+// Throttle implements proxy.ThrottleHook: Produce is charged its request
+// size and Fetch its response size when the response passes.
+func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration {
+	switch r.Key {
+	case wire.KeyProduce:
+		now := q.f.Now()
+		cl := q.resp.client(q.f.Engine, c, r.ClientID)
+		cl.ReleaseProduce(r.Reserved, now)
+		return cl.RecordProduce(r.Size, now)
+	case wire.KeyFetch:
+		now := q.f.Now()
+		cl := q.resp.client(q.f.Engine, c, r.ClientID)
+		cl.ReleaseFetch(r.Reserved, now)
+		return cl.RecordFetch(size, now)
+	}
+	return 0
+}
+
+// Dropped implements proxy.DropHook: a request that will not be answered
+// gives back what was reserved for it. It may run on any goroutine, so it
+// takes a handle of its own.
+func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
+	if r.Reserved == 0 {
+		return
+	}
+	cl := q.f.Engine.Client(c.Info().Principal.Name, r.ClientID)
+	switch r.Key {
+	case wire.KeyFetch:
+		cl.ReleaseFetch(r.Reserved, q.f.Now())
+	case wire.KeyProduce:
+		cl.ReleaseProduce(r.Reserved, q.f.Now())
+	}
+}
+
+// throttledMessage is Kafka's message for THROTTLING_QUOTA_EXCEEDED.
+const throttledMessage = "The throttling quota has been exceeded."
+
+// strictFrom is the first version of each mutation API that uses strict
+// mode (KIP-599): clients from those versions understand
+// THROTTLING_QUOTA_EXCEEDED.
+func strictFrom(key int16) int16 {
+	switch key {
+	case wire.KeyCreateTopics:
+		return 6
+	case wire.KeyDeleteTopics:
+		return 5
+	default: // CreatePartitions
+		return 3
+	}
+}

@@ -1,0 +1,138 @@
+package kafkaapi
+
+import (
+	"regexp"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// ApiVersions (key 18), v0–v5.
+//
+// Forwarded to the broker the client's port stands for, and rewritten: the
+// answer is clamped to what kmsg can parse (keys it does not know are
+// dropped, every max lowered to kmsg's; min versions never raised), so a
+// client negotiates only versions the gateway can read. On a listener that
+// terminates SASL, SaslHandshake and SaslAuthenticate are advertised with
+// Kafka's own ranges (0–1, 0–2) whatever the broker says, because Tollgate
+// answers them.
+//
+// Answered by Tollgate:
+//   - a request newer than kmsg knows gets KIP-511's answer (v0 body,
+//     UNSUPPORTED_VERSION, ApiVersions 0–max) — in the session's reader
+//     (proxy/reader.go), before any filter;
+//   - before a SASL login on a terminating listener, from the last answer
+//     this listener passed for the same broker, so a client that never
+//     logs in opens no upstream connection. A request the cache cannot
+//     answer for the broker (a newer version than cached, client software
+//     names Kafka would refuse, KIP-1242 cluster/node ids other than this
+//     broker's) is forwarded for the broker to judge.
+//
+// Differs from a broker: the advertised ranges are the intersection of the
+// broker's and kmsg's.
+
+// apiVersions is the ApiVersions filter: one per gateway.
+type apiVersions struct {
+	mu    sync.Mutex
+	cache map[listenerNode]*kmsg.ApiVersionsResponse
+}
+
+type listenerNode struct {
+	listener string
+	node     int32
+}
+
+func newAPIVersions() *apiVersions {
+	return &apiVersions{cache: map[listenerNode]*kmsg.ApiVersionsResponse{}}
+}
+
+func (*apiVersions) Name() string  { return "api-versions" }
+func (*apiVersions) Keys() []int16 { return []int16{wire.KeyApiVersions} }
+
+// saslVersions are the ranges a terminating listener advertises for the
+// SASL APIs: Kafka's (librdkafka logs in only if SaslHandshake v0 is in the
+// range; it then uses v1, the only version served).
+var saslVersions = []kmsg.ApiVersionsResponseApiKey{
+	{ApiKey: wire.KeySASLHandshake, MinVersion: 0, MaxVersion: 1},
+	{ApiKey: wire.KeySASLAuthenticate, MinVersion: 0, MaxVersion: 2},
+}
+
+// OnRequest answers a pre-login ApiVersions from the cache.
+func (a *apiVersions) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	if c.Authenticated() || !c.Listener().TerminatesSASL() {
+		return proxy.Verdict{}
+	}
+	if resp := a.cached(c, r); resp != nil {
+		return proxy.Verdict{Respond: resp}
+	}
+	return proxy.Verdict{}
+}
+
+// OnResponse clamps the broker's answer and remembers it.
+func (a *apiVersions) OnResponse(c proxy.Conn, r *proxy.Response) error {
+	var override []kmsg.ApiVersionsResponseApiKey
+	if c.Listener().TerminatesSASL() {
+		override = saslVersions
+	}
+	if err := wire.RewriteApiVersions(r.Buf, r.Req.Version, nil, override...); err != nil {
+		return err
+	}
+	if c.Listener().TerminatesSASL() {
+		if resp, ok := r.Decode(); ok && resp.(*kmsg.ApiVersionsResponse).ErrorCode == 0 {
+			a.mu.Lock()
+			a.cache[listenerNode{c.Info().Listener, c.Info().NodeID}] = resp.(*kmsg.ApiVersionsResponse)
+			a.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// softwareName is Kafka's ApiVersionsRequest validation of
+// ClientSoftwareName and ClientSoftwareVersion (v3+).
+var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
+
+// cached returns the answer to r from the cache, or nil when the broker
+// must answer it.
+func (a *apiVersions) cached(c proxy.Conn, r *proxy.Request) *kmsg.ApiVersionsResponse {
+	a.mu.Lock()
+	cached := a.cache[listenerNode{c.Info().Listener, c.Info().NodeID}]
+	a.mu.Unlock()
+	// The cached answer was decoded at its client's version: it holds
+	// every field up to that version, no further.
+	if cached == nil || r.Version > cached.Version || r.Version > maxVersionOf(cached, wire.KeyApiVersions) {
+		return nil
+	}
+	av, err := proxy.DecodeAs[*kmsg.ApiVersionsRequest](r)
+	if err != nil {
+		return nil // the broker says what is wrong with it
+	}
+	if r.Version >= 3 && (!softwareName.MatchString(av.ClientSoftwareName) || !softwareName.MatchString(av.ClientSoftwareVersion)) {
+		return nil
+	}
+	if r.Version >= 5 && (av.ClusterID != nil || av.NodeID != -1) {
+		// KIP-1242: answered here only when it names both this broker
+		// and this cluster; one without the other, or another broker
+		// or cluster, is for the broker to judge (INVALID_REQUEST,
+		// REBOOTSTRAP_REQUIRED).
+		id, ok := c.ClusterID()
+		if av.ClusterID == nil || av.NodeID == -1 || !ok || *av.ClusterID != id || av.NodeID != c.Info().NodeID {
+			return nil
+		}
+	}
+	resp := *cached
+	resp.Version = r.Version
+	resp.ThrottleMillis = 0
+	return &resp
+}
+
+func maxVersionOf(r *kmsg.ApiVersionsResponse, key int16) int16 {
+	for _, k := range r.ApiKeys {
+		if k.ApiKey == key {
+			return k.MaxVersion
+		}
+	}
+	return -1
+}

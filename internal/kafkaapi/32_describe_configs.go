@@ -1,0 +1,193 @@
+package kafkaapi
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// DescribeConfigs (key 32), v0–v4.
+//
+// Split (brokerconfigs.go): for a BROKER resource, the broker configs
+// Tollgate owns (connection limits: control.IsOwnedBrokerConfig) are
+// answered by Tollgate — with their source, synonyms and documentation as a
+// broker would give them — and everything else is forwarded; the answers
+// are merged, Tollgate's entries replacing the broker's for the keys it
+// owns. A request naming only owned keys is answered without the broker.
+// A principal that may not describe Tollgate's settings gets the request
+// forwarded untouched, as if Tollgate were not there; a BROKER resource it
+// asked Tollgate's keys of gets CLUSTER_AUTHORIZATION_FAILED.
+//
+// Rewritten (every answer, split or not): configs that name upstream hosts
+// are not handed out. listeners and advertised.listeners become this
+// listener's address for that broker (LISTENER://host:port, or null when
+// its port is not open); controller.quorum.voters,
+// controller.quorum.bootstrap.servers, zookeeper.connect and the old
+// host.name/port settings are returned null and sensitive, as Kafka
+// returns a password — synonyms included.
+
+func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfigsRequest) proxy.Verdict {
+	if _, ok, _ := b.owner.Describe(who, []string{}, req.Version); !ok {
+		// Not allowed to see Tollgate's settings: the request is the
+		// upstream cluster's alone, as if Tollgate were not there.
+		return proxy.Verdict{}
+	}
+	type local struct {
+		name    string
+		configs []kmsg.DescribeConfigsResponseResourceConfig
+		denied  bool
+		err     error
+		whole   bool // answered entirely here (not forwarded)
+		replace bool // upstream answers too: replace its owned entries
+	}
+	var locals []local
+	fwd := req.Resources[:0:0]
+	touched := false
+	for _, res := range req.Resources {
+		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
+			fwd = append(fwd, res)
+			continue
+		}
+		var owned, other []string
+		if res.ConfigNames != nil {
+			for _, n := range res.ConfigNames {
+				if control.IsOwnedBrokerConfig(n) {
+					owned = append(owned, n)
+				} else {
+					other = append(other, n)
+				}
+			}
+			if len(owned) == 0 {
+				fwd = append(fwd, res)
+				continue
+			}
+		}
+		touched = true
+		cfgs, ok, err := b.owner.Describe(who, owned, req.Version)
+		l := local{name: res.ResourceName, configs: cfgs, denied: !ok, err: err}
+		switch {
+		case res.ConfigNames == nil:
+			l.replace = true
+			fwd = append(fwd, res)
+		case len(other) == 0:
+			l.whole = true
+		default:
+			res.ConfigNames = other
+			fwd = append(fwd, res)
+			l.replace = true
+		}
+		locals = append(locals, l)
+	}
+	if !touched {
+		return proxy.Verdict{}
+	}
+	fill := func(rr *kmsg.DescribeConfigsResponseResource, l local) {
+		switch {
+		case l.denied:
+			rr.ErrorCode, rr.ErrorMessage, rr.Configs = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Cluster authorization failed."), nil
+		case l.err != nil:
+			rr.ErrorCode, rr.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(l.err.Error())
+		default:
+			if l.replace {
+				kept := rr.Configs[:0]
+				for _, c := range rr.Configs {
+					if !control.IsOwnedBrokerConfig(c.Name) {
+						kept = append(kept, c)
+					}
+				}
+				rr.Configs = kept
+			}
+			rr.Configs = append(rr.Configs, l.configs...)
+		}
+	}
+	merge := func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DescribeConfigsResponse)
+		for _, l := range locals {
+			if l.whole {
+				rr := kmsg.NewDescribeConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, l.name
+				fill(&rr, l)
+				dr.Resources = append(dr.Resources, rr)
+				continue
+			}
+			for i := range dr.Resources {
+				rr := &dr.Resources[i]
+				if rr.ResourceType == kmsg.ConfigResourceTypeBroker && rr.ResourceName == l.name && rr.ErrorCode == 0 {
+					fill(rr, l)
+				}
+			}
+		}
+	}
+	req.Resources = fwd
+	return answerOrForward(req, len(fwd), merge)
+}
+
+// Broker configs that name upstream addresses (spec: kafka-proxying §2.3).
+var (
+	// listenerConfigs name the broker's own listeners: they become this
+	// gateway listener's address for that broker.
+	listenerConfigs = map[string]bool{"listeners": true, "advertised.listeners": true}
+	// addressConfigs name other hosts (controllers, ZooKeeper, the
+	// pre-listener host and port settings): hidden as Kafka hides a
+	// password, null and sensitive.
+	addressConfigs = map[string]bool{
+		"controller.quorum.voters": true, "controller.quorum.bootstrap.servers": true,
+		"zookeeper.connect": true, "host.name": true, "port": true,
+		"advertised.host.name": true, "advertised.port": true,
+	}
+)
+
+// scrubBrokerAddresses rewrites the address-bearing configs of every
+// BROKER resource in a DescribeConfigs response, synonyms included.
+func scrubBrokerAddresses(c proxy.Conn, r *kmsg.DescribeConfigsResponse) {
+	for i := range r.Resources {
+		res := &r.Resources[i]
+		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
+			continue
+		}
+		own := ownAddress(c, res.ResourceName)
+		for j := range res.Configs {
+			cf := &res.Configs[j]
+			switch {
+			case listenerConfigs[cf.Name]:
+				if cf.Value != nil {
+					cf.Value = own
+					cf.IsSensitive = own == nil
+				}
+				for k := range cf.ConfigSynonyms {
+					if cf.ConfigSynonyms[k].Value != nil {
+						cf.ConfigSynonyms[k].Value = own
+					}
+				}
+			case addressConfigs[cf.Name]:
+				if cf.Value != nil {
+					cf.Value, cf.IsSensitive = nil, true
+				}
+				for k := range cf.ConfigSynonyms {
+					cf.ConfigSynonyms[k].Value = nil
+				}
+			}
+		}
+	}
+}
+
+// ownAddress is "LISTENER://host:port" for a broker resource name (a node
+// id) whose port this listener has open; nil otherwise (the cluster
+// default, or a broker not seen yet).
+func ownAddress(c proxy.Conn, resource string) *string {
+	id, err := strconv.ParseInt(resource, 10, 32)
+	if err != nil || id < 0 {
+		return nil
+	}
+	host, port, ok := c.BrokerAddress(int32(id))
+	if !ok {
+		return nil
+	}
+	v := c.Listener().Name + "://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
+	return &v
+}

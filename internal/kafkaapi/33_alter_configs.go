@@ -1,0 +1,69 @@
+package kafkaapi
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// AlterConfigs (key 33), v0–v2.
+//
+// Split (brokerconfigs.go): for each BROKER resource, the keys Tollgate owns
+// are applied by the control plane — authorized (quota admins), validated
+// as Kafka validates them, audited before they are committed, durable —
+// and the rest of the resource is forwarded. AlterConfigs replaces a
+// resource's whole dynamic config, so Tollgate's part is replaced even when
+// the request names none of its keys. A resource Tollgate refused is
+// answered by Tollgate alone (not forwarded). validate_only validates
+// without applying.
+//
+// Differs from a broker: the split is not atomic. Tollgate's part is
+// applied before the broker answers; a broker that then refuses its part
+// leaves Tollgate's applied (documented in docs/control-plane.md).
+
+func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterConfigsRequest) proxy.Verdict {
+	var results []brokerResult
+	fwd := req.Resources[:0:0]
+	for _, res := range req.Resources {
+		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
+			fwd = append(fwd, res)
+			continue
+		}
+		var owned []control.Change
+		other := res.Configs[:0:0]
+		for _, c := range res.Configs {
+			if control.IsOwnedBrokerConfig(c.Name) {
+				owned = append(owned, control.Change{Key: c.Name, Value: c.Value})
+			} else {
+				other = append(other, c)
+			}
+		}
+		code, msg := b.owner.Alter(ctx, who, res.ResourceName, owned, true, req.ValidateOnly)
+		br := brokerResult{name: res.ResourceName, code: code, msg: msg}
+		if code == 0 {
+			res.Configs = other
+			fwd = append(fwd, res)
+		} else {
+			br.whole = true
+		}
+		results = append(results, br)
+	}
+	if len(results) == 0 {
+		return proxy.Verdict{}
+	}
+	merge := func(resp kmsg.Response) {
+		ar := resp.(*kmsg.AlterConfigsResponse)
+		for _, br := range results {
+			if br.whole {
+				rr := kmsg.NewAlterConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
+				ar.Resources = append(ar.Resources, rr)
+			}
+		}
+	}
+	req.Resources = fwd
+	return answerOrForward(req, len(fwd), merge)
+}

@@ -1,0 +1,86 @@
+package kafkaapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// IncrementalAlterConfigs (key 44), v0–v1.
+//
+// Split (brokerconfigs.go): for each BROKER resource, SET and DELETE of the
+// keys Tollgate owns are applied by the control plane (authorized,
+// validated, audited, durable); APPEND and SUBTRACT of them are refused
+// with INVALID_CONFIG and Kafka's message, as Kafka refuses them for
+// non-list configs. The rest of the resource is forwarded; a resource with
+// only Tollgate's keys, or one Tollgate refused, is answered by Tollgate
+// alone. validate_only validates without applying.
+//
+// Differs from a broker: the split is not atomic (see AlterConfigs).
+
+func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initiator, req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
+	var results []brokerResult
+	fwd := req.Resources[:0:0]
+	for _, res := range req.Resources {
+		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
+			fwd = append(fwd, res)
+			continue
+		}
+		var owned []control.Change
+		other := res.Configs[:0:0]
+		code, msg := int16(0), ""
+		for _, c := range res.Configs {
+			if !control.IsOwnedBrokerConfig(c.Name) {
+				other = append(other, c)
+				continue
+			}
+			switch c.Op {
+			case kmsg.IncrementalAlterConfigOpSet:
+				owned = append(owned, control.Change{Key: c.Name, Value: c.Value})
+			case kmsg.IncrementalAlterConfigOpDelete:
+				owned = append(owned, control.Change{Key: c.Name})
+			default:
+				code, msg = kerr.InvalidConfig.Code, fmt.Sprintf("Config value %s is not allowed for config key: %s", strings.ToLower(c.Op.String()), c.Name)
+			}
+		}
+		if len(owned) == 0 && code == 0 {
+			fwd = append(fwd, res)
+			continue
+		}
+		if code == 0 {
+			code, msg = b.owner.Alter(ctx, who, res.ResourceName, owned, false, req.ValidateOnly)
+		}
+		br := brokerResult{name: res.ResourceName, code: code, msg: msg}
+		if code == 0 && len(other) > 0 {
+			res.Configs = other
+			fwd = append(fwd, res)
+		} else {
+			br.whole = true
+		}
+		results = append(results, br)
+	}
+	if len(results) == 0 {
+		return proxy.Verdict{}
+	}
+	merge := func(resp kmsg.Response) {
+		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		for _, br := range results {
+			if br.whole {
+				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode = kmsg.ConfigResourceTypeBroker, br.name, br.code
+				if br.code != 0 {
+					rr.ErrorMessage = kmsg.StringPtr(br.msg)
+				}
+				ar.Resources = append(ar.Resources, rr)
+			}
+		}
+	}
+	req.Resources = fwd
+	return answerOrForward(req, len(fwd), merge)
+}

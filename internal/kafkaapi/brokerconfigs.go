@@ -1,0 +1,84 @@
+package kafkaapi
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// brokerConfigs is the filter of the three broker-config APIs. Tollgate
+// owns some broker configs (the connection limits: max.connections,
+// max.connection.creation.rate, per-IP and per-listener ones); requests are
+// split: the owned keys of BROKER resources are answered by the control
+// plane (control.BrokerConfigs), everything else is forwarded as a
+// re-encoded request, and the two answers are merged into one response. The
+// split itself is in the API's file.
+type brokerConfigs struct {
+	owner *control.BrokerConfigs // nil: every request is the upstream's
+	log   *slog.Logger
+}
+
+func (*brokerConfigs) Name() string { return "broker-configs" }
+
+func (*brokerConfigs) Keys() []int16 {
+	return []int16{wire.KeyDescribeConfigs, wire.KeyAlterConfigs, wire.KeyIncrementalAlter}
+}
+
+// controlTimeout bounds a control-plane answer (an audited, durable
+// change).
+const controlTimeout = 30 * time.Second
+
+func (b *brokerConfigs) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	if b.owner == nil {
+		return proxy.Verdict{}
+	}
+	kr, err := r.Decode()
+	if err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	who := control.FromConn(c.Info(), r.ClientID)
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	switch k := kr.(type) {
+	case *kmsg.DescribeConfigsRequest:
+		return b.describe(who, k)
+	case *kmsg.AlterConfigsRequest:
+		return b.alter(ctx, who, k)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return b.incrementalAlter(ctx, who, k)
+	}
+	return proxy.Verdict{}
+}
+
+func (b *brokerConfigs) OnResponse(c proxy.Conn, r *proxy.Response) error {
+	if r.Req.Key != wire.KeyDescribeConfigs {
+		return nil
+	}
+	return r.Edit(func(resp kmsg.Response) { scrubBrokerAddresses(c, resp.(*kmsg.DescribeConfigsResponse)) })
+}
+
+// brokerResult is Tollgate's answer for one BROKER resource of an alter.
+type brokerResult struct {
+	name  string
+	code  int16
+	msg   string
+	whole bool // answered entirely here (not forwarded)
+}
+
+// answerOrForward answers req locally when nothing is left to forward,
+// otherwise forwards what is left and merges Tollgate's part into the
+// upstream's answer.
+func answerOrForward(req kmsg.Request, left int, merge func(kmsg.Response)) proxy.Verdict {
+	if left == 0 {
+		resp := req.ResponseKind()
+		merge(resp)
+		return proxy.Verdict{Respond: resp}
+	}
+	return proxy.Verdict{Forward: req, Merge: merge}
+}

@@ -1,0 +1,67 @@
+package kafkaapi
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// clientQuotas answers the client-quota APIs from the control plane: the
+// cluster's brokers never see them (Tollgate, not the brokers, enforces
+// client quotas).
+type clientQuotas struct{ ctl *control.ClientQuotas }
+
+func (*clientQuotas) Name() string { return "client-quotas" }
+
+func (*clientQuotas) Keys() []int16 {
+	return []int16{wire.KeyDescribeClientQuota, wire.KeyAlterClientQuotas}
+}
+
+func (q *clientQuotas) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	kr, err := r.Decode()
+	if err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	who := control.FromConn(c.Info(), r.ClientID)
+	switch k := kr.(type) {
+	case *kmsg.DescribeClientQuotasRequest:
+		return q.describe(ctx, who, k)
+	case *kmsg.AlterClientQuotasRequest:
+		return q.alter(ctx, who, k)
+	}
+	return proxy.Verdict{}
+}
+
+// scramCredentials answers the SCRAM credential APIs (KIP-554) from the
+// control plane: the credentials are the ones Tollgate checks terminated
+// SASL logins against.
+type scramCredentials struct{ creds *control.Credentials }
+
+func (*scramCredentials) Name() string { return "scram-credentials" }
+
+func (*scramCredentials) Keys() []int16 {
+	return []int16{wire.KeyDescribeUserSCRAM, wire.KeyAlterUserSCRAM}
+}
+
+func (s *scramCredentials) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	kr, err := r.Decode()
+	if err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	who := control.FromConn(c.Info(), r.ClientID)
+	switch k := kr.(type) {
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return s.describe(ctx, who, k)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return s.alter(ctx, who, k)
+	}
+	return proxy.Verdict{}
+}

@@ -1,0 +1,300 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// The client-side SASL gate: on a SASL listener a session starts
+// unauthenticated and only ApiVersions, SaslHandshake and SaslAuthenticate
+// pass. In terminate mode the session answers the SASL requests itself
+// with an auth.Server; in pass-through mode it forwards them and reads the
+// broker's verdict, binding the principal only once the broker's exchange
+// has completed.
+
+// errPreAuth is a request other than the SASL ones before authentication.
+var errPreAuth = errors.New("request before authentication")
+
+// authState is a session's SASL progress.
+type authState struct {
+	needed    bool        // a SASL listener and not authenticated yet
+	mechanism string      // chosen by SaslHandshake
+	server    auth.Server // terminate mode
+	steps     int         // passthrough: SaslAuthenticate responses seen
+	user      string      // passthrough: from the client's first message
+	waiting   chan bool   // passthrough: the responder's verdict on a step
+	raw       bool        // terminate, SaslHandshake v0: raw tokens follow
+}
+
+// clientTLS completes a TLS listener's handshake and, for a verified
+// client certificate, maps it to the principal (mTLS).
+func (s *session) clientTLS(ctx context.Context) error {
+	tc, ok := s.client.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	s.info.TLS = true
+	st := tc.ConnectionState()
+	if len(st.PeerCertificates) == 0 || s.ln.cfg.UsesSASL() {
+		return nil // Kafka: SSL without a client certificate is ANONYMOUS
+	}
+	p, err := s.ln.mapper.PrincipalFromTLS(st)
+	if err != nil {
+		return fmt.Errorf("ssl principal mapping: %w", err)
+	}
+	s.info.Principal = p
+	return nil
+}
+
+// gate applies the SASL state machine to one client request. It returns
+// handled=true when the gateway answered the request itself.
+func (s *session) gate(req *Request) (handled bool, r Reason, err error) {
+	a := &s.auth
+	switch {
+	case !a.needed:
+		// Authenticated (or not a SASL listener). A new handshake is a
+		// re-authentication, which Tollgate does not offer
+		// (SessionLifetimeMillis 0): Kafka answers ILLEGAL_SASL_STATE.
+		if (req.Key == wire.KeySASLHandshake || req.Key == wire.KeySASLAuthenticate) && s.ln.cfg.UsesSASL() && s.ln.cfg.SASLMode() == SASLTerminate {
+			return s.illegalSASLState(req)
+		}
+		if (req.Key == wire.KeySASLHandshake || req.Key == wire.KeySASLAuthenticate) && !s.ln.cfg.UsesSASL() {
+			return s.illegalSASLState(req)
+		}
+		return false, "", nil
+	case req.Key == wire.KeyApiVersions:
+		return false, "", nil // the filters may answer it (kafkaapi's ApiVersions cache)
+	case req.Key == wire.KeySASLHandshake:
+		if s.ln.cfg.SASLMode() == SASLPassthrough && req.Version < 1 {
+			return false, ReasonUnsupportedVers, errors.New("SaslHandshake v0 cannot be passed through (raw tokens have no frame the gateway can follow); use v1")
+		}
+		if s.ln.cfg.SASLMode() == SASLPassthrough { // v0 falls through to handshake, which refuses it
+			hs, err := DecodeAs[*kmsg.SASLHandshakeRequest](req)
+			if err != nil {
+				return false, ReasonBadFrame, err
+			}
+			if !slices.Contains(s.ln.cfg.Mechanisms(), hs.Mechanism) {
+				return s.unsupportedMechanism(req, hs.Mechanism)
+			}
+			a.mechanism, a.steps, a.user = hs.Mechanism, 0, ""
+			return false, "", nil
+		}
+		return s.handshake(req)
+	case req.Key == wire.KeySASLAuthenticate:
+		if a.mechanism == "" {
+			return false, ReasonRefused, errors.New("SaslAuthenticate before SaslHandshake")
+		}
+		if s.ln.cfg.SASLMode() == SASLPassthrough {
+			ar, err := DecodeAs[*kmsg.SASLAuthenticateRequest](req)
+			if err != nil {
+				return false, ReasonBadFrame, err
+			}
+			if a.steps == 0 {
+				if u, err := auth.UserFromClientMessage(a.mechanism, ar.SASLAuthBytes); err == nil {
+					a.user = u
+				}
+			}
+			a.waiting = make(chan bool, 1)
+			return false, "", nil
+		}
+		return s.authenticate(req)
+	}
+	return false, ReasonRefused, fmt.Errorf("%w: %s", errPreAuth, wire.Lookup(req.Key).Name)
+}
+
+// handshake answers SaslHandshake in terminate mode, v0 (raw tokens
+// follow, see rawToken) and v1 (tokens in SaslAuthenticate). The response
+// lists the enabled mechanisms, as Kafka's does.
+func (s *session) handshake(req *Request) (bool, Reason, error) {
+	hs, err := DecodeAs[*kmsg.SASLHandshakeRequest](req)
+	if err != nil {
+		return false, ReasonBadFrame, err
+	}
+	if !slices.Contains(s.ln.cfg.Mechanisms(), hs.Mechanism) || s.gw.creds == nil {
+		return s.unsupportedMechanism(req, hs.Mechanism)
+	}
+	srv, err := auth.NewServer(hs.Mechanism, s.gw.creds)
+	if err != nil {
+		return s.unsupportedMechanism(req, hs.Mechanism)
+	}
+	s.auth.mechanism, s.auth.server = hs.Mechanism, srv
+	// v0: the exchange that follows is raw tokens, each a size-prefixed
+	// frame with no header, in both directions (see rawToken).
+	s.auth.raw = req.Version == 0
+	return s.handshakeAnswer(req, 0)
+}
+
+// unsupportedMechanism answers UNSUPPORTED_SASL_MECHANISM with the
+// enabled mechanisms, then closes the connection, as Kafka does (the
+// handshake failure is an AuthenticationException there).
+func (s *session) unsupportedMechanism(req *Request, mechanism string) (bool, Reason, error) {
+	s.handshakeAnswer(req, kerr.UnsupportedSaslMechanism.Code)
+	return true, ReasonAuthFailed, fmt.Errorf("unsupported SASL mechanism %q", mechanism)
+}
+
+func (s *session) handshakeAnswer(req *Request, code int16) (bool, Reason, error) {
+	resp := kmsg.NewPtrSASLHandshakeResponse()
+	resp.ErrorCode = code
+	resp.SupportedMechanisms = s.ln.cfg.Mechanisms()
+	resp.SetVersion(req.Version)
+	s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, false, resp))
+	return true, "", nil
+}
+
+// authenticate answers one SaslAuthenticate step in terminate mode.
+func (s *session) authenticate(req *Request) (bool, Reason, error) {
+	ar, err := DecodeAs[*kmsg.SASLAuthenticateRequest](req)
+	if err != nil {
+		return false, ReasonBadFrame, err
+	}
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	resp.SetVersion(req.Version)
+	challenge, done, err := s.auth.server.Step(ar.SASLAuthBytes)
+	if err != nil {
+		// KIP-306: delay the failure, answer it (v1 flows), then close.
+		s.gw.log.Warn("authentication failed", append(s.logAttrs(), "mechanism", s.auth.mechanism, "err", err.Error())...)
+		s.gw.hooks.authFailed(&s.info, s.auth.mechanism, err)
+		select {
+		case <-time.After(s.ln.cfg.FailedAuthDelay()):
+		case <-s.closed:
+		}
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr(auth.ClientMessage(err))
+		s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
+		return true, ReasonAuthFailed, err
+	}
+	resp.SASLAuthBytes = challenge
+	if done {
+		s.info.Principal = s.auth.server.Principal()
+		s.auth.needed = false
+		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism)...)
+	}
+	s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
+	return true, "", nil
+}
+
+// rawToken handles one raw SASL token frame after a v0 SaslHandshake: the
+// payload is the token, the answer is the challenge as a size-prefixed
+// frame (PLAIN's empty final one included), a failure closes the
+// connection with no error frame, as Kafka does for v0.
+func (s *session) rawToken(p []byte) (Reason, error) {
+	challenge, done, err := s.auth.server.Step(p)
+	if err != nil {
+		s.gw.log.Warn("authentication failed", append(s.logAttrs(), "mechanism", s.auth.mechanism, "err", err.Error())...)
+		s.gw.hooks.authFailed(&s.info, s.auth.mechanism, err)
+		select {
+		case <-time.After(s.ln.cfg.FailedAuthDelay()):
+		case <-s.closed:
+		}
+		return ReasonAuthFailed, err
+	}
+	b := wire.GetBuffer(4 + len(challenge))
+	binary.BigEndian.PutUint32(b.B, uint32(len(challenge)))
+	copy(b.B[4:], challenge)
+	if done {
+		s.info.Principal = s.auth.server.Principal()
+		s.auth.needed, s.auth.raw = false, false
+		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism, "handshake", "v0")...)
+	}
+	s.mu.Lock()
+	_, werr := s.client.Write(b.B)
+	s.mu.Unlock()
+	b.Release()
+	if werr != nil {
+		return ReasonClientClosed, werr
+	}
+	return "", nil
+}
+
+func (s *session) illegalSASLState(req *Request) (bool, Reason, error) {
+	if req.Key == wire.KeySASLHandshake {
+		return s.handshakeAnswer(req, kerr.IllegalSaslState.Code)
+	}
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	resp.SetVersion(req.Version)
+	resp.ErrorCode = kerr.IllegalSaslState.Code
+	resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received after successful authentication")
+	s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
+	return true, "", nil
+}
+
+// passthroughResponse inspects an upstream SaslAuthenticate response in
+// pass-through mode: the exchange is complete after one successful step
+// for PLAIN and OAUTHBEARER and two for SCRAM; then the user read from
+// the client's first message becomes the principal.
+func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
+	a := &s.auth
+	if a.waiting == nil {
+		return
+	}
+	ok := false
+	defer func() { a.waiting <- ok }()
+	p := buf.B[4:]
+	off, err := wire.ResponseBodyOffset(p, pr.req.Key, pr.req.Flexible)
+	if err != nil {
+		return
+	}
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	resp.SetVersion(pr.req.Version)
+	if resp.ReadFrom(p[off:]) != nil || resp.ErrorCode != 0 {
+		return
+	}
+	ok = true
+}
+
+// awaitPassthrough waits, on the reader, for the responder's verdict on a
+// forwarded SaslAuthenticate, so that no later request is read before the
+// session knows whether (and as whom) the client is authenticated.
+func (s *session) awaitPassthrough() bool {
+	a := &s.auth
+	if a.waiting == nil {
+		return true
+	}
+	var ok bool
+	select {
+	case ok = <-a.waiting:
+	case <-s.closed:
+		return false
+	}
+	a.waiting = nil
+	if !ok {
+		return true // upstream refused; it closes the connection itself
+	}
+	a.steps++
+	need := 1
+	if strings.HasPrefix(a.mechanism, "SCRAM-") {
+		need = 2
+	}
+	if a.steps >= need {
+		a.needed = false
+		name := a.user
+		if name == "" {
+			name = principal.Anonymous
+		}
+		s.info.Principal = principal.Principal{Type: "User", Name: name}
+		s.gw.log.Info("authenticated (pass-through)", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", a.mechanism)...)
+	}
+	return true
+}
+
+// AuthObserver is optionally implemented by an Observer that counts and
+// audits failed logins.
+type AuthObserver interface {
+	AuthFailed(c *principal.ConnInfo, mechanism string, err error)
+}
