@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // securityOptions turns the config's upstream TLS/SASL and credentials
@@ -97,7 +98,7 @@ func (o *observer) AuthFailed(c *principal.ConnInfo, mechanism string, err error
 	ev := audit.Event{
 		Action:       audit.ActionAuthenticate,
 		Outcome:      audit.Denied,
-		ErrorCode:    58,
+		ErrorCode:    kerr.SaslAuthenticationFailed.Code,
 		ErrorMessage: auth.ClientMessage(err),
 		Initiator:    audit.Initiator{Source: c.Remote.String(), Listener: c.Listener},
 		Changes:      []audit.Change{{Key: "mechanism", New: audit.String(mechanism)}},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/audit"
@@ -274,4 +275,4 @@ func strValue(s *string) *audit.Value {
 }
 
 // errInvalidConfig is INVALID_CONFIG.
-const errInvalidConfig = 40
+var errInvalidConfig = kerr.InvalidConfig.Code

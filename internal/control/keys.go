@@ -7,15 +7,16 @@ import (
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/store"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Kafka error codes used by the control plane.
-const (
+// Kafka error codes used by the control plane, from kerr.
+var (
 	errNone                       int16 = 0
-	errUnknownServerError         int16 = -1
-	errClusterAuthorizationFailed int16 = 31
-	errUnsupportedVersion         int16 = 35
-	errInvalidRequest             int16 = 42
+	errUnknownServerError               = kerr.UnknownServerError.Code
+	errClusterAuthorizationFailed       = kerr.ClusterAuthorizationFailed.Code
+	errUnsupportedVersion               = kerr.UnsupportedVersion.Code
+	errInvalidRequest                   = kerr.InvalidRequest.Code
 )
 
 // msgClusterAuthorizationFailed is Errors.CLUSTER_AUTHORIZATION_FAILED's

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/audit"
@@ -17,12 +18,12 @@ import (
 	"github.com/tollgate/tollgate/internal/store"
 )
 
-// Kafka error codes of the SCRAM credential APIs.
-const (
-	errUnsupportedSaslMechanism int16 = 33
-	errResourceNotFound         int16 = 91
-	errDuplicateResource        int16 = 92
-	errUnacceptableCredential   int16 = 93
+// Kafka error codes of the SCRAM credential APIs, from kerr.
+var (
+	errUnsupportedSaslMechanism = kerr.UnsupportedSaslMechanism.Code
+	errResourceNotFound         = kerr.ResourceNotFound.Code
+	errDuplicateResource        = kerr.DuplicateResource.Code
+	errUnacceptableCredential   = kerr.UnacceptableCredential.Code
 )
 
 // Kafka's messages (ScramImage.describe, ScramControlManager).

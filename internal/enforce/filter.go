@@ -153,9 +153,6 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 	}
 }
 
-// throttledMessage is Kafka's message for THROTTLING_QUOTA_EXCEEDED.
-const throttledMessage = "The throttling quota has been exceeded."
-
 // strictFrom is the first version of each mutation API that uses strict
 // mode (KIP-599): clients from those versions understand
 // THROTTLING_QUOTA_EXCEEDED.

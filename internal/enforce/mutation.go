@@ -165,7 +165,7 @@ func filter[T any](xs []T, drop []bool) []T {
 // addRejected puts the rejected topics, with error 89, into a response,
 // in request order among the accepted ones.
 func addRejected(resp kmsg.Response, items []item, rejected []bool) {
-	msg := kmsg.StringPtr(throttledMessage)
+	msg := kmsg.StringPtr(quota.ThrottlingQuotaExceededMessage)
 	switch r := resp.(type) {
 	case *kmsg.CreateTopicsResponse:
 		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.CreateTopicsResponseTopic {

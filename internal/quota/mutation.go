@@ -2,11 +2,9 @@ package quota
 
 import "time"
 
-// Kafka's answer to a mutation rejected in strict mode (KIP-599).
-const (
-	ErrCodeThrottlingQuotaExceeded int16 = 89
-	ThrottlingQuotaExceededMessage       = "The throttling quota has been exceeded."
-)
+// ThrottlingQuotaExceededMessage is Kafka's message for a mutation rejected
+// in strict mode (KIP-599) with THROTTLING_QUOTA_EXCEEDED.
+const ThrottlingQuotaExceededMessage = "The throttling quota has been exceeded."
 
 // TokenBucket is Kafka's TokenBucket stat used for controller_mutation_rate:
 // refilled at Q tokens per second up to a burst of N·W·Q, drained by the
@@ -127,7 +125,7 @@ func (m *Mutation) Strict() bool { return m.strict }
 
 // Record charges n partitions at now. It returns false when the mutation is
 // rejected (strict mode only): the topic must fail with
-// ErrCodeThrottlingQuotaExceeded and nothing was charged.
+// THROTTLING_QUOTA_EXCEEDED and nothing was charged.
 func (m *Mutation) Record(n float64, now time.Time) bool {
 	if m.b == nil {
 		return true

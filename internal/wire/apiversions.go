@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -46,7 +47,7 @@ func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool, o
 	}
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(version)
-	if binary.BigEndian.Uint16(p[4:]) == 35 {
+	if int16(binary.BigEndian.Uint16(p[4:])) == kerr.UnsupportedVersion.Code {
 		resp.SetVersion(0)
 	}
 	if err := resp.ReadFrom(p[4:]); err != nil {
@@ -72,7 +73,7 @@ func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool, o
 func UnsupportedApiVersions(correlationID int32, max int16) *Buffer {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
-	resp.ErrorCode = 35
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
 	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: KeyApiVersions, MinVersion: 0, MaxVersion: max}}
 	return EncodeResponse(correlationID, false, resp)
 }

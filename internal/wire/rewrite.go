@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,7 +27,7 @@ func CarriesAddresses(key int16) bool {
 
 // errCoordinatorNotAvailable is COORDINATOR_NOT_AVAILABLE, the retriable
 // answer for a coordinator the gateway cannot address.
-const errCoordinatorNotAvailable = 15
+var errCoordinatorNotAvailable = kerr.CoordinatorNotAvailable.Code
 
 // RewriteAddresses replaces every broker address in the response frame in
 // buf with the address m gives for this listener. Produce and Fetch are only

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -93,7 +94,7 @@ func throttleOffset(p []byte, bodyOff int, key, version int16) (int, error) {
 		if len(p) < bodyOff+6 {
 			return 0, ErrShortFrame
 		}
-		if binary.BigEndian.Uint16(p[bodyOff:]) == 35 {
+		if int16(binary.BigEndian.Uint16(p[bodyOff:])) == kerr.UnsupportedVersion.Code {
 			return -1, nil // v0 body on UNSUPPORTED_VERSION: no throttle field
 		}
 		n := int(int32(binary.BigEndian.Uint32(p[bodyOff+2:])))
@@ -135,7 +136,7 @@ func SetThrottle(buf *Buffer, key, version int16, flexible bool, ms int32) (int3
 		}
 		return cur, nil
 	}
-	if key == KeyApiVersions && len(p) >= bodyOff+2 && binary.BigEndian.Uint16(p[bodyOff:]) == 35 {
+	if key == KeyApiVersions && len(p) >= bodyOff+2 && int16(binary.BigEndian.Uint16(p[bodyOff:])) == kerr.UnsupportedVersion.Code {
 		return 0, nil
 	}
 	resp := kmsg.ResponseForKey(key)
