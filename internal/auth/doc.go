@@ -19,7 +19,8 @@
 //   - TLS: server tls.Config from PEM files with certificate reload, and the
 //     upstream client tls.Config.
 //   - Pass-through helpers: the user name in a client's first PLAIN, SCRAM or
-//     OAUTHBEARER message (UserFromClientMessage).
+//     OAUTHBEARER message (PassthroughIdentity), failing closed, and when a
+//     broker's answer completes the exchange (ExchangeComplete).
 //
 // It imports only principal from the project. It must not import proxy,
 // control, store, audit, metrics, httpapi, app or cli: the proxy and the

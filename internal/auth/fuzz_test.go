@@ -111,7 +111,7 @@ var oauthSeeds = []string{
 	"n,,\x01auth=Bearer a.b.c\x01\x01", "n,,\x01\x01", "\x01",
 }
 
-func FuzzUserFromClientMessage(f *testing.F) {
+func FuzzPassthroughIdentity(f *testing.F) {
 	mechs := []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512, MechanismOAuthBearer, "GSSAPI"}
 	for i, seeds := range [][]string{plainSeeds, scramFirstSeeds, scramFirstSeeds, oauthSeeds} {
 		for _, s := range seeds {
@@ -120,7 +120,7 @@ func FuzzUserFromClientMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, mech uint8, msg []byte) {
 		m := mechs[int(mech)%len(mechs)]
-		user, err := UserFromClientMessage(m, msg)
+		user, err := PassthroughIdentity(m, msg, "")
 		if err != nil {
 			return
 		}

@@ -8,41 +8,116 @@ import (
 	"strings"
 )
 
-// UserFromClientMessage returns the user name in a client's first SASL
-// message, for pass-through mode, where the upstream brokers authenticate
-// and Tollgate only needs to know whom to account the connection to:
+// ErrNoIdentity is a login whose principal Tollgate cannot read from the
+// client's first message in pass-through mode: it is refused, never bound
+// as ANONYMOUS.
+var ErrNoIdentity = errors.New("the principal of this login cannot be read")
+
+// DefaultSubClaim is Kafka's sasl.oauthbearer.sub.claim.name default.
+const DefaultSubClaim = "sub"
+
+// PassthroughIdentity returns the principal name of a pass-through login
+// from the client's first SASL message. The upstream brokers authenticate;
+// Tollgate only needs to know whom to account the connection to once the
+// broker's exchange has completed:
 //
 //   - PLAIN: the authcid (for APIKeyUser that is "token", not an identity);
-//   - SCRAM-SHA-256/512: the decoded saslname of the client-first message
-//     (with tokenauth=true this is a delegation token id);
-//   - OAUTHBEARER: the "sub" claim of the bearer JWT in the client initial
-//     response, decoded without verifying the signature (the upstream
-//     verifies it).
+//   - SCRAM-SHA-256/512: the decoded saslname of the client-first message;
+//   - OAUTHBEARER: the claim named claim ("" is Kafka's default, "sub") of
+//     the bearer JWT in the client initial response, decoded without
+//     verifying the signature (the broker verifies it, and Tollgate binds
+//     the name only once the broker has accepted the token).
 //
-// It does not check credentials. Malformed or truncated messages are
-// errors.
-func UserFromClientMessage(mechanism string, msg []byte) (string, error) {
+// It fails closed with an error wrapping ErrNoIdentity whenever the name
+// cannot be read for sure: a malformed message, a SCRAM client-first with
+// the reserved m= extension, a SCRAM delegation-token login (tokenauth=true:
+// the name is a token id, and the broker's SCRAM exchange never says whose
+// token it is), an authorization id other than the user, a token without
+// the claim. It does not check credentials.
+func PassthroughIdentity(mechanism string, msg []byte, claim string) (string, error) {
+	if claim == "" {
+		claim = DefaultSubClaim
+	}
 	switch mechanism {
 	case MechanismPlain:
 		m, err := parsePlain(msg)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %w", ErrNoIdentity, err)
+		}
+		if m.AuthzID != "" && m.AuthzID != m.User {
+			return "", fmt.Errorf("%w: authorization id %q differs from the user", ErrNoIdentity, m.AuthzID)
 		}
 		return m.User, nil
 	case MechanismScramSHA256, MechanismScramSHA512:
 		m, err := parseScramClientFirst(msg)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %w", ErrNoIdentity, err)
+		}
+		if m.TokenAuth() {
+			return "", fmt.Errorf("%w: a delegation-token login (tokenauth) names a token, not its owner", ErrNoIdentity)
+		}
+		if m.AuthzID != "" && m.AuthzID != m.User {
+			return "", fmt.Errorf("%w: authorization id %q differs from the user", ErrNoIdentity, m.AuthzID)
 		}
 		return m.User, nil
 	case MechanismOAuthBearer:
 		m, err := parseOAuthBearerInitial(msg)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("%w: %w", ErrNoIdentity, err)
 		}
-		return jwtSubject(m.Token)
+		sub, err := jwtClaim(m.Token, claim)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrNoIdentity, err)
+		}
+		if m.AuthzID != "" && m.AuthzID != sub {
+			return "", fmt.Errorf("%w: authorization id %q differs from the token's %s", ErrNoIdentity, m.AuthzID, claim)
+		}
+		return sub, nil
 	}
-	return "", fmt.Errorf("%w: %q", ErrUnsupportedMechanism, mechanism)
+	return "", fmt.Errorf("%w: %w: %q", ErrNoIdentity, ErrUnsupportedMechanism, mechanism)
+}
+
+// CarriesIdentity reports whether the client's SASL message at step (its
+// index among the exchange's SaslAuthenticate requests) names the
+// principal, and so must go through PassthroughIdentity: the first
+// message of PLAIN and SCRAM, and every OAUTHBEARER message but the %x01
+// that acknowledges an error challenge — Kafka's OAuthBearerSaslServer
+// evaluates any other message as a new initial response, so the token the
+// broker finally accepts may not be the first one sent.
+func CarriesIdentity(mechanism string, step int, msg []byte) bool {
+	if mechanism == MechanismOAuthBearer {
+		return len(msg) != 1 || msg[0] != 0x01
+	}
+	return step == 0
+}
+
+// ExchangeComplete reports whether a broker's successful (error 0)
+// SaslAuthenticate answer ends a pass-through login, as Kafka's servers
+// end it: PLAIN after its one step; SCRAM with the server-final message
+// (v=...), which the broker sends only after verifying the client's proof,
+// to the client's second message (step 1); OAUTHBEARER with an empty
+// answer — a non-empty one is OAuthBearerSaslServer's error challenge
+// ({"status":"invalid_token"...}) to an invalid token, which the broker
+// fails only once the client sends %x01. failed is true for an answer that
+// can only be a failure (a SCRAM server-error e=...).
+func ExchangeComplete(mechanism string, step int, serverMsg []byte) (complete, failed bool) {
+	switch mechanism {
+	case MechanismPlain:
+		return true, false
+	case MechanismScramSHA256, MechanismScramSHA512:
+		switch {
+		case strings.HasPrefix(string(serverMsg), "e="):
+			return false, true
+		case step == 1 && strings.HasPrefix(string(serverMsg), "v="):
+			return true, false
+		case step == 0 && strings.HasPrefix(string(serverMsg), "r="):
+			return false, false
+		}
+		return false, true // not a SCRAM exchange this gateway can follow
+	case MechanismOAuthBearer:
+		return len(serverMsg) == 0, false
+	}
+	return false, true
 }
 
 // oauthBearerInitial is a parsed OAUTHBEARER client initial response
@@ -142,9 +217,9 @@ func isTokenChars(s string) bool { // [-_.a-zA-Z0-9]+
 	return s != ""
 }
 
-// jwtSubject returns the "sub" claim of a compact JWS (header.payload.sig,
+// jwtClaim returns a string claim of a compact JWS (header.payload.sig,
 // the signature possibly empty as in unsecured JWTs) without verifying it.
-func jwtSubject(token string) (string, error) {
+func jwtClaim(token, claim string) (string, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
 		return "", fmt.Errorf("bearer token is not a JWT: %d parts", len(parts))
@@ -157,13 +232,13 @@ func jwtSubject(token string) (string, error) {
 	if err := json.Unmarshal(payload, &claims); err != nil {
 		return "", fmt.Errorf("bearer token payload: %w", err)
 	}
-	raw, ok := claims["sub"]
+	raw, ok := claims[claim]
 	if !ok {
-		return "", errors.New("bearer token has no sub claim")
+		return "", fmt.Errorf("bearer token has no %q claim", claim)
 	}
 	var sub string
 	if err := json.Unmarshal(raw, &sub); err != nil || strings.TrimSpace(sub) == "" {
-		return "", errors.New("bearer token sub claim is not a non-empty string")
+		return "", fmt.Errorf("bearer token %q claim is not a non-empty string", claim)
 	}
 	return sub, nil
 }

@@ -205,6 +205,10 @@ type SASLConfig struct {
 	// connection.failed.authentication.delay.ms (KIP-306): a failed login
 	// is answered and closed after this long (default 100ms).
 	FailedAuthenticationDelay time.Duration `yaml:"failed_authentication_delay"`
+	// OAuthBearerSubClaimName is Kafka's sasl.oauthbearer.sub.claim.name:
+	// the JWT claim a pass-through OAUTHBEARER login is accounted to
+	// (default sub). A token without it is refused.
+	OAuthBearerSubClaimName string `yaml:"oauthbearer_sub_claim_name"`
 }
 
 // Protocol is the listener's security protocol, PLAINTEXT by default.

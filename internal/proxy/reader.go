@@ -127,8 +127,8 @@ func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 		return ReasonIOError, err
 	}
 	defer func() {
-		if !s.awaitPassthrough() && err == nil {
-			r, err = ReasonClientClosed, net.ErrClosed
+		if ar, aerr := s.awaitPassthrough(); aerr != nil && err == nil {
+			r, err = ar, aerr
 		}
 	}()
 	if s.upstream == nil {

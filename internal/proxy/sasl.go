@@ -6,8 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,13 +30,21 @@ var errPreAuth = errors.New("request before authentication")
 
 // authState is a session's SASL progress.
 type authState struct {
-	needed    bool        // a SASL listener and not authenticated yet
-	mechanism string      // chosen by SaslHandshake
-	server    auth.Server // terminate mode
-	steps     int         // passthrough: SaslAuthenticate responses seen
-	user      string      // passthrough: from the client's first message
-	waiting   chan bool   // passthrough: the responder's verdict on a step
-	raw       bool        // terminate, SaslHandshake v0: raw tokens follow
+	needed    bool              // a SASL listener and not authenticated yet
+	mechanism string            // chosen by SaslHandshake
+	server    auth.Server       // terminate mode
+	steps     int               // passthrough: SaslAuthenticate responses seen
+	user      string            // passthrough: from the client message the broker judges
+	waiting   chan brokerAnswer // passthrough: the broker's answer to a step
+	raw       bool              // terminate, SaslHandshake v0: raw tokens follow
+}
+
+// brokerAnswer is a broker's SaslAuthenticate answer in pass-through mode,
+// handed from the responder to the reader, which judges it.
+type brokerAnswer struct {
+	code  int16
+	bytes []byte
+	ok    bool // the response could be decoded
 }
 
 // clientTLS completes a TLS listener's handshake and, for a verified
@@ -69,12 +77,11 @@ func (s *session) gate(req *Request) (handled bool, r Reason, err error) {
 	switch {
 	case !a.needed:
 		// Authenticated (or not a SASL listener). A new handshake is a
-		// re-authentication, which Tollgate does not offer
-		// (SessionLifetimeMillis 0): Kafka answers ILLEGAL_SASL_STATE.
-		if (req.Key == wire.KeySASLHandshake || req.Key == wire.KeySASLAuthenticate) && s.ln.cfg.UsesSASL() && s.ln.cfg.SASLMode() == SASLTerminate {
-			return s.illegalSASLState(req)
-		}
-		if (req.Key == wire.KeySASLHandshake || req.Key == wire.KeySASLAuthenticate) && !s.ln.cfg.UsesSASL() {
+		// re-authentication (KIP-368), which Tollgate does not offer in
+		// either mode — in pass-through it could bind the connection to
+		// a principal Tollgate never saw: Kafka's answer is
+		// ILLEGAL_SASL_STATE.
+		if req.Key == wire.KeySASLHandshake || req.Key == wire.KeySASLAuthenticate {
 			return s.illegalSASLState(req)
 		}
 		return false, "", nil
@@ -105,12 +112,15 @@ func (s *session) gate(req *Request) (handled bool, r Reason, err error) {
 			if err != nil {
 				return false, ReasonBadFrame, err
 			}
-			if a.steps == 0 {
-				if u, err := auth.UserFromClientMessage(a.mechanism, ar.SASLAuthBytes); err == nil {
-					a.user = u
+			if auth.CarriesIdentity(a.mechanism, a.steps, ar.SASLAuthBytes) {
+				u, err := auth.PassthroughIdentity(a.mechanism, ar.SASLAuthBytes, s.ln.cfg.SASL.OAuthBearerSubClaimName)
+				if err != nil {
+					// Fail closed: never forwarded, never ANONYMOUS.
+					return s.loginFailed(req, err)
 				}
+				a.user = u
 			}
-			a.waiting = make(chan bool, 1)
+			a.waiting = make(chan brokerAnswer, 1)
 			return false, "", nil
 		}
 		return s.authenticate(req)
@@ -167,17 +177,7 @@ func (s *session) authenticate(req *Request) (bool, Reason, error) {
 	resp.SetVersion(req.Version)
 	challenge, done, err := s.auth.server.Step(ar.SASLAuthBytes)
 	if err != nil {
-		// KIP-306: delay the failure, answer it (v1 flows), then close.
-		s.gw.log.Warn("authentication failed", append(s.logAttrs(), "mechanism", s.auth.mechanism, "err", err.Error())...)
-		s.gw.hooks.authFailed(&s.info, s.auth.mechanism, err)
-		select {
-		case <-time.After(s.ln.cfg.FailedAuthDelay()):
-		case <-s.closed:
-		}
-		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr(auth.ClientMessage(err))
-		s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
-		return true, ReasonAuthFailed, err
+		return s.loginFailed(req, err)
 	}
 	resp.SASLAuthBytes = challenge
 	if done {
@@ -187,6 +187,24 @@ func (s *session) authenticate(req *Request) (bool, Reason, error) {
 	}
 	s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
 	return true, "", nil
+}
+
+// loginFailed answers a SaslAuthenticate that failed at the gateway with
+// SASL_AUTHENTICATION_FAILED after Kafka's KIP-306 delay, counts and logs
+// it, and closes the connection.
+func (s *session) loginFailed(req *Request, err error) (bool, Reason, error) {
+	s.gw.log.Warn("authentication failed", append(s.logAttrs(), "mechanism", s.auth.mechanism, "err", err.Error())...)
+	s.gw.hooks.authFailed(&s.info, s.auth.mechanism, err)
+	select {
+	case <-time.After(s.ln.cfg.FailedAuthDelay()):
+	case <-s.closed:
+	}
+	resp := kmsg.NewPtrSASLAuthenticateResponse()
+	resp.SetVersion(req.Version)
+	resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+	resp.ErrorMessage = kmsg.StringPtr(auth.ClientMessage(err))
+	s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
+	return true, ReasonAuthFailed, err
 }
 
 // rawToken handles one raw SASL token frame after a v0 SaslHandshake: the
@@ -234,17 +252,15 @@ func (s *session) illegalSASLState(req *Request) (bool, Reason, error) {
 	return true, "", nil
 }
 
-// passthroughResponse inspects an upstream SaslAuthenticate response in
-// pass-through mode: the exchange is complete after one successful step
-// for PLAIN and OAUTHBEARER and two for SCRAM; then the user read from
-// the client's first message becomes the principal.
+// passthroughResponse hands the broker's SaslAuthenticate answer in
+// pass-through mode to the reader, which judges it (awaitPassthrough).
 func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
 	a := &s.auth
 	if a.waiting == nil {
 		return
 	}
-	ok := false
-	defer func() { a.waiting <- ok }()
+	var ans brokerAnswer
+	defer func() { a.waiting <- ans }()
 	p := buf.B[4:]
 	off, err := wire.ResponseBodyOffset(p, pr.req.Key, pr.req.Flexible)
 	if err != nil {
@@ -252,49 +268,49 @@ func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
 	}
 	resp := kmsg.NewPtrSASLAuthenticateResponse()
 	resp.SetVersion(pr.req.Version)
-	if resp.ReadFrom(p[off:]) != nil || resp.ErrorCode != 0 {
+	if resp.ReadFrom(p[off:]) != nil {
 		return
 	}
-	ok = true
+	ans = brokerAnswer{code: resp.ErrorCode, bytes: resp.SASLAuthBytes, ok: true}
 }
 
-// awaitPassthrough waits, on the reader, for the responder's verdict on a
+// awaitPassthrough waits, on the reader, for the broker's answer to a
 // forwarded SaslAuthenticate, so that no later request is read before the
-// session knows whether (and as whom) the client is authenticated.
-func (s *session) awaitPassthrough() bool {
+// session knows whether (and as whom) the client is authenticated. The
+// login completes only when the broker's exchange has (auth.ExchangeComplete):
+// an answer with error 0 alone is not a login — Kafka's OAUTHBEARER server
+// answers an invalid token with error 0 and an error challenge.
+func (s *session) awaitPassthrough() (Reason, error) {
 	a := &s.auth
 	if a.waiting == nil {
-		return true
+		return "", nil
 	}
-	var ok bool
+	var ans brokerAnswer
 	select {
-	case ok = <-a.waiting:
+	case ans = <-a.waiting:
 	case <-s.closed:
-		return false
+		return ReasonClientClosed, net.ErrClosed
 	}
 	a.waiting = nil
-	if !ok {
-		return true // upstream refused; it closes the connection itself
-	}
+	step := a.steps
 	a.steps++
-	need := 1
-	if strings.HasPrefix(a.mechanism, "SCRAM-") {
-		need = 2
+	switch {
+	case !ans.ok:
+		return ReasonUpstreamProtocol, errors.New("the broker's SaslAuthenticate answer cannot be read")
+	case ans.code != 0:
+		return "", nil // the broker refused; it closes the connection itself
 	}
-	if a.steps >= need {
-		a.needed = false
-		name := a.user
-		if name == "" {
-			name = principal.Anonymous
-		}
-		s.info.Principal = principal.Principal{Type: "User", Name: name}
-		s.gw.log.Info("authenticated (pass-through)", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", a.mechanism)...)
+	complete, failed := auth.ExchangeComplete(a.mechanism, step, ans.bytes)
+	switch {
+	case failed:
+		return ReasonAuthFailed, fmt.Errorf("%s pass-through: the broker's answer at step %d does not continue the exchange", a.mechanism, step)
+	case !complete:
+		return "", nil
+	case a.user == "":
+		return ReasonAuthFailed, fmt.Errorf("%w: no identity read for the completed %s login", auth.ErrNoIdentity, a.mechanism)
 	}
-	return true
-}
-
-// AuthObserver is optionally implemented by an Observer that counts and
-// audits failed logins.
-type AuthObserver interface {
-	AuthFailed(c *principal.ConnInfo, mechanism string, err error)
+	a.needed = false
+	s.info.Principal = principal.Principal{Type: "User", Name: a.user}
+	s.gw.log.Info("authenticated (pass-through)", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", a.mechanism)...)
+	return "", nil
 }

@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// The attacks table. Tollgate is its tenants' trust boundary: every input
+// that crosses it has a row here — what the attacker sends, over real
+// sockets, what they get (a refusal, never a grant), and the proof that
+// nothing was granted, leaked or left growing. Each row names the point of
+// the issue "A hostile tenant gets nothing" it closes.
+var attacks = []struct {
+	name  string
+	point string
+	run   func(t *testing.T)
+}{
+	{"pass-through OAUTHBEARER: a forged token the broker challenged is no login", "1", attackForgedOAuthToken},
+	{"pass-through OAUTHBEARER: the token the broker finally accepted is the one bound", "1", attackOAuthSecondToken},
+	{"pass-through SCRAM: only the server-final message completes a login", "1", attackScramPassthrough},
+	{"pass-through: a login whose principal cannot be read is refused, never ANONYMOUS", "2", attackUnreadableIdentity},
+}
+
+func TestAttacks(t *testing.T) {
+	for _, a := range attacks {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			t.Logf("issue point %s", a.point)
+			a.run(t)
+		})
+	}
+}
+
+// startStandIn runs a SASL pass-through listener in front of the
+// SASLBroker stand-in (testkit/saslbroker.go: Kafka's
+// SaslServerAuthenticator with its PLAIN, SCRAM and OAUTHBEARER servers),
+// which kfake cannot play. svc is Tollgate's own identity; alice a tenant;
+// admin the quota admin. Valid OAUTHBEARER tokens are aliceToken and
+// adminToken.
+func startStandIn(t *testing.T, edit ...func(*app.Config)) (*testkit.Env, *testkit.SASLBroker) {
+	t.Helper()
+	br := testkit.StartSASLBroker(t,
+		map[string]string{"svc": "svc-secret", "alice": "alice-secret", "admin": "admin-secret"},
+		map[string]string{aliceToken: "alice", adminToken: "admin"})
+	env := testkit.Start(t, app.Options{}, append([]func(*app.Config){func(c *app.Config) {
+		c.Upstream.Bootstrap = []string{br.Addr()}
+		c.Upstream.SASL = &app.UpstreamSASL{Mechanism: "PLAIN", Username: "svc", Password: "svc-secret"}
+		c.Listeners[0].Name = "SASL_PLAINTEXT"
+		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
+		c.Listeners[0].SASL.Mode = "passthrough"
+		c.Listeners[0].SASL.Mechanisms = []string{"OAUTHBEARER", "SCRAM-SHA-256", "PLAIN"}
+		c.Listeners[0].SASL.FailedAuthenticationDelay = time.Millisecond
+		c.Authorization.QuotaAdmins = []string{"admin"}
+	}}, edit...)...)
+	return env, br
+}
+
+// jwt is an unsecured JWT (header.payload. with no signature) with the
+// given claims: what an attacker can mint for any subject.
+func jwt(claims string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(claims)) + "."
+}
+
+var (
+	aliceToken = jwt(`{"sub":"alice","iss":"idp"}`) // accepted by the stand-in
+	adminToken = jwt(`{"sub":"admin","iss":"idp"}`) // accepted by the stand-in
+)
+
+// oauthInitial is an OAUTHBEARER client initial response (RFC 7628).
+func oauthInitial(token string) []byte {
+	return []byte("n,,\x01auth=Bearer " + token + "\x01\x01")
+}
+
+// alterVictimQuota is AlterClientQuotas setting user victim's
+// producer_byte_rate to 1 B/s: what an attacker acting as a quota admin
+// would do to a neighbour.
+func alterVictimQuota() *kmsg.AlterClientQuotasRequest {
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	e.Entity = []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user", Name: kmsg.StringPtr("victim")}}
+	e.Ops = []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1}}
+	req.Entries = append(req.Entries, e)
+	return req
+}
+
+// noQuotaGranted fails if any quota was set (the attacks target victim).
+func noQuotaGranted(t *testing.T, env *testkit.Env) {
+	t.Helper()
+	q := env.App.Engine().Quotas()
+	if n := q.Len(); n != 0 {
+		t.Fatalf("the attack changed the quotas: %d entities now (%v)", n, q.Entities())
+	}
+}
+
+// Kafka's OAuthBearerSaslServer answers an invalid token with error 0 and
+// an error challenge, failing only when the client sends %x01 next. An
+// attacker who mints a token for the quota admin and then, instead of
+// %x01, acts as the admin gets the connection closed: the login never
+// completed.
+func attackForgedOAuthToken(t *testing.T) {
+	env, br := startStandIn(t)
+	forged := oauthInitial(jwt(`{"sub":"admin"}`)) // not signed by the broker's IdP
+
+	rc := dialSASLConn(t, env.Bootstrap)
+	if hs := rc.handshake(t, 1, "OAUTHBEARER"); hs.ErrorCode != 0 {
+		t.Fatalf("SaslHandshake OAUTHBEARER: error %d", hs.ErrorCode)
+	}
+	ar := rc.authenticate(t, 1, forged)
+	if ar.ErrorCode != 0 || !strings.Contains(string(ar.SASLAuthBytes), "invalid_token") {
+		t.Fatalf("the broker's answer to a forged token: error %d, %q; want error 0 and its error challenge", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	if resp, err := rc.roundTrip(alterVictimQuota()); err == nil {
+		t.Fatalf("a forged token altered quotas: %+v", resp)
+	}
+	rc.expectClosed(t, "a request after the challenge")
+	noQuotaGranted(t, env)
+
+	// The client that answers the challenge with %x01 gets the broker's
+	// failure, as from Kafka, and is closed.
+	rc = dialSASLConn(t, env.Bootstrap)
+	rc.handshake(t, 1, "OAUTHBEARER")
+	rc.authenticate(t, 1, forged)
+	if ar := rc.authenticate(t, 1, []byte{0x01}); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("%%x01 after the challenge: error %d, want SASL_AUTHENTICATION_FAILED", ar.ErrorCode)
+	}
+	rc.expectClosed(t, "after the broker's failure")
+
+	if ls := logLines(env, "authenticated (pass-through)"); len(ls) > 0 {
+		t.Fatalf("a forged token was bound:\n%s", strings.Join(ls, "\n"))
+	}
+	if got := br.Logins(); slices.Contains(got, "admin") {
+		t.Fatalf("the broker logged in admin: %v", got)
+	}
+
+	// The real admin's token is a login (the row would pass vacuously
+	// if nothing could alter quotas).
+	rc = dialSASLConn(t, env.Bootstrap)
+	rc.handshake(t, 1, "OAUTHBEARER")
+	if ar := rc.authenticate(t, 1, oauthInitial(adminToken)); ar.ErrorCode != 0 || len(ar.SASLAuthBytes) != 0 {
+		t.Fatalf("admin's valid token: error %d, %q", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	resp, err := rc.roundTrip(alterVictimQuota())
+	if err != nil {
+		t.Fatalf("the admin's AlterClientQuotas: %v", err)
+	}
+	if code := resp.(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode; code != 0 {
+		t.Fatalf("the admin's AlterClientQuotas: error %d", code)
+	}
+	waitLog(t, env, 2*time.Second, "authenticated (pass-through)", "principal=User:admin", "mechanism=OAUTHBEARER")
+}
+
+// After an error challenge Kafka's server evaluates any message but %x01
+// as a new token. An attacker who sends a token for admin, then their own
+// valid token, is logged in — as themselves: the identity bound is the
+// one the broker accepted.
+func attackOAuthSecondToken(t *testing.T) {
+	env, _ := startStandIn(t)
+	rc := dialSASLConn(t, env.Bootstrap)
+	rc.handshake(t, 1, "OAUTHBEARER")
+	if ar := rc.authenticate(t, 1, oauthInitial(jwt(`{"sub":"admin"}`))); ar.ErrorCode != 0 || len(ar.SASLAuthBytes) == 0 {
+		t.Fatalf("forged token: error %d, %q; want the error challenge", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	if ar := rc.authenticate(t, 1, oauthInitial(aliceToken)); ar.ErrorCode != 0 || len(ar.SASLAuthBytes) != 0 {
+		t.Fatalf("alice's valid token after the challenge: error %d, %q", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	resp, err := rc.roundTrip(alterVictimQuota())
+	if err != nil {
+		t.Fatalf("AlterClientQuotas as alice: %v", err)
+	}
+	if code := resp.(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode; code != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("alice (not an admin) altering quotas: error %d, want CLUSTER_AUTHORIZATION_FAILED", code)
+	}
+	noQuotaGranted(t, env)
+	waitLog(t, env, 2*time.Second, "authenticated (pass-through)", "principal=User:alice", "mechanism=OAUTHBEARER")
+	if ls := logLines(env, "authenticated (pass-through)", "principal=User:admin"); len(ls) > 0 {
+		t.Fatalf("bound as admin:\n%s", strings.Join(ls, "\n"))
+	}
+}
+
+// SCRAM through the gateway: the server-first message is not a login (a
+// request after it closes the connection); the server-final one is; a bad
+// proof is the broker's failure.
+func attackScramPassthrough(t *testing.T) {
+	env, _ := startStandIn(t)
+
+	// server-first, then a request instead of the client-final message.
+	rc := dialSASLConn(t, env.Bootstrap)
+	rc.handshake(t, 1, "SCRAM-SHA-256")
+	conv := scramConversation(t, "SCRAM-SHA-256", "admin", "wrong")
+	first, _ := conv.Step("")
+	if ar := rc.authenticate(t, 1, []byte(first)); ar.ErrorCode != 0 || !strings.HasPrefix(string(ar.SASLAuthBytes), "r=") {
+		t.Fatalf("server-first: error %d, %q", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	if resp, err := rc.roundTrip(alterVictimQuota()); err == nil {
+		t.Fatalf("after only the server-first message, AlterClientQuotas was answered: %+v", resp)
+	}
+	rc.expectClosed(t, "a request after server-first")
+
+	// A wrong password: the broker fails the proof.
+	rc = dialSASLConn(t, env.Bootstrap)
+	rc.handshake(t, 1, "SCRAM-SHA-256")
+	conv = scramConversation(t, "SCRAM-SHA-256", "admin", "wrong")
+	first, _ = conv.Step("")
+	ar := rc.authenticate(t, 1, []byte(first))
+	final, _ := conv.Step(string(ar.SASLAuthBytes))
+	if ar := rc.authenticate(t, 1, []byte(final)); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("wrong password: error %d, want SASL_AUTHENTICATION_FAILED", ar.ErrorCode)
+	}
+	rc.expectClosed(t, "after a failed proof")
+	noQuotaGranted(t, env)
+	if ls := logLines(env, "authenticated (pass-through)"); len(ls) > 0 {
+		t.Fatalf("a failed SCRAM login was bound:\n%s", strings.Join(ls, "\n"))
+	}
+
+	// The right password: server-final, a login.
+	rc = dialSASLConn(t, env.Bootstrap)
+	rc.handshake(t, 1, "SCRAM-SHA-256")
+	conv = scramConversation(t, "SCRAM-SHA-256", "alice", "alice-secret")
+	first, _ = conv.Step("")
+	ar = rc.authenticate(t, 1, []byte(first))
+	final, _ = conv.Step(string(ar.SASLAuthBytes))
+	if ar := rc.authenticate(t, 1, []byte(final)); ar.ErrorCode != 0 || !strings.HasPrefix(string(ar.SASLAuthBytes), "v=") {
+		t.Fatalf("right password: error %d, %q; want the server-final message", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	if _, err := rc.roundTrip(kmsg.NewPtrDescribeClientQuotasRequest()); err != nil {
+		t.Fatalf("DescribeClientQuotas after a completed SCRAM login: %v", err)
+	}
+	waitLog(t, env, 2*time.Second, "authenticated (pass-through)", "principal=User:alice", "mechanism=SCRAM-SHA-256")
+}
+
+// A login whose principal Tollgate cannot read is answered
+// SASL_AUTHENTICATION_FAILED by Tollgate — never forwarded to the broker,
+// never bound as ANONYMOUS (which is a quota admin in some configurations).
+func attackUnreadableIdentity(t *testing.T) {
+	env, br := startStandIn(t, func(c *app.Config) {
+		c.Authorization.QuotaAdmins = []string{"admin", "ANONYMOUS"}
+	})
+	for _, tt := range []struct {
+		name, mech string
+		msg        []byte
+	}{
+		{"SCRAM delegation token (tokenauth)", "SCRAM-SHA-256", []byte("n,,n=tokenid,r=abcdef,tokenauth=true")},
+		{"SCRAM reserved m= extension", "SCRAM-SHA-256", []byte("n,,m=ext,n=alice,r=abcdef")},
+		{"OAUTHBEARER token without the sub claim", "OAUTHBEARER", oauthInitial(jwt(`{"iss":"idp"}`))},
+		{"OAUTHBEARER token that is not a JWT", "OAUTHBEARER", oauthInitial("opaque-token")},
+		{"PLAIN authorization id of another user", "PLAIN", []byte("admin\x00alice\x00alice-secret")},
+	} {
+		rc := dialSASLConn(t, env.Bootstrap)
+		rc.handshake(t, 1, tt.mech)
+		if ar := rc.authenticate(t, 1, tt.msg); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Fatalf("%s: error %d, want SASL_AUTHENTICATION_FAILED", tt.name, ar.ErrorCode)
+		}
+		rc.expectClosed(t, tt.name)
+	}
+	noQuotaGranted(t, env)
+	if ls := logLines(env, "authenticated (pass-through)"); len(ls) > 0 {
+		t.Fatalf("an unreadable login was bound:\n%s", strings.Join(ls, "\n"))
+	}
+	if got := br.Logins(); len(got) > 1 { // svc, Tollgate's own metadata client
+		t.Fatalf("refused logins reached the broker: %v", got)
+	}
+
+	// The claim is a setting (Kafka's sasl.oauthbearer.sub.claim.name).
+	env2, _ := startStandIn(t, func(c *app.Config) { c.Listeners[0].SASL.OAuthBearerSubClaimName = "iss" })
+	rc := dialSASLConn(t, env2.Bootstrap)
+	rc.handshake(t, 1, "OAUTHBEARER")
+	if ar := rc.authenticate(t, 1, oauthInitial(aliceToken)); ar.ErrorCode != 0 {
+		t.Fatalf("alice's token with claim iss: error %d", ar.ErrorCode)
+	}
+	waitLog(t, env2, 2*time.Second, "authenticated (pass-through)", "principal=User:idp")
+}
