@@ -3,23 +3,15 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -587,110 +579,4 @@ func scramConversation(t *testing.T, mech, user, pass string) *xdgscram.ClientCo
 		t.Fatal(err)
 	}
 	return c.NewConversation()
-}
-
-// Test certificates.
-
-type testPKI struct {
-	dir    string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	caFile string
-	pool   *x509.CertPool
-}
-
-var pkiSerial = time.Now().UnixNano()
-
-func newTestPKI(t *testing.T, name string) *testPKI {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkiSerial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(pkiSerial),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"Tollgate Test"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &testPKI{dir: t.TempDir(), cert: cert, key: key, pool: x509.NewCertPool()}
-	p.pool.AddCert(cert)
-	p.caFile = filepath.Join(p.dir, "ca.pem")
-	writePEM(t, p.caFile, "CERTIFICATE", der)
-	return p
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// issuedCert is a certificate the test CA signed, as files and in memory.
-type issuedCert struct {
-	certFile, keyFile string
-	tls               tls.Certificate
-	x509              *x509.Certificate
-}
-
-// issue signs a server certificate (SAN 127.0.0.1 and localhost) or a
-// client certificate for subject.
-func (p *testPKI) issue(t *testing.T, subject pkix.Name, server bool) issuedCert {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkiSerial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(pkiSerial),
-		Subject:      subject,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{"localhost"}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkiSerial++
-	base := filepath.Join(p.dir, strconv.FormatInt(pkiSerial, 10))
-	ic := issuedCert{certFile: base + "-cert.pem", keyFile: base + "-key.pem"}
-	writePEM(t, ic.certFile, "CERTIFICATE", der)
-	writePEM(t, ic.keyFile, "PRIVATE KEY", kder)
-	if ic.tls, err = tls.LoadX509KeyPair(ic.certFile, ic.keyFile); err != nil {
-		t.Fatal(err)
-	}
-	if ic.x509, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	return ic
-}
-
-// clientTLS trusts p's CA and presents certs.
-func (p *testPKI) clientTLS(certs ...tls.Certificate) *tls.Config {
-	return &tls.Config{RootCAs: p.pool, Certificates: certs, MinVersion: tls.VersionTLS12}
 }
