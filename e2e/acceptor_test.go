@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/proc"
 )
 
 // startWithAcceptor runs Tollgate with its acceptor helper process (this
@@ -41,31 +40,23 @@ func startWithAcceptor(t *testing.T, rate float64, edit ...func(*app.Config)) (*
 	return env, helpers[0]
 }
 
-// helperPIDs lists this process's children started as acceptor helpers.
+// helperPIDs lists this process's live children started as acceptor
+// helpers.
 func helperPIDs(t *testing.T) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
+	kids, err := proc.Children(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, k := range kids {
+		if k.State == 'Z' {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		envb, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if bytes.Contains(envb, []byte("TOLLGATE_ACCEPTOR_HELPER=1")) {
-			out = append(out, pid)
+		// A child that exits meanwhile has no environment left: not a helper.
+		env, _ := proc.Environ(k.PID)
+		if slices.Contains(env, proxy.AcceptorHelperEnv+"=1") {
+			out = append(out, k.PID)
 		}
 	}
 	return out
@@ -73,11 +64,11 @@ func helperPIDs(t *testing.T) []int {
 
 func openFDs(t *testing.T, pid int) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	n, err := proc.OpenFDs(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	return n
 }
 
 // With the acceptor helper, admission is unchanged: 1/s with N=11 serves
