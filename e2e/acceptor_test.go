@@ -78,11 +78,7 @@ func openFDs(t *testing.T, pid int) int {
 func TestAcceptorProcessParksInHelper(t *testing.T) {
 	env, helper := startWithAcceptor(t, 1)
 	gwFDs := openFDs(t, os.Getpid())
-	var f kmsg.RequestFormatter
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "probe", "1"
-	wire := f.AppendRequest(nil, req, 1)
+	wire := probeRequest()
 	start := time.Now()
 	var conns []net.Conn
 	defer func() {

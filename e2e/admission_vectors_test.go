@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
 	"net"
 	"testing"
 	"testing/synctest"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -43,21 +40,11 @@ func tryConnect(t *testing.T, env *testkit.Env, addr string) *attempt {
 	}
 	t.Cleanup(func() { c.Close() })
 	a := &attempt{c: c, done: make(chan struct{})}
-	var f kmsg.RequestFormatter
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "probe", "1"
 	start := time.Now()
 	go func() {
 		defer close(a.done)
-		if _, err := c.Write(f.AppendRequest(nil, req, 1)); err != nil {
-			a.took = time.Since(start)
-			return
-		}
-		var sz [4]byte
-		if _, err := io.ReadFull(c, sz[:]); err == nil {
-			body := make([]byte, binary.BigEndian.Uint32(sz[:]))
-			_, err = io.ReadFull(c, body)
+		if _, err := c.Write(probeRequest()); err == nil {
+			_, err = readFrame(c)
 			a.ok = err == nil
 		}
 		a.took = time.Since(start)

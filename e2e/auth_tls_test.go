@@ -138,7 +138,7 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 			t.Errorf("producer buckets by user: %v, want alice's", users)
 		}
 		// Plaintext to a TLS port is refused too.
-		rc := dialSASLConn(t, saslSSLBoot)
+		rc := dialRaw(t, saslSSLBoot)
 		if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
 			t.Error("the SASL_SSL listener answered a plaintext request")
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -319,14 +318,5 @@ func TestKafkaGo(t *testing.T) {
 		}
 	}
 
-	dialed := dialer.Addrs()
-	sort.Strings(dialed)
-	if len(dialed) < 4 {
-		t.Errorf("kafka-go dialed %v; expected the bootstrap and 3 broker ports", dialed)
-	}
-	for _, a := range dialed {
-		if !gw[a] {
-			t.Errorf("kafka-go dialed %s, which is not a gateway address (gateway: %v)", a, keys(gw))
-		}
-	}
+	checkDialsGatewayOnly(t, "kafka-go", env, dialer.Addrs())
 }

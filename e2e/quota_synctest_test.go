@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
@@ -107,8 +108,6 @@ func quotaOf(user, client *string, prod, cons float64) app.QuotaEntry {
 	return e
 }
 
-func sp(s string) *string { return &s }
-
 // underEachAlgorithm runs f in a synctest bubble with a gateway whose user
 // ANONYMOUS has producer_byte_rate vq, once per byte-rate algorithm.
 func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg string)) {
@@ -117,7 +116,7 @@ func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg
 			synctest.Test(t, func(t *testing.T) {
 				env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 					c.Quota.ByteRateAlgorithm = alg
-					c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+					c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
 				})
 				f(t, env, alg)
 			})
@@ -205,7 +204,7 @@ func TestSynctestProducerSteadyAfterStartUp(t *testing.T) {
 func TestSynctestConsumerHeldToQuota(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("consumer"), 0, vq)}
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("consumer"), 0, vq)}
 		})
 		// Fill the topic with more than the consumer may read in the run,
 		// from a client-id no quota applies to.
@@ -234,7 +233,7 @@ func TestSynctestConsumerHeldToQuota(t *testing.T) {
 func TestSynctestClientIDsShareUserQuota(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+			c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
 		})
 		a, b := &counted{}, &counted{}
 		ca := bubbleClient(t, env, kgo.ClientID("a"), kgo.WithHooks(a))
@@ -256,8 +255,8 @@ func TestSynctestUserClientBeatsUser(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{
-				quotaOf(sp("ANONYMOUS"), nil, vq, 0),
-				quotaOf(sp("ANONYMOUS"), sp("vip"), 2*vq, 0),
+				quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0),
+				quotaOf(kmsg.StringPtr("ANONYMOUS"), kmsg.StringPtr("vip"), 2*vq, 0),
 			}
 		})
 		vip, other := &counted{}, &counted{}
@@ -277,7 +276,7 @@ func TestSynctestUserClientBeatsUser(t *testing.T) {
 func TestSynctestThrottleIgnoringClientHeldByMute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("kafka-go"), vq, 0)}
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("kafka-go"), vq, 0)}
 		})
 		var written atomic.Int64
 		tr := &kafka.Transport{
@@ -339,7 +338,7 @@ func quotaChangedLive(t *testing.T, alg string) {
 	write(vq)
 	env := testkit.StartInBubble(t, app.Options{ConfigPath: path}, func(c *app.Config) {
 		c.Quota.ByteRateAlgorithm = alg
-		c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+		c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
 	})
 	n := &counted{}
 	cl := bubbleClient(t, env, kgo.WithHooks(n), kgo.DefaultProduceTopic("live"))
@@ -392,7 +391,7 @@ func quotaChangedLive(t *testing.T, alg string) {
 func TestSynctestShutdownDoesNotWaitForMute(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("kafka-go"), 64<<10, 0)}
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("kafka-go"), 64<<10, 0)}
 		})
 		tr := &kafka.Transport{ClientID: "kafka-go", Dial: env.Net.DialContext}
 		w := &kafka.Writer{Addr: kafka.TCP(env.Bootstrap), Topic: "mute", Transport: tr,

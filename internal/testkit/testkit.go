@@ -93,6 +93,9 @@ func (l *LogBuffer) WaitFor(s string, timeout time.Duration) bool {
 
 // Dialer records every address a client dials.
 type Dialer struct {
+	// Net is the in-memory network to dial on (env.Net in a synctest
+	// bubble); nil dials real sockets.
+	Net   *Network
 	mu    sync.Mutex
 	addrs map[string]int
 	d     net.Dialer
@@ -106,6 +109,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	d.addrs[addr]++
 	d.mu.Unlock()
+	if d.Net != nil {
+		return d.Net.DialContext(ctx, network, addr)
+	}
 	return d.d.DialContext(ctx, network, addr)
 }
 
