@@ -76,6 +76,8 @@ func openFDs(t *testing.T, pid int) int {
 // delay (within twice the 1 s cap) — and the parked sockets are held by
 // the helper, not by the gateway.
 func TestAcceptorProcessParksInHelper(t *testing.T) {
+	// Not parallel: counts this process's children and open descriptors, which
+	// parallel tests would change.
 	env, helper := startWithAcceptor(t, 1)
 	gwFDs := openFDs(t, os.Getpid())
 	wire := probeRequest()
@@ -135,6 +137,8 @@ func TestAcceptorProcessParksInHelper(t *testing.T) {
 // A helper that dies leaves the gateway accepting by itself, and what the
 // helper held is closed by its death.
 func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
+	// Not parallel: finds its acceptor helper among this process's children;
+	// another test's helper would be counted.
 	env, helper := startWithAcceptor(t, 1000)
 	c, err := net.Dial("tcp", env.Bootstrap)
 	if err != nil {
@@ -198,6 +202,8 @@ func oneServedOneWaiting(t *testing.T, env *testkit.Env) (first, second net.Conn
 // max.connections through the helper: the connection over the limit waits
 // (Kafka's blocking acceptor) and is served when one closes.
 func TestAcceptorProcessWaitsForSlot(t *testing.T) {
+	// Not parallel: finds its acceptor helper among this process's children;
+	// another test's helper would be counted.
 	env, _ := startWithAcceptor(t, 1000, func(c *app.Config) {
 		c.BrokerConfigs = map[string]string{"max.connections": "1"}
 	})
@@ -213,6 +219,8 @@ func TestAcceptorProcessWaitsForSlot(t *testing.T) {
 
 // Stopping the gateway stops the helper and frees the port.
 func TestAcceptorProcessStopsWithGateway(t *testing.T) {
+	// Not parallel: counts this process's acceptor helper children, which
+	// another test's helper would change.
 	exe, _ := os.Executable()
 	rate := 100.0
 	env := testkit.Start(t, app.Options{AcceptorExe: exe}, func(c *app.Config) {
@@ -244,6 +252,8 @@ func TestAcceptorProcessStopsWithGateway(t *testing.T) {
 // connection is served without any other closing — with the gateway
 // accepting itself and with the acceptor helper.
 func TestRaisingMaxConnectionsWakesWaitingAcceptor(t *testing.T) {
+	// Not parallel: starts an acceptor helper, which the other acceptor tests
+	// count among this process's children.
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

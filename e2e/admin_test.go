@@ -70,6 +70,7 @@ func (a *adminAddrs) check(t *testing.T, what string, id int32, host string, por
 // both via kgo and on a raw connection: each must name the gateway's port
 // for the right node, never an upstream address.
 func TestAdmin(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}

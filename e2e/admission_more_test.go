@@ -17,6 +17,7 @@ import (
 // listener.name.<l>.max.connection.creation.rate holds back that
 // listener's acceptor only; another listener keeps accepting at once.
 func TestSynctestListenerCreationRate(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "OTHER", Bootstrap: "127.0.0.1:0"})
@@ -30,6 +31,8 @@ func TestSynctestListenerCreationRate(t *testing.T) {
 // Lowering max.connections live closes the least recently used
 // connections.
 func TestMaxConnectionsShedsLRU(t *testing.T) {
+	// Not parallel: orders connections by 20 ms sleeps and gives the shed 200
+	// ms.
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	var conns []net.Conn

@@ -19,6 +19,7 @@ import (
 // max.connections.per.ip: the connection over the limit is closed at once;
 // when one closes, the next is admitted again.
 func TestPerIPConnectionCount(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.BrokerConfigs = map[string]string{"max.connections.per.ip": "2"}
 	})
@@ -87,6 +88,7 @@ func proxyDialer(src string, version byte) func(ctx context.Context, network, ad
 // is what the logs show and what per-IP limits count. A malformed header
 // closes only that connection.
 func TestProxyProtocol(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Listeners[0].ProxyProtocol = true
 		c.BrokerConfigs = map[string]string{"max.connections.per.ip": "1000", "max.connections.per.ip.overrides": "10.9.9.9:1"}
@@ -152,6 +154,7 @@ func TestProxyProtocol(t *testing.T) {
 // creation rate holds back the other listener; and a per-IP creation-rate
 // violation is accepted, never served, and closed after its delay.
 func TestSynctestConnectionRates(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "OPS", Bootstrap: "127.0.0.1:0", Exempt: true})
@@ -185,6 +188,7 @@ func checkCreationRate2(t *testing.T, env *testkit.Env, rate, limited string, ov
 }
 
 func TestSynctestPerIPRateParks(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		rate := 1.0
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {

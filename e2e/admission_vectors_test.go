@@ -81,6 +81,7 @@ func (a *attempt) closedAfter(t *testing.T) time.Duration {
 // sample starts while the window is still 1 s and one is parked for 400 ms.
 // Tollgate closes a parked socket within [delay, 2·delay).
 func TestSynctestTV8ConnectionRatePerIP(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		rate := 5.0
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
@@ -132,6 +133,7 @@ func TestSynctestTV8ConnectionRatePerIP(t *testing.T) {
 // AlterClientQuotas (kadm) between phases. Exactly the quota gets in per
 // phase, parked attempts are un-recorded, and a change applies at once.
 func TestSynctestTV7IPRateQuotaUpdate(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quota.WindowNum = 2
@@ -210,6 +212,7 @@ func TestSynctestTV7IPRateQuotaUpdate(t *testing.T) {
 // address, the next two rejected at once; another address is unaffected;
 // two closes make room for two more, and no more.
 func TestSynctestTV16MaxConnectionsPerIP(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Listeners = []proxy.ListenerConfig{
@@ -256,6 +259,7 @@ func TestSynctestTV16MaxConnectionsPerIP(t *testing.T) {
 // address beats a range that contains it, the most specific range beats a
 // wider one, and an address in no range gets the default.
 func TestSynctestCIDRPrecedence(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		q := func(ip string, rate float64) app.QuotaEntry {
 			if ip == "" {

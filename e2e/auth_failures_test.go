@@ -21,6 +21,7 @@ import (
 // the failures are counted in tollgate_authentication_failures_total and
 // audited with the source address and no user name.
 func TestAuthFailures(t *testing.T) {
+	// Not parallel: bounds the good client's produce to 2 s of wall time.
 	dataDir := t.TempDir()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil, func(c *app.Config) { c.DataDir = dataDir })
 	ctx := ctxT(t, 60*time.Second)

@@ -20,6 +20,7 @@ import (
 // Handshake not supported by broker". The embedded cluster (kfake)
 // advertises 1-1, which the gateway forwards unchanged.
 func TestSASLApiVersionsAdvertisesHandshakeRange(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	for _, v := range []int16{0, 3} {
 		rc := dialRaw(t, env.Bootstrap)
@@ -52,6 +53,7 @@ func TestSASLApiVersionsAdvertisesHandshakeRange(t *testing.T) {
 // addresses and the topic, -P produces and -C reads every record back, and
 // the gateway logs each login as User:alice with the mechanism.
 func TestSASLKcat(t *testing.T) {
+	t.Parallel()
 	kcatPath(t)
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	ctx := ctxT(t, 60*time.Second)

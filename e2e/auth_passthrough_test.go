@@ -42,6 +42,7 @@ func startPassthrough(t *testing.T, edit ...func(*app.Config)) *testkit.Env {
 // binds the user it read from the client's first message once upstream
 // accepted it: the log says so and every quota bucket is alice's.
 func TestSASLPassthroughClients(t *testing.T) {
+	t.Parallel()
 	env := startPassthrough(t)
 	ctx := ctxT(t, 60*time.Second)
 	runAuthMatrix(t, ctx, env.Bootstrap, "alice", "alice-secret")
@@ -107,6 +108,7 @@ func TestSASLPassthroughClients(t *testing.T) {
 // gateway with its own credentials (alice is not even a cluster user), and
 // every upstream connection of theirs logs in as the service identity.
 func TestSASLTerminateToSASLUpstream(t *testing.T) {
+	t.Parallel()
 	creds, _ := writeCredentials(t, map[string]string{"carol": "carol-secret"})
 	env := testkit.Start(t, app.Options{DevClusterOpts: []kfake.Opt{
 		kfake.EnableSASL(),
@@ -139,6 +141,7 @@ func TestSASLTerminateToSASLUpstream(t *testing.T) {
 // sees anything: a mechanism it does not enable (33, listing its own), a
 // request before authentication, and SaslHandshake v0.
 func TestSASLPassthroughRefusals(t *testing.T) {
+	t.Parallel()
 	enabled := []string{"SCRAM-SHA-512", "SCRAM-SHA-256"}
 	env := startPassthrough(t, func(c *app.Config) { c.Listeners[0].SASL.Mechanisms = enabled })
 

@@ -13,6 +13,7 @@ import (
 )
 
 func TestSASLTerminateSmoke(t *testing.T) {
+	t.Parallel()
 	creds, keys := writeCredentials(t, map[string]string{"alice": "alice-secret"}, "team-a")
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"

@@ -26,6 +26,7 @@ const tlsMappingRules = "RULE:^CN=([a-zA-Z0-9.]*?),OU=(.*)$/$1/L,DEFAULT"
 // requires a client certificate (mTLS) and maps its subject to the
 // principal, and a SASL_SSL listener terminating SCRAM over TLS.
 func TestTLSMutualAndSASLSSL(t *testing.T) {
+	t.Parallel()
 	ca := testpki.NewCA(t, "Tollgate Test CA")
 	server := ca.Server(t, "tollgate")
 	alice := ca.Client(t, pkix.Name{CommonName: "Alice.Client", OrganizationalUnit: []string{"Engineering"}, Organization: []string{"Tollgate"}})

@@ -18,6 +18,7 @@ import (
 // Each kind of bad input closes only its own connection, with a log line
 // that says why, while a well-behaved client keeps producing.
 func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	good := newClient(t, env, nil, kgo.DefaultProduceTopic("steady"), kgo.AllowAutoTopicCreation())

@@ -16,6 +16,7 @@ import (
 // like a broker's dynamic configs; keys it does not own still reach the
 // upstream cluster, and the answers are merged.
 func TestBrokerConfigsLive(t *testing.T) {
+	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")

@@ -13,6 +13,7 @@ import (
 // §4.5), codes and messages word for word, over the Kafka protocol through
 // the gateway. (internal/control has the full table at the handler.)
 func TestQuotaAPIErrorsThroughGateway(t *testing.T) {
+	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.Dialer(fromIP("127.0.0.2")))

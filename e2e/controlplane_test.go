@@ -24,6 +24,7 @@ import (
 // itself (the upstream cluster never sees them), through kadm, sarama and
 // kafka-go as independent implementations.
 func TestQuotaAPIRoundTrip(t *testing.T) {
+	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
@@ -119,6 +120,7 @@ func TestQuotaAPIRoundTrip(t *testing.T) {
 // for the whole response; denied alter: 31 on every entry. validate_only
 // is an alter.
 func TestQuotaAPIAuthorization(t *testing.T) {
+	t.Parallel()
 	for _, allowAnon := range []bool{false, true} {
 		env := startControl(t, func(c *app.Config) { c.Authorization.AllowAnonymousDescribe = allowAnon })
 		ctx := ctxT(t, 30*time.Second)
@@ -172,6 +174,7 @@ func TestQuotaAPIAuthorization(t *testing.T) {
 // Every alteration is audited with old and new values; the change reaches
 // a running producer's throttle within a second.
 func TestQuotaAPIAuditAndLiveEffect(t *testing.T) {
+	// Not parallel: expects the throttle within 1 s of wall time.
 	var dataDir string
 	env := startControl(t, func(c *app.Config) { dataDir = c.DataDir })
 	ctx := ctxT(t, 30*time.Second)

@@ -49,6 +49,7 @@ var kafkaGoKeyPartition = kafka.BalancerFunc(func(m kafka.Message, partitions ..
 // partition and commits, ListGroups and OffsetFetch see the group, and every
 // connection any of them opened went to a gateway address.
 func TestKafkaGo(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}

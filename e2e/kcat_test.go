@@ -112,6 +112,7 @@ func kcatListing(t *testing.T, env *testkit.Env, out, topic string, partitions i
 // (lz4-compressed, acks=all) read back in order per key, both with a
 // simple consumer from the beginning and with a balanced consumer group.
 func TestKcat(t *testing.T) {
+	t.Parallel()
 	kcatPath(t)
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)

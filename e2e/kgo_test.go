@@ -16,6 +16,7 @@ import (
 // brokers: every record arrives, in order per partition, and the client
 // only ever dials gateway addresses.
 func TestFranzGoProduceConsumeGroup(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}

@@ -20,6 +20,7 @@ import (
 // forwarded request: connections that never send one cost the cluster
 // nothing.
 func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	const metric = `tollgate_upstream_connections_opened_total{listener="PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
@@ -52,6 +53,7 @@ func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
 // connection at all, and they get the same answer a forwarded request
 // gets.
 func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
@@ -109,6 +111,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 // is answered from the cache; one naming another cluster is the broker's
 // to judge, and the broker says REBOOTSTRAP_REQUIRED.
 func TestPreLoginApiVersionsV5(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }

@@ -18,6 +18,7 @@ import (
 // request fails with THROTTLING_QUOTA_EXCEEDED (89) and a throttle, and
 // only the accepted topics reach the cluster.
 func TestControllerMutationQuotaStrict(t *testing.T) {
+	// Not parallel: checks throttle times of a real-time token bucket.
 	user := "ANONYMOUS"
 	rate := 1.0 // partitions per second; the bucket holds 11
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {

@@ -125,6 +125,7 @@ func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg
 }
 
 func TestSynctestProducerHeldToQuota(t *testing.T) {
+	t.Parallel()
 	underEachAlgorithm(t, func(t *testing.T, env *testkit.Env, _ string) {
 		n := &counted{}
 		cl := bubbleClient(t, env, kgo.WithHooks(n))
@@ -164,6 +165,7 @@ func (p *perSecond) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E
 // rate gets the average right only over whole ~11 s burst cycles, so a
 // 30 s window holds two or three bursts.
 func TestSynctestProducerSteadyAfterStartUp(t *testing.T) {
+	t.Parallel()
 	const warm, measure = 12 * time.Second, 30 * time.Second
 	underEachAlgorithm(t, func(t *testing.T, env *testkit.Env, alg string) {
 		p := &perSecond{start: time.Now()}
@@ -202,6 +204,7 @@ func TestSynctestProducerSteadyAfterStartUp(t *testing.T) {
 }
 
 func TestSynctestConsumerHeldToQuota(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("consumer"), 0, vq)}
@@ -231,6 +234,7 @@ func TestSynctestConsumerHeldToQuota(t *testing.T) {
 
 // Level 3: one user quota is shared by all of that user's client-ids.
 func TestSynctestClientIDsShareUserQuota(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
@@ -252,6 +256,7 @@ func TestSynctestClientIDsShareUserQuota(t *testing.T) {
 
 // Level 1 beats level 3: (user, client-id) gets its own bucket and value.
 func TestSynctestUserClientBeatsUser(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{
@@ -274,6 +279,7 @@ func TestSynctestUserClientBeatsUser(t *testing.T) {
 
 // kafka-go ignores throttle_time_ms; the gateway's mute holds it anyway.
 func TestSynctestThrottleIgnoringClientHeldByMute(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("kafka-go"), vq, 0)}
@@ -320,6 +326,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // A quota changed in the config file takes effect on the next request,
 // under either byte-rate algorithm.
 func TestSynctestQuotaChangedLive(t *testing.T) {
+	t.Parallel()
 	for _, alg := range []string{"token_bucket", "sampled"} {
 		t.Run(alg, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { quotaChangedLive(t, alg) }) })
 	}
@@ -389,6 +396,7 @@ func quotaChangedLive(t *testing.T, alg string) {
 // stops without hitting its timeout. kafka-go ignores throttle_time_ms, so
 // it always has a request waiting on the gateway.
 func TestSynctestShutdownDoesNotWaitForMute(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("kafka-go"), 64<<10, 0)}

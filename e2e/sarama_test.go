@@ -65,6 +65,7 @@ func saramaConfig(v sarama.KafkaVersion, d *testkit.Dialer) *sarama.Config {
 // consumer group in order per partition, and administers topics, all
 // through the gateway and only ever dialing gateway addresses.
 func TestSarama(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		v    sarama.KafkaVersion

@@ -21,6 +21,7 @@ import (
 // only when everything is idle, so a 30 s sleep costs no real time.
 // Throttling tests build on this.
 func TestSynctestSmoke(t *testing.T) {
+	// Not parallel: bounds the real time the bubble takes.
 	realStart := time.Now()
 	var virtual time.Duration
 	synctest.Test(t, func(t *testing.T) {
@@ -125,6 +126,7 @@ func (p produceThrottle) Response(_ *principal.ConnInfo, r *proxy.Request, _ int
 // the first waits out the previous response's 2 s throttle, exactly, in no
 // real time.
 func TestSynctestThrottleVirtualTime(t *testing.T) {
+	// Not parallel: bounds the real time the bubble takes.
 	realStart := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{

@@ -28,6 +28,7 @@ import (
 //     transactions; the output and the group's committed offsets are
 //     exactly right.
 func TestTransactions(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}

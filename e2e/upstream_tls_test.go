@@ -19,6 +19,7 @@ import (
 // for brokers that require mTLS), independently of the client side, which
 // here stays PLAINTEXT.
 func TestUpstreamTLS(t *testing.T) {
+	t.Parallel()
 	pki := testpki.NewCA(t, "upstream-ca")
 	server := pki.Server(t, "broker")
 	client := pki.Client(t, pkix.Name{CommonName: "tollgate"})
