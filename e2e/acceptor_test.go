@@ -3,13 +3,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/proc"
 )
 
 // startWithAcceptor runs Tollgate with its acceptor helper process (this
@@ -41,31 +40,23 @@ func startWithAcceptor(t *testing.T, rate float64, edit ...func(*app.Config)) (*
 	return env, helpers[0]
 }
 
-// helperPIDs lists this process's children started as acceptor helpers.
+// helperPIDs lists this process's live children started as acceptor
+// helpers.
 func helperPIDs(t *testing.T) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
+	kids, err := proc.Children(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, k := range kids {
+		if k.State == 'Z' {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(os.Getpid()) {
-			continue
-		}
-		envb, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if bytes.Contains(envb, []byte("TOLLGATE_ACCEPTOR_HELPER=1")) {
-			out = append(out, pid)
+		// A child that exits meanwhile has no environment left: not a helper.
+		env, _ := proc.Environ(k.PID)
+		if slices.Contains(env, proxy.AcceptorHelperEnv+"=1") {
+			out = append(out, k.PID)
 		}
 	}
 	return out
@@ -73,11 +64,11 @@ func helperPIDs(t *testing.T) []int {
 
 func openFDs(t *testing.T, pid int) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	n, err := proc.OpenFDs(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(ents)
+	return n
 }
 
 // With the acceptor helper, admission is unchanged: 1/s with N=11 serves
@@ -85,13 +76,11 @@ func openFDs(t *testing.T, pid int) int {
 // delay (within twice the 1 s cap) — and the parked sockets are held by
 // the helper, not by the gateway.
 func TestAcceptorProcessParksInHelper(t *testing.T) {
+	// Not parallel: counts this process's children and open descriptors, which
+	// parallel tests would change.
 	env, helper := startWithAcceptor(t, 1)
 	gwFDs := openFDs(t, os.Getpid())
-	var f kmsg.RequestFormatter
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "probe", "1"
-	wire := f.AppendRequest(nil, req, 1)
+	wire := probeRequest()
 	start := time.Now()
 	var conns []net.Conn
 	defer func() {
@@ -148,6 +137,8 @@ func TestAcceptorProcessParksInHelper(t *testing.T) {
 // A helper that dies leaves the gateway accepting by itself, and what the
 // helper held is closed by its death.
 func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
+	// Not parallel: finds its acceptor helper among this process's children;
+	// another test's helper would be counted.
 	env, helper := startWithAcceptor(t, 1000)
 	c, err := net.Dial("tcp", env.Bootstrap)
 	if err != nil {
@@ -211,6 +202,8 @@ func oneServedOneWaiting(t *testing.T, env *testkit.Env) (first, second net.Conn
 // max.connections through the helper: the connection over the limit waits
 // (Kafka's blocking acceptor) and is served when one closes.
 func TestAcceptorProcessWaitsForSlot(t *testing.T) {
+	// Not parallel: finds its acceptor helper among this process's children;
+	// another test's helper would be counted.
 	env, _ := startWithAcceptor(t, 1000, func(c *app.Config) {
 		c.BrokerConfigs = map[string]string{"max.connections": "1"}
 	})
@@ -226,6 +219,8 @@ func TestAcceptorProcessWaitsForSlot(t *testing.T) {
 
 // Stopping the gateway stops the helper and frees the port.
 func TestAcceptorProcessStopsWithGateway(t *testing.T) {
+	// Not parallel: counts this process's acceptor helper children, which
+	// another test's helper would change.
 	exe, _ := os.Executable()
 	rate := 100.0
 	env := testkit.Start(t, app.Options{AcceptorExe: exe}, func(c *app.Config) {
@@ -257,6 +252,8 @@ func TestAcceptorProcessStopsWithGateway(t *testing.T) {
 // connection is served without any other closing — with the gateway
 // accepting itself and with the acceptor helper.
 func TestRaisingMaxConnectionsWakesWaitingAcceptor(t *testing.T) {
+	// Not parallel: starts an acceptor helper, which the other acceptor tests
+	// count among this process's children.
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

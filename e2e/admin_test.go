@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"net"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -73,6 +70,7 @@ func (a *adminAddrs) check(t *testing.T, what string, id int32, host string, por
 // both via kgo and on a raw connection: each must name the gateway's port
 // for the right node, never an upstream address.
 func TestAdmin(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}
@@ -83,7 +81,7 @@ func TestAdmin(t *testing.T) {
 	const ta, tb, group = "adm-a", "adm-b", "adm-g"
 
 	// CreateTopics, with a config, and again (TOPIC_ALREADY_EXISTS).
-	created, err := adm.CreateTopics(ctx, 3, 1, map[string]*string{"cleanup.policy": saramaStrPtr("compact")}, ta, tb)
+	created, err := adm.CreateTopics(ctx, 3, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, ta, tb)
 	if err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
@@ -147,7 +145,7 @@ func TestAdmin(t *testing.T) {
 	wantConfig(t, "describe "+ta, rc, ta, "cleanup.policy", "compact", kmsg.ConfigSourceDynamicTopicConfig)
 
 	// IncrementalAlterConfigs on a topic.
-	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: saramaStrPtr("7200000")}}, ta)
+	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kmsg.StringPtr("7200000")}}, ta)
 	if err != nil || len(alt) != 1 || alt[0].Err != nil || alt[0].Name != ta {
 		t.Fatalf("incremental alter %s: %v %+v", ta, err, alt)
 	}
@@ -159,7 +157,7 @@ func TestAdmin(t *testing.T) {
 	wantConfig(t, "after incremental alter "+ta, rc, ta, "cleanup.policy", "compact", kmsg.ConfigSourceDynamicTopicConfig)
 
 	// AlterConfigs (legacy, replaces the whole set) on a topic.
-	alt, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: saramaStrPtr("123456")}}, tb)
+	alt, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: kmsg.StringPtr("123456")}}, tb)
 	if err != nil || len(alt) != 1 || alt[0].Err != nil || alt[0].Name != tb {
 		t.Fatalf("alter %s: %v %+v", tb, err, alt)
 	}
@@ -324,17 +322,7 @@ func TestAdmin(t *testing.T) {
 
 	adminBrokerAddresses(t, ctx, env, cl, addrs, dialer)
 
-	gw := env.GatewayAddrs()
-	dialed := dialer.Addrs()
-	sort.Strings(dialed)
-	if len(dialed) < 4 {
-		t.Errorf("clients dialed %v; expected the bootstrap and 3 broker ports", dialed)
-	}
-	for _, a := range dialed {
-		if !gw[a] {
-			t.Errorf("client dialed %s, which is not a gateway address (gateway: %v)", a, keys(gw))
-		}
-	}
+	checkDialsGatewayOnly(t, "the clients", env, dialer.Addrs())
 }
 
 // wantConfig checks one config of one resource.
@@ -423,7 +411,7 @@ func adminBrokerAddresses(t *testing.T, ctx context.Context, env *testkit.Env, c
 		}
 	}
 
-	raw := dialRaw(t, ctx, d, env.Bootstrap)
+	raw := dialRawVia(t, ctx, d, env.Bootstrap)
 	for v := ranges[3][0]; v <= ranges[3][1]; v++ {
 		req := kmsg.NewPtrMetadataRequest()
 		req.Version = v
@@ -482,7 +470,7 @@ func adminBrokerAddresses(t *testing.T, ctx context.Context, env *testkit.Env, c
 	}
 	leader := md.Topics["adm-a"].Partitions[0].Leader
 	notLeader := (leader + 1) % 3
-	wrong := dialRaw(t, ctx, d, net.JoinHostPort(addrs.host, strconv.Itoa(int(addrs.ports[notLeader]))))
+	wrong := dialRawVia(t, ctx, d, net.JoinHostPort(addrs.host, strconv.Itoa(int(addrs.ports[notLeader]))))
 	if r := ranges[0]; r[1] < 10 {
 		t.Fatalf("gateway advertises Produce versions %v; want max >= 10", r)
 	}
@@ -538,7 +526,7 @@ func adminBrokerAddresses(t *testing.T, ctx context.Context, env *testkit.Env, c
 		rp.Records = adminRecordBatch([]byte("to the leader"))
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
-		right := dialRaw(t, ctx, d, net.JoinHostPort(addrs.host, strconv.Itoa(int(addrs.ports[leader]))))
+		right := dialRawVia(t, ctx, d, net.JoinHostPort(addrs.host, strconv.Itoa(int(addrs.ports[leader]))))
 		resp := right.do(t, req).(*kmsg.ProduceResponse)
 		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 ||
 			resp.Topics[0].Partitions[0].ErrorCode != 0 || resp.Topics[0].Partitions[0].BaseOffset != 20 {
@@ -619,75 +607,4 @@ func adminRecordBatch(value []byte) []byte {
 	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
 	binary.BigEndian.PutUint32(out[17:], crc32.Checksum(out[21:], crc32.MakeTable(crc32.Castagnoli)))
 	return out
-}
-
-// rawConn speaks the protocol directly, at exactly the version a request
-// carries: no client-side negotiation or conversion.
-type rawConn struct {
-	c    net.Conn
-	r    *bufio.Reader
-	f    *kmsg.RequestFormatter
-	corr int32
-	ctx  context.Context
-}
-
-func dialRaw(t *testing.T, ctx context.Context, d *testkit.Dialer, addr string) *rawConn {
-	t.Helper()
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &rawConn{c: c, r: bufio.NewReader(c), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("tollgate-e2e-raw")), ctx: ctx}
-}
-
-func (rc *rawConn) do(t *testing.T, req kmsg.Request) kmsg.Response {
-	t.Helper()
-	rc.corr++
-	name := fmt.Sprintf("%s v%d", kmsg.NameForKey(req.Key()), req.GetVersion())
-	deadline := time.Now().Add(5 * time.Second)
-	if d, ok := rc.ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	rc.c.SetDeadline(deadline)
-	if _, err := rc.c.Write(rc.f.AppendRequest(nil, req, rc.corr)); err != nil {
-		t.Fatalf("%s: write: %v", name, err)
-	}
-	var size [4]byte
-	if _, err := io.ReadFull(rc.r, size[:]); err != nil {
-		t.Fatalf("%s: read response size: %v", name, err)
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(rc.r, body); err != nil {
-		t.Fatalf("%s: read response: %v", name, err)
-	}
-	if len(body) < 4 || int32(binary.BigEndian.Uint32(body)) != rc.corr {
-		t.Fatalf("%s: response correlation id mismatch (want %d): % x", name, rc.corr, body[:min(len(body), 8)])
-	}
-	body = body[4:]
-	if req.IsFlexible() && req.Key() != 18 {
-		// Response header v1: skip the tagged fields.
-		n, l := binary.Uvarint(body)
-		if l <= 0 {
-			t.Fatalf("%s: bad response header tags", name)
-		}
-		body = body[l:]
-		for i := uint64(0); i < n; i++ {
-			_, l1 := binary.Uvarint(body)
-			if l1 <= 0 {
-				t.Fatalf("%s: bad response header tag", name)
-			}
-			sz, l2 := binary.Uvarint(body[l1:])
-			if l2 <= 0 || uint64(len(body)) < uint64(l1+l2)+sz {
-				t.Fatalf("%s: bad response header tag size", name)
-			}
-			body = body[uint64(l1+l2)+sz:]
-		}
-	}
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	if err := resp.ReadFrom(body); err != nil {
-		t.Fatalf("%s: decode response: %v", name, err)
-	}
-	return resp
 }

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/binary"
-	"io"
 	"net"
 	"testing"
 	"testing/synctest"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -43,21 +40,11 @@ func tryConnect(t *testing.T, env *testkit.Env, addr string) *attempt {
 	}
 	t.Cleanup(func() { c.Close() })
 	a := &attempt{c: c, done: make(chan struct{})}
-	var f kmsg.RequestFormatter
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName, req.ClientSoftwareVersion = "probe", "1"
 	start := time.Now()
 	go func() {
 		defer close(a.done)
-		if _, err := c.Write(f.AppendRequest(nil, req, 1)); err != nil {
-			a.took = time.Since(start)
-			return
-		}
-		var sz [4]byte
-		if _, err := io.ReadFull(c, sz[:]); err == nil {
-			body := make([]byte, binary.BigEndian.Uint32(sz[:]))
-			_, err = io.ReadFull(c, body)
+		if _, err := c.Write(probeRequest()); err == nil {
+			_, err = readFrame(c)
 			a.ok = err == nil
 		}
 		a.took = time.Since(start)
@@ -94,6 +81,7 @@ func (a *attempt) closedAfter(t *testing.T) time.Duration {
 // sample starts while the window is still 1 s and one is parked for 400 ms.
 // Tollgate closes a parked socket within [delay, 2·delay).
 func TestSynctestTV8ConnectionRatePerIP(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		rate := 5.0
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
@@ -145,6 +133,7 @@ func TestSynctestTV8ConnectionRatePerIP(t *testing.T) {
 // AlterClientQuotas (kadm) between phases. Exactly the quota gets in per
 // phase, parked attempts are un-recorded, and a change applies at once.
 func TestSynctestTV7IPRateQuotaUpdate(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quota.WindowNum = 2
@@ -223,6 +212,7 @@ func TestSynctestTV7IPRateQuotaUpdate(t *testing.T) {
 // address, the next two rejected at once; another address is unaffected;
 // two closes make room for two more, and no more.
 func TestSynctestTV16MaxConnectionsPerIP(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Listeners = []proxy.ListenerConfig{
@@ -269,6 +259,7 @@ func TestSynctestTV16MaxConnectionsPerIP(t *testing.T) {
 // address beats a range that contains it, the most specific range beats a
 // wider one, and an address in no range gets the default.
 func TestSynctestCIDRPrecedence(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		q := func(ip string, rate float64) app.QuotaEntry {
 			if ip == "" {

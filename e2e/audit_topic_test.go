@@ -14,6 +14,7 @@ import (
 // audit.topic: every event is also produced to a topic on the upstream
 // cluster, before the alteration's response.
 func TestAuditTopicSink(t *testing.T) {
+	t.Parallel()
 	env := startControl(t, func(c *app.Config) {
 		c.Audit.Topic = "tollgate-audit"
 		c.Audit.Required = true

@@ -2,13 +2,13 @@ package e2e
 
 import (
 	"encoding/binary"
-	"io"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,6 +21,7 @@ import (
 // the failures are counted in tollgate_authentication_failures_total and
 // audited with the source address and no user name.
 func TestAuthFailures(t *testing.T) {
+	// Not parallel: bounds the good client's produce to 2 s of wall time.
 	dataDir := t.TempDir()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil, func(c *app.Config) { c.DataDir = dataDir })
 	ctx := ctxT(t, 60*time.Second)
@@ -46,7 +47,7 @@ func TestAuthFailures(t *testing.T) {
 	// failAuth sends a SaslAuthenticate the gateway must refuse: it must
 	// answer 58 no sooner than the failed-authentication delay (100 ms),
 	// then close. The good client produces meanwhile.
-	failAuth := func(t *testing.T, rc *saslConn, req *kmsg.SASLAuthenticateRequest, what string) string {
+	failAuth := func(t *testing.T, rc *rawConn, req *kmsg.SASLAuthenticateRequest, what string) string {
 		t.Helper()
 		var wg sync.WaitGroup
 		start := time.Now()
@@ -67,7 +68,7 @@ func TestAuthFailures(t *testing.T) {
 			msg = *r.ErrorMessage
 		}
 		t.Logf("%s: error %d %q after %v", what, r.ErrorCode, msg, took.Round(time.Millisecond))
-		if r.ErrorCode != 58 {
+		if r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 			t.Fatalf("%s: error %d, want SASL_AUTHENTICATION_FAILED (58)", what, r.ErrorCode)
 		}
 		if took < 90*time.Millisecond {
@@ -80,9 +81,9 @@ func TestAuthFailures(t *testing.T) {
 		failures = append(failures, failure{rc.c.LocalAddr().String(), msg})
 		return msg
 	}
-	plainHandshake := func(t *testing.T, mech string) *saslConn {
+	plainHandshake := func(t *testing.T, mech string) *rawConn {
 		t.Helper()
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		if hs := rc.handshake(t, 1, mech); hs.ErrorCode != 0 {
 			t.Fatalf("SaslHandshake v1 %s: error %d", mech, hs.ErrorCode)
 		}
@@ -151,9 +152,9 @@ func TestAuthFailures(t *testing.T) {
 	})
 
 	t.Run("unsupported mechanism", func(t *testing.T) {
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		hs := rc.handshake(t, 1, "GSSAPI")
-		if hs.ErrorCode != 33 || !slices.Equal(hs.SupportedMechanisms, authMechanisms) {
+		if hs.ErrorCode != kerr.UnsupportedSaslMechanism.Code || !slices.Equal(hs.SupportedMechanisms, authMechanisms) {
 			t.Errorf("SaslHandshake GSSAPI: error %d, mechanisms %v; want UNSUPPORTED_SASL_MECHANISM (33) and %v", hs.ErrorCode, hs.SupportedMechanisms, authMechanisms)
 		}
 		// Kafka closes the connection after UNSUPPORTED_SASL_MECHANISM.
@@ -168,19 +169,14 @@ func TestAuthFailures(t *testing.T) {
 	})
 
 	t.Run("request before authentication", func(t *testing.T) {
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		// ApiVersions is allowed before authentication.
 		if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
 			t.Fatalf("ApiVersions before authentication: %v", err)
 		}
-		md := kmsg.NewPtrMetadataRequest()
-		md.Version = 12
-		if resp, err := rc.roundTrip(md); err == nil {
-			t.Fatalf("Metadata before authentication was answered: %+v", resp)
-		}
-		waitLog(t, env, 2*time.Second, "request before authentication", "remote="+rc.c.LocalAddr().String())
+		checkMetadataBeforeAuth(t, env, rc, "terminate")
 		// So is a SaslAuthenticate before SaslHandshake.
-		rc = dialSASLConn(t, env.Bootstrap)
+		rc = dialRaw(t, env.Bootstrap)
 		if resp, err := rc.roundTrip(saslAuthenticate(1, []byte("\x00alice\x00alice-secret"))); err == nil {
 			t.Fatalf("SaslAuthenticate before SaslHandshake was answered: %+v", resp)
 		}
@@ -191,21 +187,15 @@ func TestAuthFailures(t *testing.T) {
 	t.Run("SaslHandshake v0 with raw tokens", func(t *testing.T) {
 		// v0: the token that follows is a raw frame, no request header;
 		// PLAIN's answer is an empty raw frame.
-		raw := func(rc *saslConn, tok string) ([]byte, error) {
+		raw := func(rc *rawConn, tok string) ([]byte, error) {
 			frame := binary.BigEndian.AppendUint32(nil, uint32(len(tok)))
 			if _, err := rc.c.Write(append(frame, tok...)); err != nil {
 				return nil, err
 			}
 			rc.c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			var sz [4]byte
-			if _, err := io.ReadFull(rc.c, sz[:]); err != nil {
-				return nil, err
-			}
-			b := make([]byte, binary.BigEndian.Uint32(sz[:]))
-			_, err := io.ReadFull(rc.c, b)
-			return b, err
+			return readFrame(rc.c)
 		}
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		if r := rc.handshake(t, 0, "PLAIN"); r.ErrorCode != 0 {
 			t.Fatalf("SaslHandshake v0: error %d", r.ErrorCode)
 		}
@@ -217,7 +207,7 @@ func TestAuthFailures(t *testing.T) {
 		}
 		waitLog(t, env, 2*time.Second, "handshake=v0", "principal=User:alice")
 		// A wrong password over v0: no error frame, the connection closes.
-		bad := dialSASLConn(t, env.Bootstrap)
+		bad := dialRaw(t, env.Bootstrap)
 		bad.handshake(t, 0, "PLAIN")
 		if b, err := raw(bad, "\x00alice\x00wrong"); err == nil {
 			t.Fatalf("a wrong v0 PLAIN token was answered: %q", b)
@@ -232,10 +222,10 @@ func TestAuthFailures(t *testing.T) {
 		if r := rc.authenticate(t, 1, []byte("\x00alice\x00alice-secret")); r.ErrorCode != 0 {
 			t.Fatalf("PLAIN login: error %d", r.ErrorCode)
 		}
-		if hs := rc.handshake(t, 1, "PLAIN"); hs.ErrorCode != 34 {
+		if hs := rc.handshake(t, 1, "PLAIN"); hs.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Errorf("SaslHandshake after authentication: error %d, want ILLEGAL_SASL_STATE (34)", hs.ErrorCode)
 		}
-		if r := rc.authenticate(t, 1, []byte("\x00alice\x00alice-secret")); r.ErrorCode != 34 {
+		if r := rc.authenticate(t, 1, []byte("\x00alice\x00alice-secret")); r.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Errorf("SaslAuthenticate after authentication: error %d, want ILLEGAL_SASL_STATE (34)", r.ErrorCode)
 		}
 		// The session stays authenticated and usable.
@@ -269,7 +259,7 @@ func TestAuthFailures(t *testing.T) {
 		init, _ := ev["initiator"].(map[string]any)
 		src, _ := init["source"].(string)
 		sources = append(sources, src)
-		if ev["outcome"] != "denied" || ev["error_code"] != 58.0 || init["listener"] != "SASL_PLAINTEXT" {
+		if ev["outcome"] != "denied" || ev["error_code"] != float64(kerr.SaslAuthenticationFailed.Code) || init["listener"] != "SASL_PLAINTEXT" {
 			t.Errorf("audit event: %s", raw[i])
 		}
 		for _, name := range []string{"alice", "mallory"} {

@@ -1,27 +1,15 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/binary"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +28,7 @@ import (
 	xdgscram "github.com/xdg-go/scram"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
@@ -58,6 +47,38 @@ func startTerminate(t *testing.T, users map[string]string, keyIdentities []strin
 		c.CredentialsFile = creds
 	}}, edit...)...)
 	return env, keys
+}
+
+// writeCredentials writes a credentials file with SCRAM users and API keys
+// and returns its path and the API keys' plaintexts.
+func writeCredentials(t *testing.T, users map[string]string, keyIdentities ...string) (string, []string) {
+	t.Helper()
+	var f auth.CredentialFile
+	for name, pass := range users {
+		u, err := auth.NewCredentialFileUser(name, pass, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Users = append(f.Users, u)
+	}
+	var keys []string
+	for _, id := range keyIdentities {
+		plaintext, k, err := auth.NewAPIKey(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, plaintext)
+		f.APIKeys = append(f.APIKeys, auth.NewCredentialFileAPIKey(k))
+	}
+	data, err := f.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "credentials.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, keys
 }
 
 // authMechanisms are the SASL mechanisms Tollgate terminates.
@@ -355,36 +376,6 @@ func runAuthMatrix(t *testing.T, ctx context.Context, bootstrap, user, pass stri
 	}
 }
 
-// logLines returns the log lines containing every one of parts.
-func logLines(env *testkit.Env, parts ...string) []string {
-	var out []string
-	for _, l := range strings.Split(env.Logs.String(), "\n") {
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(l, p)
-		}
-		if ok && l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// waitLog waits (bounded) until a log line contains every one of parts.
-func waitLog(t *testing.T, env *testkit.Env, d time.Duration, parts ...string) string {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if ls := logLines(env, parts...); len(ls) > 0 {
-			return ls[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q within %v", parts, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // usageUsers returns, for quota key k, every live bucket's user tag with
 // its client-id tag.
 func usageUsers(env *testkit.Env, k quota.Key) map[string][]string {
@@ -395,49 +386,6 @@ func usageUsers(env *testkit.Env, k quota.Key) map[string][]string {
 		}
 	}
 	return out
-}
-
-// scrapeMetricOr is scrapeMetric with a value for a sample not exposed
-// yet (a labelled counter appears with its first increment).
-func scrapeMetricOr(t *testing.T, env *testkit.Env, name string, none float64) float64 {
-	t.Helper()
-	v, ok := scrapeSample(t, env, name)
-	if !ok {
-		return none
-	}
-	return v
-}
-
-// scrapeMetric reads one sample from the admin port: an unlabelled name,
-// or a name with its exact label set as exposed ({listener="..."}).
-func scrapeMetric(t *testing.T, env *testkit.Env, name string) float64 {
-	t.Helper()
-	v, ok := scrapeSample(t, env, name)
-	if !ok {
-		t.Fatalf("metric %s not exposed", name)
-	}
-	return v
-}
-
-func scrapeSample(t *testing.T, env *testkit.Env, name string) (float64, bool) {
-	t.Helper()
-	resp, err := http.Get("http://" + env.App.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("%s: %v", sc.Text(), err)
-			}
-			return f, true
-		}
-	}
-	return 0, false
 }
 
 // auditLines reads the JSON audit log, one event per line, keeping each
@@ -462,81 +410,13 @@ func auditLines(t *testing.T, path string) (raw []string, events []map[string]an
 	return raw, events
 }
 
-// saslConn speaks the protocol by hand, at exactly the versions given,
-// reporting errors (a closed connection is an expected outcome here).
-type saslConn struct {
-	c    net.Conn
-	r    *bufio.Reader
-	f    *kmsg.RequestFormatter
-	corr int32
-}
+// SASL by hand on a rawConn (helpers_test.go).
 
-func dialSASLConn(t *testing.T, addr string) *saslConn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &saslConn{c: c, r: bufio.NewReader(c), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID("tollgate-e2e-sasl-raw"))}
-}
-
-func (s *saslConn) send(req kmsg.Request) error {
-	s.corr++
-	_, err := s.c.Write(s.f.AppendRequest(nil, req, s.corr))
-	return err
-}
-
-// recv reads the response to the last request sent.
-func (s *saslConn) recv(req kmsg.Request) (kmsg.Response, error) {
-	s.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	var size [4]byte
-	if _, err := io.ReadFull(s.r, size[:]); err != nil {
-		return nil, err
-	}
-	body := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(s.r, body); err != nil {
-		return nil, err
-	}
-	if len(body) < 4 || int32(binary.BigEndian.Uint32(body)) != s.corr {
-		return nil, fmt.Errorf("correlation id mismatch, want %d: % x", s.corr, body[:min(len(body), 8)])
-	}
-	body = body[4:]
-	if req.IsFlexible() && req.Key() != 18 {
-		n, l := binary.Uvarint(body)
-		if l <= 0 {
-			return nil, errors.New("bad response header tags")
-		}
-		body = body[l:]
-		for range n {
-			_, l1 := binary.Uvarint(body)
-			sz, l2 := binary.Uvarint(body[max(l1, 0):])
-			if l1 <= 0 || l2 <= 0 || uint64(len(body)) < uint64(l1+l2)+sz {
-				return nil, errors.New("bad response header tag")
-			}
-			body = body[uint64(l1+l2)+sz:]
-		}
-	}
-	resp := req.ResponseKind()
-	resp.SetVersion(req.GetVersion())
-	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", kmsg.NameForKey(req.Key()), err)
-	}
-	return resp, nil
-}
-
-func (s *saslConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
-	if err := s.send(req); err != nil {
-		return nil, err
-	}
-	return s.recv(req)
-}
-
-func (s *saslConn) handshake(t *testing.T, version int16, mech string) *kmsg.SASLHandshakeResponse {
+func (rc *rawConn) handshake(t *testing.T, version int16, mech string) *kmsg.SASLHandshakeResponse {
 	t.Helper()
 	req := kmsg.NewPtrSASLHandshakeRequest()
 	req.Version, req.Mechanism = version, mech
-	resp, err := s.roundTrip(req)
+	resp, err := rc.roundTrip(req)
 	if err != nil {
 		t.Fatalf("SaslHandshake v%d %s: %v", version, mech, err)
 	}
@@ -549,9 +429,9 @@ func saslAuthenticate(version int16, b []byte) *kmsg.SASLAuthenticateRequest {
 	return req
 }
 
-func (s *saslConn) authenticate(t *testing.T, version int16, b []byte) *kmsg.SASLAuthenticateResponse {
+func (rc *rawConn) authenticate(t *testing.T, version int16, b []byte) *kmsg.SASLAuthenticateResponse {
 	t.Helper()
-	resp, err := s.roundTrip(saslAuthenticate(version, b))
+	resp, err := rc.roundTrip(saslAuthenticate(version, b))
 	if err != nil {
 		t.Fatalf("SaslAuthenticate v%d: %v", version, err)
 	}
@@ -560,10 +440,10 @@ func (s *saslConn) authenticate(t *testing.T, version int16, b []byte) *kmsg.SAS
 
 // expectClosed asserts that the gateway closes the connection (EOF or
 // reset, not a timeout) within 3 s, with no further response.
-func (s *saslConn) expectClosed(t *testing.T, what string) {
+func (rc *rawConn) expectClosed(t *testing.T, what string) {
 	t.Helper()
-	s.c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	n, err := s.r.Read(make([]byte, 64))
+	rc.c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	n, err := rc.r.Read(make([]byte, 64))
 	var ne net.Error
 	switch {
 	case err == nil:
@@ -571,6 +451,19 @@ func (s *saslConn) expectClosed(t *testing.T, what string) {
 	case errors.As(err, &ne) && ne.Timeout():
 		t.Fatalf("%s: the gateway did not close the connection", what)
 	}
+}
+
+// checkMetadataBeforeAuth sends Metadata on rc before any authentication:
+// the gateway (SASL handled as what says) must close the connection
+// unanswered and log why.
+func checkMetadataBeforeAuth(t *testing.T, env *testkit.Env, rc *rawConn, what string) {
+	t.Helper()
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	if resp, err := rc.roundTrip(md); err == nil {
+		t.Fatalf("%s: Metadata before authentication was answered: %+v", what, resp)
+	}
+	waitLog(t, env, 2*time.Second, "request before authentication", "remote="+rc.c.LocalAddr().String())
 }
 
 // scramConversation is the client side of a SCRAM exchange, for raw
@@ -587,110 +480,4 @@ func scramConversation(t *testing.T, mech, user, pass string) *xdgscram.ClientCo
 		t.Fatal(err)
 	}
 	return c.NewConversation()
-}
-
-// Test certificates.
-
-type testPKI struct {
-	dir    string
-	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
-	caFile string
-	pool   *x509.CertPool
-}
-
-var pkiSerial = time.Now().UnixNano()
-
-func newTestPKI(t *testing.T, name string) *testPKI {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkiSerial++
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(pkiSerial),
-		Subject:               pkix.Name{CommonName: name, Organization: []string{"Tollgate Test"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &testPKI{dir: t.TempDir(), cert: cert, key: key, pool: x509.NewCertPool()}
-	p.pool.AddCert(cert)
-	p.caFile = filepath.Join(p.dir, "ca.pem")
-	writePEM(t, p.caFile, "CERTIFICATE", der)
-	return p
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// issuedCert is a certificate the test CA signed, as files and in memory.
-type issuedCert struct {
-	certFile, keyFile string
-	tls               tls.Certificate
-	x509              *x509.Certificate
-}
-
-// issue signs a server certificate (SAN 127.0.0.1 and localhost) or a
-// client certificate for subject.
-func (p *testPKI) issue(t *testing.T, subject pkix.Name, server bool) issuedCert {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkiSerial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(pkiSerial),
-		Subject:      subject,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{"localhost"}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkiSerial++
-	base := filepath.Join(p.dir, strconv.FormatInt(pkiSerial, 10))
-	ic := issuedCert{certFile: base + "-cert.pem", keyFile: base + "-key.pem"}
-	writePEM(t, ic.certFile, "CERTIFICATE", der)
-	writePEM(t, ic.keyFile, "PRIVATE KEY", kder)
-	if ic.tls, err = tls.LoadX509KeyPair(ic.certFile, ic.keyFile); err != nil {
-		t.Fatal(err)
-	}
-	if ic.x509, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	return ic
-}
-
-// clientTLS trusts p's CA and presents certs.
-func (p *testPKI) clientTLS(certs ...tls.Certificate) *tls.Config {
-	return &tls.Config{RootCAs: p.pool, Certificates: certs, MinVersion: tls.VersionTLS12}
 }

@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -23,9 +20,10 @@ import (
 // Handshake not supported by broker". The embedded cluster (kfake)
 // advertises 1-1, which the gateway forwards unchanged.
 func TestSASLApiVersionsAdvertisesHandshakeRange(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	for _, v := range []int16{0, 3} {
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = v, "tollgate-e2e", "1.0"
 		resp, err := rc.roundTrip(req)
@@ -55,6 +53,7 @@ func TestSASLApiVersionsAdvertisesHandshakeRange(t *testing.T) {
 // addresses and the topic, -P produces and -C reads every record back, and
 // the gateway logs each login as User:alice with the mechanism.
 func TestSASLKcat(t *testing.T) {
+	t.Parallel()
 	kcatPath(t)
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	ctx := ctxT(t, 60*time.Second)
@@ -93,22 +92,7 @@ func testKcatSASL(t *testing.T, ctx context.Context, env *testkit.Env, mech stri
 
 	start := time.Now()
 	out := run("", "-L", "-J", "-t", topic, "-m", "5")
-	var md kcatMetadata
-	if err := json.Unmarshal([]byte(out), &md); err != nil {
-		t.Fatalf("parse kcat -L -J output: %v\n%s", err, out)
-	}
-	gw := env.GatewayAddrs()
-	if len(md.Brokers) != 3 {
-		t.Errorf("kcat -L: %d brokers, want 3:\n%s", len(md.Brokers), out)
-	}
-	for _, b := range md.Brokers {
-		if !gw[b.Name] {
-			t.Errorf("kcat -L: broker %d at %s is not a gateway address (gateway: %v)", b.ID, b.Name, keys(gw))
-		}
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Topic != topic || md.Topics[0].Error != "" || len(md.Topics[0].Partitions) != 1 {
-		t.Fatalf("kcat -L: topics %+v, want %s with 1 partition", md.Topics, topic)
-	}
+	kcatListing(t, env, out, topic, 1)
 	t.Logf("kcat -L with %s: %v", mech, time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
@@ -131,24 +115,4 @@ func testKcatSASL(t *testing.T, ctx context.Context, env *testkit.Env, mech stri
 	if ls := logLines(env, "request before authentication"); len(ls) > 0 {
 		t.Errorf("kcat sent a request before authenticating:\n%s", strings.Join(ls, "\n"))
 	}
-}
-
-// kcatTry runs kcat bounded by timeout and returns its output and error.
-func kcatTry(ctx context.Context, timeout time.Duration, stdin string, args ...string) (stdout, stderr string, d time.Duration, err error) {
-	path, err := exec.LookPath("kcat")
-	if err != nil {
-		return "", "", 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.WaitDelay = time.Second
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	start := time.Now()
-	err = cmd.Run()
-	return o.String(), e.String(), time.Since(start), err
 }

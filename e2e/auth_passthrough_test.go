@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -36,13 +37,12 @@ func startPassthrough(t *testing.T, edit ...func(*app.Config)) *testkit.Env {
 	}}, edit...)...)
 }
 
-func ptrF(f float64) *float64 { return &f }
-
 // SASL passed through to the brokers: the same three clients with every
 // mechanism log in to the SASL-enabled upstream through the gateway, which
 // binds the user it read from the client's first message once upstream
 // accepted it: the log says so and every quota bucket is alice's.
 func TestSASLPassthroughClients(t *testing.T) {
+	t.Parallel()
 	env := startPassthrough(t)
 	ctx := ctxT(t, 60*time.Second)
 	runAuthMatrix(t, ctx, env.Bootstrap, "alice", "alice-secret")
@@ -67,7 +67,7 @@ func TestSASLPassthroughClients(t *testing.T) {
 	// connection after the client-final), through the gateway, and binds
 	// nothing.
 	bound := len(logLines(env, "authenticated (pass-through)"))
-	rc := dialSASLConn(t, env.Bootstrap)
+	rc := dialRaw(t, env.Bootstrap)
 	if hs := rc.handshake(t, 1, "SCRAM-SHA-512"); hs.ErrorCode != 0 {
 		t.Fatalf("pass-through SaslHandshake SCRAM-SHA-512: error %d", hs.ErrorCode)
 	}
@@ -108,6 +108,7 @@ func TestSASLPassthroughClients(t *testing.T) {
 // gateway with its own credentials (alice is not even a cluster user), and
 // every upstream connection of theirs logs in as the service identity.
 func TestSASLTerminateToSASLUpstream(t *testing.T) {
+	t.Parallel()
 	creds, _ := writeCredentials(t, map[string]string{"carol": "carol-secret"})
 	env := testkit.Start(t, app.Options{DevClusterOpts: []kfake.Opt{
 		kfake.EnableSASL(),
@@ -140,27 +141,22 @@ func TestSASLTerminateToSASLUpstream(t *testing.T) {
 // sees anything: a mechanism it does not enable (33, listing its own), a
 // request before authentication, and SaslHandshake v0.
 func TestSASLPassthroughRefusals(t *testing.T) {
+	t.Parallel()
 	enabled := []string{"SCRAM-SHA-512", "SCRAM-SHA-256"}
 	env := startPassthrough(t, func(c *app.Config) { c.Listeners[0].SASL.Mechanisms = enabled })
 
-	rc := dialSASLConn(t, env.Bootstrap)
+	rc := dialRaw(t, env.Bootstrap)
 	hs := rc.handshake(t, 1, "PLAIN")
-	if hs.ErrorCode != 33 || !slices.Equal(hs.SupportedMechanisms, enabled) {
+	if hs.ErrorCode != kerr.UnsupportedSaslMechanism.Code || !slices.Equal(hs.SupportedMechanisms, enabled) {
 		t.Errorf("pass-through SaslHandshake PLAIN: error %d, mechanisms %v; want 33 and %v", hs.ErrorCode, hs.SupportedMechanisms, enabled)
 	}
 	if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
 		t.Error("pass-through: the connection stayed open after UNSUPPORTED_SASL_MECHANISM (Kafka closes it)")
 	}
 
-	rc = dialSASLConn(t, env.Bootstrap)
-	md := kmsg.NewPtrMetadataRequest()
-	md.Version = 12
-	if resp, err := rc.roundTrip(md); err == nil {
-		t.Fatalf("pass-through answered Metadata before authentication: %+v", resp)
-	}
-	waitLog(t, env, 2*time.Second, "request before authentication", "remote="+rc.c.LocalAddr().String())
+	checkMetadataBeforeAuth(t, env, dialRaw(t, env.Bootstrap), "pass-through")
 
-	rc = dialSASLConn(t, env.Bootstrap)
+	rc = dialRaw(t, env.Bootstrap)
 	v0 := kmsg.NewPtrSASLHandshakeRequest()
 	v0.Version, v0.Mechanism = 0, "SCRAM-SHA-512"
 	if resp, err := rc.roundTrip(v0); err == nil {

@@ -20,6 +20,8 @@ import (
 // shorter than the quota window the rate is bytes ÷ [10 s, 11 s), so a
 // bucket shared by mistake or split by mistake is off by 2×.
 func TestAuthQuotaFollowsPrincipal(t *testing.T) {
+	// Not parallel: measures byte rates in real time and bounds the run's wall
+	// time.
 	env, keys := startTerminate(t, map[string]string{"alice": "alice-secret", "bob": "bob-secret"}, []string{"team-a", "team-a"},
 		func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{{DefaultUser: true, ProducerByteRate: ptrF(1 << 30)}}

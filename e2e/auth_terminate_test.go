@@ -11,6 +11,7 @@ import (
 // kafka-go each produce and consume with PLAIN, SCRAM-SHA-256 and
 // SCRAM-SHA-512, and every login binds User:alice with its mechanism.
 func TestAuthTerminateClients(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	ctx := ctxT(t, 60*time.Second)
 	runAuthMatrix(t, ctx, env.Bootstrap, "alice", "alice-secret")

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,43 +9,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
-// writeCredentials writes a credentials file with SCRAM users and API keys
-// and returns its path and the API keys' plaintexts.
-func writeCredentials(t *testing.T, users map[string]string, keyIdentities ...string) (string, []string) {
-	t.Helper()
-	var f auth.CredentialFile
-	for name, pass := range users {
-		u, err := auth.NewCredentialFileUser(name, pass, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Users = append(f.Users, u)
-	}
-	var keys []string
-	for _, id := range keyIdentities {
-		plaintext, k, err := auth.NewAPIKey(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, plaintext)
-		f.APIKeys = append(f.APIKeys, auth.NewCredentialFileAPIKey(k))
-	}
-	data, err := f.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "credentials.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path, keys
-}
-
 func TestSASLTerminateSmoke(t *testing.T) {
+	t.Parallel()
 	creds, keys := writeCredentials(t, map[string]string{"alice": "alice-secret"}, "team-a")
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"

@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 const tlsMappingRules = "RULE:^CN=([a-zA-Z0-9.]*?),OU=(.*)$/$1/L,DEFAULT"
@@ -25,20 +26,21 @@ const tlsMappingRules = "RULE:^CN=([a-zA-Z0-9.]*?),OU=(.*)$/$1/L,DEFAULT"
 // requires a client certificate (mTLS) and maps its subject to the
 // principal, and a SASL_SSL listener terminating SCRAM over TLS.
 func TestTLSMutualAndSASLSSL(t *testing.T) {
-	ca := newTestPKI(t, "Tollgate Test CA")
-	server := ca.issue(t, pkix.Name{CommonName: "tollgate"}, true)
-	alice := ca.issue(t, pkix.Name{CommonName: "Alice.Client", OrganizationalUnit: []string{"Engineering"}, Organization: []string{"Tollgate"}}, false)
-	bob := ca.issue(t, pkix.Name{CommonName: "Bob", Organization: []string{"Tollgate"}}, false)
-	rogue := newTestPKI(t, "Rogue CA").issue(t, pkix.Name{CommonName: "Mallory", OrganizationalUnit: []string{"Engineering"}}, false)
+	t.Parallel()
+	ca := testpki.NewCA(t, "Tollgate Test CA")
+	server := ca.Server(t, "tollgate")
+	alice := ca.Client(t, pkix.Name{CommonName: "Alice.Client", OrganizationalUnit: []string{"Engineering"}, Organization: []string{"Tollgate"}})
+	bob := ca.Client(t, pkix.Name{CommonName: "Bob", Organization: []string{"Tollgate"}})
+	rogue := testpki.NewCA(t, "Rogue CA").Client(t, pkix.Name{CommonName: "Mallory", OrganizationalUnit: []string{"Engineering"}})
 	creds, _ := writeCredentials(t, map[string]string{"alice": "alice-secret"})
 
 	// The subjects as Kafka sees them (RFC 2253, last RDN first); the rule
 	// is written against this order.
 	for _, c := range []struct {
-		cert issuedCert
+		cert *testpki.Leaf
 		dn   string
 	}{{alice, "CN=Alice.Client,OU=Engineering,O=Tollgate"}, {bob, "CN=Bob,O=Tollgate"}} {
-		if dn, err := auth.DistinguishedName(c.cert.x509); err != nil || dn != c.dn {
+		if dn, err := auth.DistinguishedName(c.cert.Cert); err != nil || dn != c.dn {
 			t.Fatalf("DistinguishedName = %q, %v; want %q", dn, err, c.dn)
 		}
 	}
@@ -47,12 +49,12 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 		c.Listeners = []proxy.ListenerConfig{
 			{
 				Name: "SSL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SSL",
-				TLS:                      auth.TLSConfig{CertFile: server.certFile, KeyFile: server.keyFile, ClientCAFile: ca.caFile, ClientAuth: "required"},
+				TLS:                      auth.TLSConfig{CertFile: server.CertFile, KeyFile: server.KeyFile, ClientCAFile: ca.CertFile, ClientAuth: "required"},
 				SSLPrincipalMappingRules: tlsMappingRules,
 			},
 			{
 				Name: "SASL_SSL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_SSL",
-				TLS: auth.TLSConfig{CertFile: server.certFile, KeyFile: server.keyFile},
+				TLS: auth.TLSConfig{CertFile: server.CertFile, KeyFile: server.KeyFile},
 			},
 		}
 		c.CredentialsFile = creds
@@ -64,12 +66,12 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 
 	t.Run("mTLS principal", func(t *testing.T) {
 		start := time.Now()
-		tc := ca.clientTLS(alice.tls)
+		tc := ca.ClientConfig(alice.TLS)
 		createAuthTopics(t, ctx, franzOpts(sslBoot, tc, "", "", ""), "auth-tls-alice", "auth-tls-bob")
 		franzProduceConsume(t, ctx, sslBoot, tc, "", "", "", "auth-tls-alice", 20)
 		// A subject the rule does not match falls through to DEFAULT: the
 		// whole DN.
-		franzProduceConsume(t, ctx, sslBoot, ca.clientTLS(bob.tls), "", "", "", "auth-tls-bob", 20)
+		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(bob.TLS), "", "", "", "auth-tls-bob", 20)
 		for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
 			users := usageUsers(env, k)
 			if users["alice.client"] == nil || users["CN=Bob,O=Tollgate"] == nil || len(users) != 2 {
@@ -82,12 +84,12 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 	t.Run("refused certificates", func(t *testing.T) {
 		// Go's client withholds a certificate whose issuer the server did
 		// not list as acceptable; send the rogue one regardless.
-		rogueTLS := ca.clientTLS()
-		rogueTLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &rogue.tls, nil }
+		rogueTLS := ca.ClientConfig()
+		rogueTLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &rogue.TLS, nil }
 		for _, c := range []struct {
 			name string
 			tc   *tls.Config
-		}{{"no client certificate", ca.clientTLS()}, {"certificate from an unknown CA", rogueTLS}} {
+		}{{"no client certificate", ca.ClientConfig()}, {"certificate from an unknown CA", rogueTLS}} {
 			closedBefore := len(logLines(env, "reason=tls_handshake_failed"))
 			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", sslBoot, c.tc)
 			if err == nil {
@@ -119,12 +121,12 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 			t.Errorf("a refused connection got a bucket: %v", users)
 		}
 		// The good client still works.
-		createAuthTopics(t, ctx, franzOpts(sslBoot, ca.clientTLS(alice.tls), "", "", ""), "auth-tls-alice-after")
-		franzProduceConsume(t, ctx, sslBoot, ca.clientTLS(alice.tls), "", "", "", "auth-tls-alice-after", 5)
+		createAuthTopics(t, ctx, franzOpts(sslBoot, ca.ClientConfig(alice.TLS), "", "", ""), "auth-tls-alice-after")
+		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(alice.TLS), "", "", "", "auth-tls-alice-after", 5)
 	})
 
 	t.Run("SASL_SSL SCRAM over TLS", func(t *testing.T) {
-		tc := ca.clientTLS()
+		tc := ca.ClientConfig()
 		createAuthTopics(t, ctx, franzOpts(saslSSLBoot, tc, "SCRAM-SHA-512", "alice", "alice-secret"),
 			"auth-saslssl-franz-go", "auth-saslssl-sarama", "auth-saslssl-kafka-go")
 		for _, c := range authClients {
@@ -137,7 +139,7 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 			t.Errorf("producer buckets by user: %v, want alice's", users)
 		}
 		// Plaintext to a TLS port is refused too.
-		rc := dialSASLConn(t, saslSSLBoot)
+		rc := dialRaw(t, saslSSLBoot)
 		if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
 			t.Error("the SASL_SSL listener answered a plaintext request")
 		}

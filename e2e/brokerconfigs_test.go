@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 // like a broker's dynamic configs; keys it does not own still reach the
 // upstream cluster, and the answers are merged.
 func TestBrokerConfigsLive(t *testing.T) {
+	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
@@ -27,16 +29,7 @@ func TestBrokerConfigsLive(t *testing.T) {
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("alter: %v %+v", err, res)
 	}
-	desc, err := adm.DescribeBrokerConfigs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, r := range desc {
-		for _, c := range r.Configs {
-			got[c.Key] = c.MaybeValue()
-		}
-	}
+	got := brokerConfigValues(t, ctx, adm)
 	if got["max.connections.per.ip"] != "2" {
 		t.Errorf("described max.connections.per.ip = %q, want 2 (all: %v)", got["max.connections.per.ip"], got)
 	}
@@ -46,16 +39,7 @@ func TestBrokerConfigsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer direct.Close()
-	up, err := kadm.NewClient(direct).DescribeBrokerConfigs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upVals := map[string]string{}
-	for _, r := range up {
-		for _, c := range r.Configs {
-			upVals[c.Key] = c.MaybeValue()
-		}
-	}
+	upVals := brokerConfigValues(t, ctx, kadm.NewClient(direct))
 	if upVals["log.retention.ms"] != "123456" {
 		t.Errorf("upstream log.retention.ms = %q, want 123456", upVals["log.retention.ms"])
 	}
@@ -129,17 +113,24 @@ func TestBrokerConfigsLive(t *testing.T) {
 	if err != nil || len(aresp.Resources) != 1 || aresp.Resources[0].ErrorCode != 0 {
 		t.Fatalf("AlterConfigs: %v %+v", err, aresp)
 	}
-	d2, err := adm.DescribeBrokerConfigs(ctx)
+	vals := brokerConfigValues(t, ctx, adm)
+	if vals["max.connection.creation.rate"] != "50" {
+		t.Errorf("after AlterConfigs: max.connection.creation.rate = %q", vals["max.connection.creation.rate"])
+	}
+}
+
+// brokerConfigValues describes the broker configs through adm: key → value.
+func brokerConfigValues(t *testing.T, ctx context.Context, adm *kadm.Client) map[string]string {
+	t.Helper()
+	desc, err := adm.DescribeBrokerConfigs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vals := map[string]string{}
-	for _, r := range d2 {
+	for _, r := range desc {
 		for _, c := range r.Configs {
 			vals[c.Key] = c.MaybeValue()
 		}
 	}
-	if vals["max.connection.creation.rate"] != "50" {
-		t.Errorf("after AlterConfigs: max.connection.creation.rate = %q", vals["max.connection.creation.rate"])
-	}
+	return vals
 }

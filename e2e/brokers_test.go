@@ -19,6 +19,7 @@ import (
 // the metadata the gateway serves, with a gateway address, and its port
 // opens and closes without a restart.
 func TestBrokerAddedAndRemoved(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	cl := newClient(t, env, nil)
@@ -113,6 +114,7 @@ func TestBrokerAddedAndRemoved(t *testing.T) {
 // An upstream broker that dies closes only the connections that reach it;
 // clients recover through fresh metadata and the gateway keeps running.
 func TestUpstreamBrokerDies(t *testing.T) {
+	t.Parallel()
 	faults := &testkit.FaultDialer{}
 	env := testkit.Start(t, app.Options{ProxyOpts: []proxy.Option{proxy.WithDialFunc(faults.DialContext)}})
 	ctx := ctxT(t, 60*time.Second)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -12,10 +13,11 @@ import (
 // §4.5), codes and messages word for word, over the Kafka protocol through
 // the gateway. (internal/control has the full table at the handler.)
 func TestQuotaAPIErrorsThroughGateway(t *testing.T) {
+	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.Dialer(fromIP("127.0.0.2")))
-	s := func(v string) *string { return &v }
+	s := kmsg.StringPtr
 	type comp struct {
 		typ  string
 		name *string
@@ -50,20 +52,20 @@ func TestQuotaAPIErrorsThroughGateway(t *testing.T) {
 		code  int16
 		msg   string
 	}{
-		{nil, "producer_byte_rate", 1, 42, "Invalid empty client quota entity"},
-		{[]comp{{"group", s("g")}}, "producer_byte_rate", 1, 42, "Unhandled client quota entity type: group"},
-		{[]comp{{"user", s("")}}, "producer_byte_rate", 1, 42, "Empty user not supported"},
-		{[]comp{{"client-id", s("")}}, "producer_byte_rate", 1, 42, "Empty client-id not supported"},
-		{[]comp{{"ip", s("1.2.3.4")}, {"user", s("u")}}, "producer_byte_rate", 1, 42,
+		{nil, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Invalid empty client quota entity"},
+		{[]comp{{"group", s("g")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Unhandled client quota entity type: group"},
+		{[]comp{{"user", s("")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Empty user not supported"},
+		{[]comp{{"client-id", s("")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Empty client-id not supported"},
+		{[]comp{{"ip", s("1.2.3.4")}, {"user", s("u")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code,
 			"Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"},
-		{[]comp{{"ip", s("example.invalid")}}, "connection_creation_rate", 1, 42, "example.invalid is not a valid IP or resolvable host."},
-		{[]comp{{"user", s("alice")}}, "foobar", 1, 42, "Invalid configuration key foobar"},
-		{[]comp{{"user", s("alice")}}, "connection_creation_rate", 1, 42, "Invalid configuration key connection_creation_rate"},
-		{[]comp{{"ip", s("1.2.3.4")}}, "producer_byte_rate", 1, 42, "Invalid configuration key producer_byte_rate"},
-		{[]comp{{"user", s("alice")}}, "producer_byte_rate", 0, 42, "Quota producer_byte_rate must be greater than 0"},
-		{[]comp{{"user", s("alice")}}, "consumer_byte_rate", 2.245, 42, "consumer_byte_rate cannot be a fractional value."},
-		{[]comp{{"user", s("alice")}}, "consumer_byte_rate", 36893488147419103232.4, 42, "Proposed value for consumer_byte_rate is too large for a LONG."},
-		{[]comp{{"ip", s("1.2.3.4")}}, "connection_creation_rate", 2147483648, 42, "Proposed value for connection_creation_rate is too large for an INT."},
+		{[]comp{{"ip", s("example.invalid")}}, "connection_creation_rate", 1, kerr.InvalidRequest.Code, "example.invalid is not a valid IP or resolvable host."},
+		{[]comp{{"user", s("alice")}}, "foobar", 1, kerr.InvalidRequest.Code, "Invalid configuration key foobar"},
+		{[]comp{{"user", s("alice")}}, "connection_creation_rate", 1, kerr.InvalidRequest.Code, "Invalid configuration key connection_creation_rate"},
+		{[]comp{{"ip", s("1.2.3.4")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Invalid configuration key producer_byte_rate"},
+		{[]comp{{"user", s("alice")}}, "producer_byte_rate", 0, kerr.InvalidRequest.Code, "Quota producer_byte_rate must be greater than 0"},
+		{[]comp{{"user", s("alice")}}, "consumer_byte_rate", 2.245, kerr.InvalidRequest.Code, "consumer_byte_rate cannot be a fractional value."},
+		{[]comp{{"user", s("alice")}}, "consumer_byte_rate", 36893488147419103232.4, kerr.InvalidRequest.Code, "Proposed value for consumer_byte_rate is too large for a LONG."},
+		{[]comp{{"ip", s("1.2.3.4")}}, "connection_creation_rate", 2147483648, kerr.InvalidRequest.Code, "Proposed value for connection_creation_rate is too large for an INT."},
 		{[]comp{{"user", s("alice")}}, "producer_byte_rate", 1048576, 0, ""},
 		{[]comp{{"ip", nil}}, "connection_creation_rate", 10, 0, ""},
 	} {
@@ -92,13 +94,13 @@ func TestQuotaAPIErrorsThroughGateway(t *testing.T) {
 		code  int16
 		msg   string
 	}{
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("", 0, s("x"))}, 42, "Invalid empty entity type."},
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 0, s("a")), c("user", 1, nil)}, 42, "Entity type user cannot appear more than once in the filter."},
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("group", 0, s("g"))}, 35, "Unsupported entity type group"},
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 0, nil)}, 42, "Request specified MATCH_TYPE_EXACT, but set match string to null."},
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("client-id", 1, s("c"))}, 42, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."},
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 3, nil)}, 42, "Unknown match type 3"},
-		{[]kmsg.DescribeClientQuotasRequestComponent{c("ip", 2, nil), c("user", 0, s("u"))}, 42,
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("", 0, s("x"))}, kerr.InvalidRequest.Code, "Invalid empty entity type."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 0, s("a")), c("user", 1, nil)}, kerr.InvalidRequest.Code, "Entity type user cannot appear more than once in the filter."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("group", 0, s("g"))}, kerr.UnsupportedVersion.Code, "Unsupported entity type group"},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 0, nil)}, kerr.InvalidRequest.Code, "Request specified MATCH_TYPE_EXACT, but set match string to null."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("client-id", 1, s("c"))}, kerr.InvalidRequest.Code, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 3, nil)}, kerr.InvalidRequest.Code, "Unknown match type 3"},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("ip", 2, nil), c("user", 0, s("u"))}, kerr.InvalidRequest.Code,
 			"Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."},
 	} {
 		for _, strict := range []bool{false, true} {

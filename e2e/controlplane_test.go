@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -14,42 +13,18 @@ import (
 	"github.com/IBM/sarama"
 	kafka "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/testkit"
 )
-
-// Principals for the control-plane tests come from the listener's
-// principals_by_cidr: connections from 127.0.0.2 are "admin", from
-// 127.0.0.3 "alice", from anywhere else ANONYMOUS.
-func startControl(t *testing.T, edit ...func(*app.Config)) *testkit.Env {
-	t.Helper()
-	return testkit.Start(t, app.Options{}, append([]func(*app.Config){func(c *app.Config) {
-		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{
-			{CIDR: "127.0.0.2/32", Principal: "admin"},
-			{CIDR: "127.0.0.3/32", Principal: "alice"},
-		}
-		c.Authorization.QuotaAdmins = []string{"admin"}
-	}}, edit...)...)
-}
-
-func fromIP(ip string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	return d.DialContext
-}
-
-func adminAs(t *testing.T, env *testkit.Env, ip string) *kadm.Client {
-	t.Helper()
-	return kadm.NewClient(newClient(t, env, nil, kgo.Dialer(fromIP(ip))))
-}
 
 // AlterClientQuotas and DescribeClientQuotas are answered by Tollgate
 // itself (the upstream cluster never sees them), through kadm, sarama and
 // kafka-go as independent implementations.
 func TestQuotaAPIRoundTrip(t *testing.T) {
+	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
@@ -145,6 +120,7 @@ func TestQuotaAPIRoundTrip(t *testing.T) {
 // for the whole response; denied alter: 31 on every entry. validate_only
 // is an alter.
 func TestQuotaAPIAuthorization(t *testing.T) {
+	t.Parallel()
 	for _, allowAnon := range []bool{false, true} {
 		env := startControl(t, func(c *app.Config) { c.Authorization.AllowAnonymousDescribe = allowAnon })
 		ctx := ctxT(t, 30*time.Second)
@@ -168,7 +144,7 @@ func TestQuotaAPIAuthorization(t *testing.T) {
 			if ok := dresp.ErrorCode == 0; ok != who.describe {
 				t.Errorf("%s (anon describe %v): describe error %d, want allowed=%v", who.ip, allowAnon, dresp.ErrorCode, who.describe)
 			}
-			if !who.describe && (dresp.ErrorCode != 31 || dresp.Entries != nil) {
+			if !who.describe && (dresp.ErrorCode != kerr.ClusterAuthorizationFailed.Code || dresp.Entries != nil) {
 				t.Errorf("%s: denied describe got %d with entries %v, want 31 and null", who.ip, dresp.ErrorCode, dresp.Entries)
 			}
 			for _, validateOnly := range []bool{true, false} {
@@ -198,6 +174,7 @@ func TestQuotaAPIAuthorization(t *testing.T) {
 // Every alteration is audited with old and new values; the change reaches
 // a running producer's throttle within a second.
 func TestQuotaAPIAuditAndLiveEffect(t *testing.T) {
+	// Not parallel: expects the throttle within 1 s of wall time.
 	var dataDir string
 	env := startControl(t, func(c *app.Config) { dataDir = c.DataDir })
 	ctx := ctxT(t, 30*time.Second)

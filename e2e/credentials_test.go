@@ -21,6 +21,7 @@ import (
 // answered by Tollgate) and API keys created on the admin port are usable
 // for logins at once; a revoked key is not.
 func TestCredentialsManagedLive(t *testing.T) {
+	// Not parallel: each login must succeed within 4 s of wall time.
 	env := startControl(t, func(c *app.Config) {
 		c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
 	})

@@ -33,6 +33,9 @@ const chromiumPath = "/usr/bin/chromium"
 // left in artifacts/dashboard.png (and, with UPDATE_SCREENSHOT=1, copied
 // to docs/dashboard.png for the README).
 func TestDashboard(t *testing.T) {
+	// Not parallel: a real browser waits (bounded) for real-time throttling to
+	// show; it is the heaviest test and its waits are not safe under
+	// contention.
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the dashboard test drives headless Chromium at %s, which is missing (%v): "+
 			"install it with `apt-get install -y chromium` (scripts/test.sh does)", chromiumPath, err)

@@ -33,21 +33,33 @@ func kcatPath(t *testing.T) string {
 // stdout; any failure is fatal and shows stderr.
 func runKcat(t *testing.T, ctx context.Context, timeout time.Duration, stdin string, args ...string) string {
 	t.Helper()
+	kcatPath(t)
+	stdout, stderr, d, err := kcatTry(ctx, timeout, stdin, args...)
+	if err != nil {
+		t.Fatalf("kcat %s: %v after %v (limit %v, test context: %v)\nstdout:\n%s\nstderr:\n%s",
+			strings.Join(args, " "), err, d.Round(time.Millisecond), timeout, ctx.Err(), stdout, stderr)
+	}
+	return stdout
+}
+
+// kcatTry runs kcat bounded by timeout and returns its output and error.
+func kcatTry(ctx context.Context, timeout time.Duration, stdin string, args ...string) (stdout, stderr string, d time.Duration, err error) {
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		return "", "", 0, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kcatPath(t), args...)
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.WaitDelay = time.Second
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kcat %s: %v after %v (ctx: %v)\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond), ctx.Err(), stdout.String(), stderr.String())
-	}
-	return stdout.String()
+	err = cmd.Run()
+	return o.String(), e.String(), time.Since(start), err
 }
 
 // kcatMetadata is the part of `kcat -L -J` the test reads.
@@ -71,11 +83,36 @@ type kcatMetadata struct {
 	} `json:"topics"`
 }
 
+// kcatListing parses the output of kcat -L -J and checks what every
+// listing shows: three brokers, all at gateway addresses, and only topic,
+// without error, with its partitions.
+func kcatListing(t *testing.T, env *testkit.Env, out, topic string, partitions int) kcatMetadata {
+	t.Helper()
+	var md kcatMetadata
+	if err := json.Unmarshal([]byte(out), &md); err != nil {
+		t.Fatalf("parse kcat -L -J output: %v\n%s", err, out)
+	}
+	gw := env.GatewayAddrs()
+	if len(md.Brokers) != 3 {
+		t.Errorf("kcat -L: %d brokers, want 3:\n%s", len(md.Brokers), out)
+	}
+	for _, b := range md.Brokers {
+		if !gw[b.Name] {
+			t.Errorf("kcat -L: broker %d at %s is not a gateway address (gateway: %v)", b.ID, b.Name, keys(gw))
+		}
+	}
+	if len(md.Topics) != 1 || md.Topics[0].Topic != topic || md.Topics[0].Error != "" || len(md.Topics[0].Partitions) != partitions {
+		t.Fatalf("kcat -L: topics %+v, want %s with %d partitions", md.Topics, topic, partitions)
+	}
+	return md
+}
+
 // kcat (librdkafka) through the gateway: metadata lists the three brokers at
 // gateway addresses and the topic's leaders; records produced with keys
 // (lz4-compressed, acks=all) read back in order per key, both with a
 // simple consumer from the beginning and with a balanced consumer group.
 func TestKcat(t *testing.T) {
+	t.Parallel()
 	kcatPath(t)
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
@@ -92,20 +129,11 @@ func TestKcat(t *testing.T) {
 	}
 
 	out := runKcat(t, ctx, 20*time.Second, "", "-b", env.Bootstrap, "-L", "-J", "-t", topic, "-m", "10")
-	var md kcatMetadata
-	if err := json.Unmarshal([]byte(out), &md); err != nil {
-		t.Fatalf("parse kcat -L -J output: %v\n%s", err, out)
-	}
+	md := kcatListing(t, env, out, topic, partitions)
 	gw := env.GatewayAddrs()
-	if len(md.Brokers) != 3 {
-		t.Errorf("kcat -L: %d brokers, want 3:\n%s", len(md.Brokers), out)
-	}
 	ids := map[int32]bool{}
 	for _, b := range md.Brokers {
 		ids[b.ID] = true
-		if !gw[b.Name] {
-			t.Errorf("kcat -L: broker %d at %s is not a gateway address (gateway: %v)", b.ID, b.Name, keys(gw))
-		}
 	}
 	if len(ids) != 3 || !ids[0] || !ids[1] || !ids[2] {
 		t.Errorf("kcat -L: broker ids %v, want 0 1 2", ids)
@@ -116,9 +144,6 @@ func TestKcat(t *testing.T) {
 	// originating_broker.name is "host:port/id".
 	if ob, _, _ := strings.Cut(md.OriginatingBroker.Name, "/"); !gw[ob] {
 		t.Errorf("kcat -L: originating broker %q is not a gateway address", md.OriginatingBroker.Name)
-	}
-	if len(md.Topics) != 1 || md.Topics[0].Topic != topic || md.Topics[0].Error != "" || len(md.Topics[0].Partitions) != partitions {
-		t.Fatalf("kcat -L: topics %+v, want %s with %d partitions", md.Topics, topic, partitions)
 	}
 	for _, p := range md.Topics[0].Partitions {
 		if p.Leader != p.Partition%3 {

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,16 +12,11 @@ import (
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // Produce and consume with a consumer group through the gateway across 3
 // brokers: every record arrives, in order per partition, and the client
 // only ever dials gateway addresses.
 func TestFranzGoProduceConsumeGroup(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}
@@ -96,17 +88,8 @@ func TestFranzGoProduceConsumeGroup(t *testing.T) {
 		}
 	}
 
-	gwAddrs := env.GatewayAddrs()
 	dialed := dialer.Addrs()
-	sort.Strings(dialed)
-	if len(dialed) < 4 {
-		t.Errorf("client dialed %v; expected the bootstrap and 3 broker ports", dialed)
-	}
-	for _, a := range dialed {
-		if !gwAddrs[a] {
-			t.Errorf("client dialed %s, which is not a gateway address (gateway: %v)", a, keys(gwAddrs))
-		}
-	}
+	checkDialsGatewayOnly(t, "the client", env, dialed)
 	for _, up := range env.App.DevCluster().Addrs() {
 		for _, a := range dialed {
 			if a == up {
@@ -114,27 +97,4 @@ func TestFranzGoProduceConsumeGroup(t *testing.T) {
 			}
 		}
 	}
-}
-
-func newClient(t *testing.T, env *testkit.Env, d *testkit.Dialer, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	base := []kgo.Opt{kgo.SeedBrokers(env.Bootstrap)}
-	if d != nil {
-		base = append(base, kgo.Dialer(d.DialContext))
-	}
-	c, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-func keys(m map[string]bool) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return strings.Join(ks, " ")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,6 +20,7 @@ import (
 // forwarded request: connections that never send one cost the cluster
 // nothing.
 func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	const metric = `tollgate_upstream_connections_opened_total{listener="PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
@@ -36,7 +38,7 @@ func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
 	if got := opened(); got != before {
 		t.Fatalf("5 idle connections opened %v upstream connections", got-before)
 	}
-	rc := dialSASLConn(t, env.Bootstrap)
+	rc := dialRaw(t, env.Bootstrap)
 	if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +53,7 @@ func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
 // connection at all, and they get the same answer a forwarded request
 // gets.
 func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
@@ -58,7 +61,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 
 	// The first ApiVersions on the bootstrap port is forwarded (nothing
 	// cached yet); keep its answer.
-	first := dialSASLConn(t, env.Bootstrap)
+	first := dialRaw(t, env.Bootstrap)
 	fwd, err := first.roundTrip(kmsg.NewPtrApiVersionsRequest())
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +80,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 
 	// Ten clients that ask ApiVersions and fail to log in.
 	for i := 0; i < 10; i++ {
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		got, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest())
 		if err != nil {
 			t.Fatalf("pre-login ApiVersions: %v", err)
@@ -88,7 +91,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 		if hs := rc.handshake(t, 1, "PLAIN"); hs.ErrorCode != 0 {
 			t.Fatalf("handshake: %d", hs.ErrorCode)
 		}
-		if resp := rc.authenticate(t, 1, []byte("\x00alice\x00wrong")); resp.ErrorCode != 58 {
+		if resp := rc.authenticate(t, 1, []byte("\x00alice\x00wrong")); resp.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 			t.Fatalf("a wrong password was answered %d", resp.ErrorCode)
 		}
 		rc.expectClosed(t, "after a failed login")
@@ -108,6 +111,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 // is answered from the cache; one naming another cluster is the broker's
 // to judge, and the broker says REBOOTSTRAP_REQUIRED.
 func TestPreLoginApiVersionsV5(t *testing.T) {
+	t.Parallel()
 	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
 	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
@@ -128,7 +132,7 @@ func TestPreLoginApiVersionsV5(t *testing.T) {
 	// at most once, then cached.
 	v4 := kmsg.NewPtrApiVersionsRequest()
 	v4.Version, v4.ClientSoftwareName, v4.ClientSoftwareVersion = 4, "e2e", "1.0"
-	if _, err := dialSASLConn(t, addr).roundTrip(v4); err != nil {
+	if _, err := dialRaw(t, addr).roundTrip(v4); err != nil {
 		t.Fatal(err)
 	}
 	ask := func(cluster string, node int32) (*kmsg.ApiVersionsResponse, float64) {
@@ -137,7 +141,7 @@ func TestPreLoginApiVersionsV5(t *testing.T) {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 5, "e2e", "1.0"
 		req.ClusterID, req.NodeID = &cluster, node
-		resp, err := dialSASLConn(t, addr).roundTrip(req)
+		resp, err := dialRaw(t, addr).roundTrip(req)
 		if err != nil {
 			t.Fatalf("ApiVersions v5 (%s, %d): %v", cluster, node, err)
 		}
@@ -146,7 +150,7 @@ func TestPreLoginApiVersionsV5(t *testing.T) {
 	if resp, dials := ask(md.Cluster, b0.NodeID); resp.ErrorCode != 0 || dials != 0 || len(resp.ApiKeys) == 0 {
 		t.Errorf("v5 naming this broker and cluster: error %d, %d keys, %v upstream dials; want an answer from the cache", resp.ErrorCode, len(resp.ApiKeys), dials)
 	}
-	if resp, dials := ask("another-cluster", b0.NodeID); resp.ErrorCode != 129 || dials != 1 {
+	if resp, dials := ask("another-cluster", b0.NodeID); resp.ErrorCode != kerr.RebootstrapRequired.Code || dials != 1 {
 		t.Errorf("v5 naming another cluster: error %d, %v upstream dials; want the broker's REBOOTSTRAP_REQUIRED (129)", resp.ErrorCode, dials)
 	}
 }

@@ -10,6 +10,12 @@ import (
 	"go.uber.org/goleak"
 )
 
+// Tests that share nothing (each starts its own gateway and cluster on
+// free ports) call t.Parallel. A test that bounds wall time, measures a
+// real-time rate, or counts this process's children or descriptors stays
+// serial and says why: Go runs the serial tests first, one at a time, and
+// the parallel ones after them.
+//
 // Every test in this package must leave no goroutine behind: gateway
 // sessions, accept loops, the metadata refresher and the embedded cluster
 // all stop with the app. (Idle keep-alive connections of the shared HTTP

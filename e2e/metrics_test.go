@@ -22,6 +22,7 @@ import (
 // docs/metrics.md lists exactly the tollgate_* metrics a running gateway
 // exposes (with quotas, admission and traffic, so every family appears).
 func TestMetricsReference(t *testing.T) {
+	t.Parallel()
 	user, rate := "ANONYMOUS", float64(1<<30)
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Quotas = []app.QuotaEntry{{User: &user, ProducerByteRate: &rate}}
@@ -92,6 +93,7 @@ func TestMetricsReference(t *testing.T) {
 
 // The Grafana dashboard uses only documented metrics.
 func TestGrafanaDashboardUsesDocumentedMetrics(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)

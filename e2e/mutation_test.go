@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -17,6 +18,7 @@ import (
 // request fails with THROTTLING_QUOTA_EXCEEDED (89) and a throttle, and
 // only the accepted topics reach the cluster.
 func TestControllerMutationQuotaStrict(t *testing.T) {
+	// Not parallel: checks throttle times of a real-time token bucket.
 	user := "ANONYMOUS"
 	rate := 1.0 // partitions per second; the bucket holds 11
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
@@ -85,7 +87,7 @@ func TestControllerMutationQuotaStrict(t *testing.T) {
 	if r := create(7, "t7"); r.Topics[0].ErrorCode != 0 || r.ThrottleMillis != 0 {
 		t.Errorf("t7: error %d throttle %d, want accepted without throttle (strict throttles only rejections)", r.Topics[0].ErrorCode, r.ThrottleMillis)
 	}
-	if r := create(7, "t8"); r.Topics[0].ErrorCode != 89 || r.ThrottleMillis < 1000 {
+	if r := create(7, "t8"); r.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || r.ThrottleMillis < 1000 {
 		t.Errorf("t8: error %d throttle %d, want 89 and a throttle of 2-3 s", r.Topics[0].ErrorCode, r.ThrottleMillis)
 	}
 	// Permissive below v6 (a client that speaks Kafka 2.6's versions):

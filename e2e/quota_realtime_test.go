@@ -32,6 +32,7 @@ func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _
 // deterministic (synctest) quota tests hide nothing: a producer at full
 // speed under producer_byte_rate is throttled to about the quota.
 func TestProduceQuotaRealTime(t *testing.T) {
+	// Not parallel: measures a byte rate in real time.
 	const q = 128 << 10 // bytes per second
 	user := "ANONYMOUS"
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {

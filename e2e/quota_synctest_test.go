@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
@@ -107,8 +108,6 @@ func quotaOf(user, client *string, prod, cons float64) app.QuotaEntry {
 	return e
 }
 
-func sp(s string) *string { return &s }
-
 // underEachAlgorithm runs f in a synctest bubble with a gateway whose user
 // ANONYMOUS has producer_byte_rate vq, once per byte-rate algorithm.
 func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg string)) {
@@ -117,7 +116,7 @@ func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg
 			synctest.Test(t, func(t *testing.T) {
 				env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 					c.Quota.ByteRateAlgorithm = alg
-					c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+					c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
 				})
 				f(t, env, alg)
 			})
@@ -126,6 +125,7 @@ func underEachAlgorithm(t *testing.T, f func(t *testing.T, env *testkit.Env, alg
 }
 
 func TestSynctestProducerHeldToQuota(t *testing.T) {
+	t.Parallel()
 	underEachAlgorithm(t, func(t *testing.T, env *testkit.Env, _ string) {
 		n := &counted{}
 		cl := bubbleClient(t, env, kgo.WithHooks(n))
@@ -165,6 +165,7 @@ func (p *perSecond) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E
 // rate gets the average right only over whole ~11 s burst cycles, so a
 // 30 s window holds two or three bursts.
 func TestSynctestProducerSteadyAfterStartUp(t *testing.T) {
+	t.Parallel()
 	const warm, measure = 12 * time.Second, 30 * time.Second
 	underEachAlgorithm(t, func(t *testing.T, env *testkit.Env, alg string) {
 		p := &perSecond{start: time.Now()}
@@ -203,9 +204,10 @@ func TestSynctestProducerSteadyAfterStartUp(t *testing.T) {
 }
 
 func TestSynctestConsumerHeldToQuota(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("consumer"), 0, vq)}
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("consumer"), 0, vq)}
 		})
 		// Fill the topic with more than the consumer may read in the run,
 		// from a client-id no quota applies to.
@@ -232,9 +234,10 @@ func TestSynctestConsumerHeldToQuota(t *testing.T) {
 
 // Level 3: one user quota is shared by all of that user's client-ids.
 func TestSynctestClientIDsShareUserQuota(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+			c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
 		})
 		a, b := &counted{}, &counted{}
 		ca := bubbleClient(t, env, kgo.ClientID("a"), kgo.WithHooks(a))
@@ -253,11 +256,12 @@ func TestSynctestClientIDsShareUserQuota(t *testing.T) {
 
 // Level 1 beats level 3: (user, client-id) gets its own bucket and value.
 func TestSynctestUserClientBeatsUser(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{
-				quotaOf(sp("ANONYMOUS"), nil, vq, 0),
-				quotaOf(sp("ANONYMOUS"), sp("vip"), 2*vq, 0),
+				quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0),
+				quotaOf(kmsg.StringPtr("ANONYMOUS"), kmsg.StringPtr("vip"), 2*vq, 0),
 			}
 		})
 		vip, other := &counted{}, &counted{}
@@ -275,9 +279,10 @@ func TestSynctestUserClientBeatsUser(t *testing.T) {
 
 // kafka-go ignores throttle_time_ms; the gateway's mute holds it anyway.
 func TestSynctestThrottleIgnoringClientHeldByMute(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("kafka-go"), vq, 0)}
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("kafka-go"), vq, 0)}
 		})
 		var written atomic.Int64
 		tr := &kafka.Transport{
@@ -321,6 +326,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 // A quota changed in the config file takes effect on the next request,
 // under either byte-rate algorithm.
 func TestSynctestQuotaChangedLive(t *testing.T) {
+	t.Parallel()
 	for _, alg := range []string{"token_bucket", "sampled"} {
 		t.Run(alg, func(t *testing.T) { synctest.Test(t, func(t *testing.T) { quotaChangedLive(t, alg) }) })
 	}
@@ -339,7 +345,7 @@ func quotaChangedLive(t *testing.T, alg string) {
 	write(vq)
 	env := testkit.StartInBubble(t, app.Options{ConfigPath: path}, func(c *app.Config) {
 		c.Quota.ByteRateAlgorithm = alg
-		c.Quotas = []app.QuotaEntry{quotaOf(sp("ANONYMOUS"), nil, vq, 0)}
+		c.Quotas = []app.QuotaEntry{quotaOf(kmsg.StringPtr("ANONYMOUS"), nil, vq, 0)}
 	})
 	n := &counted{}
 	cl := bubbleClient(t, env, kgo.WithHooks(n), kgo.DefaultProduceTopic("live"))
@@ -390,9 +396,10 @@ func quotaChangedLive(t *testing.T, alg string) {
 // stops without hitting its timeout. kafka-go ignores throttle_time_ms, so
 // it always has a request waiting on the gateway.
 func TestSynctestShutdownDoesNotWaitForMute(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
-			c.Quotas = []app.QuotaEntry{quotaOf(nil, sp("kafka-go"), 64<<10, 0)}
+			c.Quotas = []app.QuotaEntry{quotaOf(nil, kmsg.StringPtr("kafka-go"), 64<<10, 0)}
 		})
 		tr := &kafka.Transport{ClientID: "kafka-go", Dial: env.Net.DialContext}
 		w := &kafka.Writer{Addr: kafka.TCP(env.Bootstrap), Topic: "mute", Transport: tr,

@@ -16,6 +16,7 @@ import (
 // Shutdown stops accepting at once but lets a request already in flight (a
 // long-polling fetch) get its response.
 func TestShutdownFinishesInFlight(t *testing.T) {
+	// Not parallel: bounds the shutdown's wall time.
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.DefaultProduceTopic("drain"), kgo.AllowAutoTopicCreation())

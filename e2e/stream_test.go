@@ -19,6 +19,7 @@ import (
 // Large produce requests and fetch responses are streamed through the
 // gateway rather than buffered; every byte must still arrive intact.
 func TestLargeRecordsStreamed(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	const topic, n = "big", 400
@@ -59,6 +60,7 @@ func TestLargeRecordsStreamed(t *testing.T) {
 // a partition whose leader moved) has them rewritten to gateway addresses
 // without changing the already-sent frame size.
 func TestStreamedFetchNodeEndpointsRewritten(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dev := env.App.DevCluster()

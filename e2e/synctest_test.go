@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
-	"sort"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,23 +20,14 @@ import (
 // only when everything is idle, so a 30 s sleep costs no real time.
 // Throttling tests build on this.
 func TestSynctestSmoke(t *testing.T) {
+	// Not parallel: bounds the real time the bubble takes.
 	realStart := time.Now()
 	var virtual time.Duration
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		env := testkit.StartInBubble(t, app.Options{})
-		rec := &dialRecorder{net: env.Net}
-		newC := func(opts ...kgo.Opt) *kgo.Client {
-			c, err := kgo.NewClient(append([]kgo.Opt{
-				kgo.SeedBrokers(env.Bootstrap),
-				kgo.Dialer(rec.DialContext),
-			}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
-			return c
-		}
+		dialer := &testkit.Dialer{Net: env.Net}
+		newC := func(opts ...kgo.Opt) *kgo.Client { return newClient(t, env, dialer, opts...) }
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
 		const topic, partitions, n = "synctest", 6, 1000
@@ -100,16 +88,8 @@ func TestSynctestSmoke(t *testing.T) {
 			t.Errorf("gateway has %d sessions open, want the clients' connections (>= 4)", s)
 		}
 
+		checkDialsGatewayOnly(t, "the clients", env, dialer.Addrs())
 		gw := env.GatewayAddrs()
-		dialed := rec.addrs()
-		if len(dialed) < 4 {
-			t.Errorf("clients dialed %v; expected the bootstrap and 3 broker ports", dialed)
-		}
-		for _, a := range dialed {
-			if !gw[a] {
-				t.Errorf("client dialed %s, which is not a gateway address (gateway: %v)", a, keys(gw))
-			}
-		}
 		for _, up := range env.App.DevCluster().Addrs() {
 			if gw[up] {
 				t.Errorf("upstream broker %s is also a gateway address", up)
@@ -139,6 +119,7 @@ func (p produceThrottle) Throttle(proxy.Conn, *proxy.Request, int) time.Duration
 // the first waits out the previous response's 2 s throttle, exactly, in no
 // real time.
 func TestSynctestThrottleVirtualTime(t *testing.T) {
+	// Not parallel: bounds the real time the bubble takes.
 	realStart := time.Now()
 	synctest.Test(t, func(t *testing.T) {
 		env := testkit.StartInBubble(t, app.Options{
@@ -171,32 +152,4 @@ func TestSynctestThrottleVirtualTime(t *testing.T) {
 	if real := time.Since(realStart); real > 10*time.Second {
 		t.Errorf("real time %v", real)
 	}
-}
-
-// dialRecorder dials on an in-memory network and records the addresses.
-type dialRecorder struct {
-	net   *testkit.Network
-	mu    sync.Mutex
-	dials map[string]int
-}
-
-func (d *dialRecorder) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	if d.dials == nil {
-		d.dials = map[string]int{}
-	}
-	d.dials[addr]++
-	d.mu.Unlock()
-	return d.net.DialContext(ctx, network, addr)
-}
-
-func (d *dialRecorder) addrs() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]string, 0, len(d.dials))
-	for a := range d.dials {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 //     transactions; the output and the group's committed offsets are
 //     exactly right.
 func TestTransactions(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}
@@ -186,17 +186,7 @@ func TestTransactions(t *testing.T) {
 	out := txnReadAll(t, ctx, env, dialer, dst, want, kgo.ReadCommitted())
 	txnCheckSeq(t, "read_committed "+dst, out, partitions, []string{"c1", "c3"}, "T:", perTxn)
 
-	gw := env.GatewayAddrs()
-	dialed := dialer.Addrs()
-	sort.Strings(dialed)
-	if len(dialed) < 4 {
-		t.Errorf("clients dialed %v; expected the bootstrap and 3 broker ports", dialed)
-	}
-	for _, a := range dialed {
-		if !gw[a] {
-			t.Errorf("client dialed %s, which is not a gateway address (gateway: %v)", a, keys(gw))
-		}
-	}
+	checkDialsGatewayOnly(t, "the clients", env, dialer.Addrs())
 }
 
 // txnReadAll reads topic from the start with a fresh client until it has n

@@ -12,23 +12,22 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 // Upstream connections use TLS on their own (CA, and a client certificate
 // for brokers that require mTLS), independently of the client side, which
 // here stays PLAINTEXT.
 func TestUpstreamTLS(t *testing.T) {
-	pki := newTestPKI(t, "upstream-ca")
-	server := pki.issue(t, pkix.Name{CommonName: "broker"}, true)
-	client := pki.issue(t, pkix.Name{CommonName: "tollgate"}, false)
-	brokerTLS := &tls.Config{
-		Certificates: []tls.Certificate{server.tls},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pki.pool,
-		MinVersion:   tls.VersionTLS12,
-	}
+	t.Parallel()
+	pki := testpki.NewCA(t, "upstream-ca")
+	server := pki.Server(t, "broker")
+	client := pki.Client(t, pkix.Name{CommonName: "tollgate"})
+	brokerTLS := pki.ServerConfig(server)
+	brokerTLS.ClientAuth = tls.RequireAndVerifyClientCert
+	brokerTLS.MinVersion = tls.VersionTLS12
 	env := testkit.Start(t, app.Options{DevClusterOpts: []kfake.Opt{kfake.TLS(brokerTLS)}}, func(c *app.Config) {
-		c.Upstream.TLS = &auth.UpstreamTLSConfig{CAFile: pki.caFile, CertFile: client.certFile, KeyFile: client.keyFile}
+		c.Upstream.TLS = &auth.UpstreamTLSConfig{CAFile: pki.CertFile, CertFile: client.CertFile, KeyFile: client.KeyFile}
 	})
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.DefaultProduceTopic("over-tls"), kgo.AllowAutoTopicCreation())

@@ -23,6 +23,7 @@ import (
 // the client's connection to the gateway), while the gateway itself dials
 // the cluster from 127.0.0.1.
 func TestDescribeGroupsShowsClientHost(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -86,6 +87,7 @@ func TestDescribeGroupsShowsClientHost(t *testing.T) {
 // become the gateway's own address for that broker on the listener asked,
 // and controller addresses are hidden as sensitive, synonyms included.
 func TestDescribeBrokerConfigsHideUpstreamAddresses(t *testing.T) {
+	t.Parallel()
 	env := testkit.Start(t, app.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

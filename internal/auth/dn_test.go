@@ -6,6 +6,8 @@ import (
 	"encoding/asn1"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 var (
@@ -46,7 +48,7 @@ func rawSubject(t *testing.T, rdns ...[]rawAVA) []byte {
 // The DN of generated certificates, as Java's X500Principal.getName()
 // prints it (RFC 2253 order: the last RDN of the encoding first).
 func TestDistinguishedName(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewCA(t, "Tollgate Test CA")
 	tests := []struct {
 		name    string
 		subject pkix.Name
@@ -152,7 +154,7 @@ func TestDistinguishedName(t *testing.T) {
 			want: "",
 		},
 	}
-	for i, tt := range tests {
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.direct {
 				if got, err := FormatDN(tt.raw(t)); err != nil || got != tt.want {
@@ -164,7 +166,7 @@ func TestDistinguishedName(t *testing.T) {
 			if tt.raw != nil {
 				tmpl.RawSubject = tt.raw(t)
 			}
-			cert, _, _ := ca.issue(t, tmpl, int64(10+i))
+			cert := ca.Issue(t, tmpl).Cert
 			got, err := DistinguishedName(cert)
 			if err != nil || got != tt.want {
 				t.Fatalf("DistinguishedName = %q, %v\nwant                %q", got, err, tt.want)

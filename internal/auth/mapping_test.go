@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 // Kafka's SslPrincipalMapperTest, with Java string literals written as the
@@ -207,7 +208,7 @@ func TestMappingNoMatch(t *testing.T) {
 // The brief's example end to end: a generated certificate, its DN as Java
 // formats it, Kafka's rule.
 func TestMappingCertificate(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testpki.NewCA(t, "Tollgate Test CA")
 	m, err := ParseMappingRules("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT")
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestMappingCertificate(t *testing.T) {
 		{pkix.Name{CommonName: "kafka-server", OrganizationalUnit: []string{"ServiceUsers"}, Organization: []string{"Org"}}, "kafka-server"},
 		{pkix.Name{CommonName: "alice", OrganizationalUnit: []string{"eng"}, Organization: []string{"Example"}, Country: []string{"US"}}, "CN=alice,OU=eng,O=Example,C=US"},
 	} {
-		cert, _, _ := ca.issue(t, &x509.Certificate{Subject: tt.subject}, 2)
+		cert := ca.Issue(t, &x509.Certificate{Subject: tt.subject}).Cert
 		p, err := m.PrincipalFromCert(cert)
 		if err != nil || p != (principal.Principal{Type: "User", Name: tt.want}) {
 			t.Errorf("%v: %v, %v; want %s", tt.subject, p, err, tt.want)
@@ -233,7 +234,7 @@ func TestMappingCertificate(t *testing.T) {
 		t.Fatalf("no client certificate: %v, %v", p, err)
 	}
 	strict, _ := ParseMappingRules("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/")
-	cert, _, _ := ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "x"}}, 3)
+	cert := ca.Issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "x"}}).Cert
 	if _, err := strict.PrincipalFromCert(cert); !errors.Is(err, ErrNoMatchingRule) {
 		t.Fatalf("no matching rule: %v", err)
 	}

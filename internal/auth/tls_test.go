@@ -5,11 +5,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 func TestTLSConfigValidate(t *testing.T) {
@@ -88,18 +91,26 @@ func handshake(t *testing.T, server, client *tls.Config) (srv, cli tls.Connectio
 
 type tlsFiles struct {
 	dir, cert, key, ca string
-	ca1                *testCA
+	ca1                *testpki.CA
+}
+
+// localhostCert is a server certificate for localhost and 127.0.0.1 with
+// the given serial (the reload tests tell certificates apart by it).
+func localhostCert(t *testing.T, ca *testpki.CA, serial int64) *testpki.Leaf {
+	tmpl := testpki.ServerTemplate("localhost")
+	tmpl.SerialNumber = big.NewInt(serial)
+	return ca.Issue(t, tmpl)
 }
 
 func newTLSFiles(t *testing.T) *tlsFiles {
-	ca := newTestCA(t)
+	ca := testpki.NewCA(t, "Tollgate Test CA")
 	dir := t.TempDir()
-	_, certPEM, keyPEM := ca.issue(t, nil, 100)
+	srv := localhostCert(t, ca, 100)
 	return &tlsFiles{
 		dir:  dir,
-		cert: writeFile(t, dir, "server.pem", certPEM),
-		key:  writeFile(t, dir, "server.key", keyPEM),
-		ca:   writeFile(t, dir, "ca.pem", ca.pem),
+		cert: testpki.WriteFile(t, dir, "server.pem", srv.CertPEM),
+		key:  testpki.WriteFile(t, dir, "server.key", srv.KeyPEM),
+		ca:   ca.CertFile,
 		ca1:  ca,
 	}
 }
@@ -107,9 +118,9 @@ func newTLSFiles(t *testing.T) *tlsFiles {
 // rewrite replaces the server certificate and key and moves their mtimes
 // forward so the change is seen whatever the file system's granularity.
 func (f *tlsFiles) rewrite(t *testing.T, serial int64, when time.Time) {
-	_, certPEM, keyPEM := f.ca1.issue(t, nil, serial)
-	writeFile(t, f.dir, "server.pem", certPEM)
-	writeFile(t, f.dir, "server.key", keyPEM)
+	srv := localhostCert(t, f.ca1, serial)
+	testpki.WriteFile(t, f.dir, "server.pem", srv.CertPEM)
+	testpki.WriteFile(t, f.dir, "server.key", srv.KeyPEM)
 	for _, p := range []string{f.cert, f.key} {
 		if err := os.Chtimes(p, when, when); err != nil {
 			t.Fatal(err)
@@ -150,7 +161,7 @@ func TestServerTLSReload(t *testing.T) {
 
 	// A real handshake sees the new certificate too.
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(f.ca1.pem)
+	roots.AppendCertsFromPEM(f.ca1.CertPEM)
 	_, cli, err := handshake(t, s.Config(), &tls.Config{RootCAs: roots, ServerName: "localhost"})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +177,7 @@ func TestServerTLSReload(t *testing.T) {
 	}
 
 	// A broken file keeps the old certificate and reports the error.
-	writeFile(t, f.dir, "server.key", []byte("not a key"))
+	testpki.WriteFile(t, f.dir, "server.key", []byte("not a key"))
 	_ = os.Chtimes(f.key, now.Add(3*time.Minute), now.Add(3*time.Minute))
 	now = now.Add(2 * time.Hour)
 	if got := servedSerial(t, s); got != 102 {
@@ -220,9 +231,8 @@ func TestServerTLSLoadErrors(t *testing.T) {
 // into a principal. Min version TLS1.3 is enforced.
 func TestMutualTLS(t *testing.T) {
 	f := newTLSFiles(t)
-	_, clientPEM, clientKey := f.ca1.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "svc-a", OrganizationalUnit: []string{"ServiceUsers"}, Organization: []string{"Org"}}}, 200)
-	cc := writeFile(t, f.dir, "client.pem", clientPEM)
-	ck := writeFile(t, f.dir, "client.key", clientKey)
+	client := f.ca1.Client(t, pkix.Name{CommonName: "svc-a", OrganizationalUnit: []string{"ServiceUsers"}, Organization: []string{"Org"}})
+	cc, ck := client.CertFile, client.KeyFile
 	srv, err := NewServerTLS(TLSConfig{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: "required", MinVersion: "TLS1.3"})
 	if err != nil {
 		t.Fatal(err)
@@ -267,8 +277,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal("TLS 1.2 accepted by a TLS1.3 listener")
 	}
 	// An untrusted server is refused by the upstream config.
-	other := newTestCA(t)
-	otherCA := writeFile(t, f.dir, "other-ca.pem", other.pem)
+	otherCA := testpki.NewCA(t, "Other CA").CertFile
 	untrusting, _ := UpstreamTLSConfig{CAFile: otherCA, ServerName: "localhost"}.ClientConfig()
 	if _, _, err := handshake(t, req.Config(), untrusting); err == nil {
 		t.Fatal("untrusted server accepted")

@@ -1,24 +1,16 @@
 package cli
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"math"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 // validateLikeKafka makes the embedded cluster reject invalid quota values
@@ -77,75 +69,18 @@ type certs struct {
 }
 
 // makeCerts creates a CA, a server certificate for hosts, and a client
-// certificate, in dir.
+// certificate, in dir (the bundle: the client's key and certificate in one
+// file) and in the CA's directory.
 func makeCerts(t *testing.T, dir string, hosts ...string) *certs {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "tollgate test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
+	ca := testpki.NewCA(t, "tollgate test CA")
+	srv := ca.Server(t, "broker", hosts...)
+	cli := ca.Client(t, pkix.Name{CommonName: "client"})
+	return &certs{
+		caFile:     ca.CertFile,
+		certFile:   cli.CertFile,
+		keyFile:    cli.KeyFile,
+		bundleFile: testpki.WriteFile(t, dir, "client-bundle.pem", append(cli.KeyPEM[:len(cli.KeyPEM):len(cli.KeyPEM)], cli.CertPEM...)),
+		serverTLS:  ca.ServerConfig(srv),
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	leaf := func(cn string, usage x509.ExtKeyUsage, serial int64) ([]byte, *ecdsa.PrivateKey) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      pkix.Name{CommonName: cn},
-			NotBefore:    time.Now().Add(-time.Hour),
-			NotAfter:     time.Now().Add(time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		}
-		for _, h := range hosts {
-			if ip := net.ParseIP(h); ip != nil {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-			} else {
-				tmpl.DNSNames = append(tmpl.DNSNames, h)
-			}
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return der, key
-	}
-	pemOf := func(typ string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}) }
-	keyPEM := func(k *ecdsa.PrivateKey) []byte {
-		b, _ := x509.MarshalPKCS8PrivateKey(k)
-		return pemOf("PRIVATE KEY", b)
-	}
-	srvDER, srvKey := leaf("broker", x509.ExtKeyUsageServerAuth, 2)
-	cliDER, cliKey := leaf("client", x509.ExtKeyUsageClientAuth, 3)
-	c := &certs{
-		caFile:     filepath.Join(dir, "ca.pem"),
-		certFile:   filepath.Join(dir, "client.pem"),
-		keyFile:    filepath.Join(dir, "client.key"),
-		bundleFile: filepath.Join(dir, "client-bundle.pem"),
-	}
-	write := func(p string, b []byte) {
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(c.caFile, pemOf("CERTIFICATE", caDER))
-	write(c.certFile, pemOf("CERTIFICATE", cliDER))
-	write(c.keyFile, keyPEM(cliKey))
-	write(c.bundleFile, append(keyPEM(cliKey), pemOf("CERTIFICATE", cliDER)...))
-	srvCert, err := tls.X509KeyPair(pemOf("CERTIFICATE", srvDER), keyPEM(srvKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	c.serverTLS = &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: pool}
-	return c
 }

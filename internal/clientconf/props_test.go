@@ -1,19 +1,12 @@
 package clientconf
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 func TestParseProperties(t *testing.T) {
@@ -51,10 +44,7 @@ func TestJAASOptions(t *testing.T) {
 
 func TestClientProps(t *testing.T) {
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(ca, selfSigned(t), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ca := testpki.NewCA(t, "test CA").CertFile
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";`
 	ok := []map[string]string{
 		{},
@@ -96,20 +86,4 @@ func TestClientProps(t *testing.T) {
 			t.Errorf("%v: error %v, want one mentioning %q", p, err, want)
 		}
 	}
-}
-
-func selfSigned(t *testing.T) []byte {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }

@@ -1,8 +1,6 @@
 package testkit
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -35,33 +33,9 @@ func StartInBubble(t *testing.T, opts app.Options, edit ...func(*app.Config)) *E
 		t.Fatalf("testkit.StartInBubble must be called inside synctest.Test (the clock reads %v, not a bubble's)", time.Now())
 	}
 	nw := &Network{}
-	cfg := app.Config{
-		Listeners: []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
-		Upstream:  app.UpstreamConfig{MetadataRefresh: 200 * time.Millisecond},
-	}
-	cfg.ShutdownTimeout = 10 * time.Second
-	cfg.DataDir = t.TempDir()
-	for _, e := range edit {
-		e(&cfg)
-	}
+	cfg := config(t, edit)
 	cfg.HTTP.Address = "" // no real sockets in a bubble
-	logs := &LogBuffer{}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
 	opts.DevClusterOpts = append([]kfake.Opt{kfake.ListenFn(nw.Listen)}, opts.DevClusterOpts...)
 	opts.ProxyOpts = append([]proxy.Option{proxy.WithListenFunc(nw.Listen), proxy.WithDialFunc(nw.DialContext)}, opts.ProxyOpts...)
-	a, err := app.Start(context.Background(), cfg, opts)
-	if err != nil {
-		t.Fatalf("start tollgate: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := a.Stop(context.Background()); err != nil {
-			t.Errorf("stop tollgate: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("tollgate log:\n%s", logs.String())
-		}
-	})
-	return &Env{App: a, Bootstrap: a.Bootstrap(), Logs: logs, Net: nw}
+	return start(t, cfg, opts, nw)
 }

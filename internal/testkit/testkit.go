@@ -32,6 +32,13 @@ type Env struct {
 // ports and stops it when the test ends. edit may change the config.
 func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
 	t.Helper()
+	return start(t, config(t, edit), opts, nil)
+}
+
+// config is the configuration every Env starts from (one PLAINTEXT
+// listener and the admin port on free loopback ports, a quick metadata
+// refresh, a data directory of the test's own), then edit.
+func config(t testing.TB, edit []func(*app.Config)) app.Config {
 	cfg := app.Config{
 		Listeners: []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
 		HTTP:      app.HTTPConfig{Address: "127.0.0.1:0"},
@@ -42,6 +49,14 @@ func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
 	for _, e := range edit {
 		e(&cfg)
 	}
+	return cfg
+}
+
+// start runs the gateway with its log kept in memory (shown if the test
+// fails) and stops it when the test ends. nw is the in-memory network it
+// runs on, or nil.
+func start(t testing.TB, cfg app.Config, opts app.Options, nw *Network) *Env {
+	t.Helper()
 	logs := &LogBuffer{}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -58,7 +73,7 @@ func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
 			t.Logf("tollgate log:\n%s", logs.String())
 		}
 	})
-	return &Env{App: a, Bootstrap: a.Bootstrap(), Logs: logs}
+	return &Env{App: a, Bootstrap: a.Bootstrap(), Logs: logs, Net: nw}
 }
 
 // LogBuffer collects log output safely across goroutines.
@@ -93,6 +108,9 @@ func (l *LogBuffer) WaitFor(s string, timeout time.Duration) bool {
 
 // Dialer records every address a client dials.
 type Dialer struct {
+	// Net is the in-memory network to dial on (env.Net in a synctest
+	// bubble); nil dials real sockets.
+	Net   *Network
 	mu    sync.Mutex
 	addrs map[string]int
 	d     net.Dialer
@@ -106,6 +124,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	d.addrs[addr]++
 	d.mu.Unlock()
+	if d.Net != nil {
+		return d.Net.DialContext(ctx, network, addr)
+	}
 	return d.d.DialContext(ctx, network, addr)
 }
 

@@ -1,16 +1,16 @@
 // Package benchkit holds the few helpers the benchmark commands share:
 // free loopback ports, waiting for a server, a child process's CPU time
-// and percentiles.
+// and percentiles. What it reads from /proc comes from
+// internal/testkit/proc, which the end-to-end tests share.
 package benchkit
 
 import (
 	"fmt"
 	"net"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testkit/proc"
 )
 
 // FreeAddr returns a loopback address with a port free a moment ago.
@@ -38,37 +38,15 @@ func WaitDial(addr string) error {
 
 // ProcCPU returns the user+system CPU time of process pid from /proc (10 ms
 // resolution), 0 if it cannot be read.
-func ProcCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
-}
+func ProcCPU(pid int) time.Duration { return proc.CPU(pid) }
 
 // ChildPIDs returns the processes whose parent is pid (Tollgate's acceptor
 // helper, for one).
 func ChildPIDs(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, child)
-		}
+	kids, _ := proc.Children(pid)
+	out := make([]int, len(kids))
+	for i, k := range kids {
+		out[i] = k.PID
 	}
 	return out
 }
