@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
@@ -55,7 +56,7 @@ func helperPIDs(t *testing.T) []int {
 		}
 		// A child that exits meanwhile has no environment left: not a helper.
 		env, _ := proc.Environ(k.PID)
-		if slices.Contains(env, proxy.AcceptorHelperEnv+"=1") {
+		if slices.Contains(env, accept.AcceptorHelperEnv+"=1") {
 			out = append(out, k.PID)
 		}
 	}

@@ -111,7 +111,7 @@ func attackForgedOAuthToken(t *testing.T) {
 	env, br := startStandIn(t)
 	forged := oauthInitial(jwt(`{"sub":"admin"}`)) // not signed by the broker's IdP
 
-	rc := dialSASLConn(t, env.Bootstrap)
+	rc := dialRaw(t, env.Bootstrap)
 	if hs := rc.handshake(t, 1, "OAUTHBEARER"); hs.ErrorCode != 0 {
 		t.Fatalf("SaslHandshake OAUTHBEARER: error %d", hs.ErrorCode)
 	}
@@ -127,7 +127,7 @@ func attackForgedOAuthToken(t *testing.T) {
 
 	// The client that answers the challenge with %x01 gets the broker's
 	// failure, as from Kafka, and is closed.
-	rc = dialSASLConn(t, env.Bootstrap)
+	rc = dialRaw(t, env.Bootstrap)
 	rc.handshake(t, 1, "OAUTHBEARER")
 	rc.authenticate(t, 1, forged)
 	if ar := rc.authenticate(t, 1, []byte{0x01}); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
@@ -144,7 +144,7 @@ func attackForgedOAuthToken(t *testing.T) {
 
 	// The real admin's token is a login (the row would pass vacuously
 	// if nothing could alter quotas).
-	rc = dialSASLConn(t, env.Bootstrap)
+	rc = dialRaw(t, env.Bootstrap)
 	rc.handshake(t, 1, "OAUTHBEARER")
 	if ar := rc.authenticate(t, 1, oauthInitial(adminToken)); ar.ErrorCode != 0 || len(ar.SASLAuthBytes) != 0 {
 		t.Fatalf("admin's valid token: error %d, %q", ar.ErrorCode, ar.SASLAuthBytes)
@@ -165,7 +165,7 @@ func attackForgedOAuthToken(t *testing.T) {
 // one the broker accepted.
 func attackOAuthSecondToken(t *testing.T) {
 	env, _ := startStandIn(t)
-	rc := dialSASLConn(t, env.Bootstrap)
+	rc := dialRaw(t, env.Bootstrap)
 	rc.handshake(t, 1, "OAUTHBEARER")
 	if ar := rc.authenticate(t, 1, oauthInitial(jwt(`{"sub":"admin"}`))); ar.ErrorCode != 0 || len(ar.SASLAuthBytes) == 0 {
 		t.Fatalf("forged token: error %d, %q; want the error challenge", ar.ErrorCode, ar.SASLAuthBytes)
@@ -194,7 +194,7 @@ func attackScramPassthrough(t *testing.T) {
 	env, _ := startStandIn(t)
 
 	// server-first, then a request instead of the client-final message.
-	rc := dialSASLConn(t, env.Bootstrap)
+	rc := dialRaw(t, env.Bootstrap)
 	rc.handshake(t, 1, "SCRAM-SHA-256")
 	conv := scramConversation(t, "SCRAM-SHA-256", "admin", "wrong")
 	first, _ := conv.Step("")
@@ -207,7 +207,7 @@ func attackScramPassthrough(t *testing.T) {
 	rc.expectClosed(t, "a request after server-first")
 
 	// A wrong password: the broker fails the proof.
-	rc = dialSASLConn(t, env.Bootstrap)
+	rc = dialRaw(t, env.Bootstrap)
 	rc.handshake(t, 1, "SCRAM-SHA-256")
 	conv = scramConversation(t, "SCRAM-SHA-256", "admin", "wrong")
 	first, _ = conv.Step("")
@@ -223,7 +223,7 @@ func attackScramPassthrough(t *testing.T) {
 	}
 
 	// The right password: server-final, a login.
-	rc = dialSASLConn(t, env.Bootstrap)
+	rc = dialRaw(t, env.Bootstrap)
 	rc.handshake(t, 1, "SCRAM-SHA-256")
 	conv = scramConversation(t, "SCRAM-SHA-256", "alice", "alice-secret")
 	first, _ = conv.Step("")
@@ -255,7 +255,7 @@ func attackUnreadableIdentity(t *testing.T) {
 		{"OAUTHBEARER token that is not a JWT", "OAUTHBEARER", oauthInitial("opaque-token")},
 		{"PLAIN authorization id of another user", "PLAIN", []byte("admin\x00alice\x00alice-secret")},
 	} {
-		rc := dialSASLConn(t, env.Bootstrap)
+		rc := dialRaw(t, env.Bootstrap)
 		rc.handshake(t, 1, tt.mech)
 		if ar := rc.authenticate(t, 1, tt.msg); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code {
 			t.Fatalf("%s: error %d, want SASL_AUTHENTICATION_FAILED", tt.name, ar.ErrorCode)
@@ -272,7 +272,7 @@ func attackUnreadableIdentity(t *testing.T) {
 
 	// The claim is a setting (Kafka's sasl.oauthbearer.sub.claim.name).
 	env2, _ := startStandIn(t, func(c *app.Config) { c.Listeners[0].SASL.OAuthBearerSubClaimName = "iss" })
-	rc := dialSASLConn(t, env2.Bootstrap)
+	rc := dialRaw(t, env2.Bootstrap)
 	rc.handshake(t, 1, "OAUTHBEARER")
 	if ar := rc.authenticate(t, 1, oauthInitial(aliceToken)); ar.ErrorCode != 0 {
 		t.Fatalf("alice's token with claim iss: error %d", ar.ErrorCode)
