@@ -91,6 +91,7 @@ func TestProxyProtocol(t *testing.T) {
 	t.Parallel()
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Listeners[0].ProxyProtocol = true
+		c.Listeners[0].ProxyProtocolTrustedCIDRs = []string{"127.0.0.1"}
 		c.BrokerConfigs = map[string]string{"max.connections.per.ip": "1000", "max.connections.per.ip.overrides": "10.9.9.9:1"}
 	})
 	ctx := ctxT(t, 30*time.Second)

@@ -4,34 +4,43 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/pires/go-proxyproto"
 )
 
-// proxyHeaderTimeout bounds how long a client may take to send its PROXY
-// protocol header.
-const proxyHeaderTimeout = 5 * time.Second
+// defaultHeaderTimeout bounds how long a client may take to send its PROXY
+// protocol header when the listener does not say.
+const defaultHeaderTimeout = 10 * time.Second
 
 // proxyListener reads the PROXY protocol header (v1 or v2) of each
 // connection in a goroutine of its own, so that a slow or silent client
 // cannot stall the acceptor, and hands on only connections whose header
 // parsed: their RemoteAddr is the client's real address, which is what
 // per-IP connection limits must see. A missing or malformed header closes
-// only that connection.
+// only that connection, and so does any connection from a peer that is not
+// a trusted proxy: otherwise anyone could claim any source address, pick a
+// principals_by_cidr principal or dodge per-IP limits.
 type proxyListener struct {
 	net.Listener
-	log   *slog.Logger
-	name  string
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-	err   error
+	log     *slog.Logger
+	name    string
+	trusted []netip.Prefix
+	timeout time.Duration
+	conns   chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+	err     error
 }
 
-func newProxyListener(ln net.Listener, name string, log *slog.Logger) *proxyListener {
-	p := &proxyListener{Listener: ln, log: log, name: name, conns: make(chan net.Conn), done: make(chan struct{})}
+func newProxyListener(ln net.Listener, cfg ListenerConfig, log *slog.Logger) *proxyListener {
+	p := &proxyListener{Listener: ln, log: log, name: cfg.Name, trusted: cfg.ProxyTrusted, timeout: cfg.HeaderTimeout,
+		conns: make(chan net.Conn), done: make(chan struct{})}
+	if p.timeout <= 0 {
+		p.timeout = defaultHeaderTimeout
+	}
 	go p.run()
 	return p
 }
@@ -48,8 +57,25 @@ func (p *proxyListener) run() {
 	}
 }
 
+// TrustedProxy reports whether addr is within one of the prefixes.
+func TrustedProxy(trusted []netip.Prefix, addr netip.Addr) bool {
+	addr = addr.Unmap()
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *proxyListener) header(c net.Conn) {
-	pc := proxyproto.NewConn(c, proxyproto.WithPolicy(proxyproto.REQUIRE), proxyproto.SetReadHeaderTimeout(proxyHeaderTimeout))
+	if !TrustedProxy(p.trusted, remoteIP(c)) {
+		p.log.Warn("connection closed", "listener", p.name, "remote", c.RemoteAddr().String(),
+			"reason", "untrusted_proxy", "err", "a PROXY protocol header is accepted only from proxy_protocol_trusted_cidrs")
+		c.Close()
+		return
+	}
+	pc := proxyproto.NewConn(c, proxyproto.WithPolicy(proxyproto.REQUIRE), proxyproto.SetReadHeaderTimeout(p.timeout))
 	if pc.ProxyHeader() == nil {
 		p.log.Warn("connection closed", "listener", p.name, "remote", c.RemoteAddr().String(),
 			"reason", "bad_proxy_header", "err", "missing or malformed PROXY protocol header")

@@ -2,7 +2,6 @@ package accept
 
 import (
 	"errors"
-	"github.com/tollgate/tollgate/internal/admission"
 	"net"
 	"net/netip"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/tollgate/tollgate/internal/admission"
 )
 
 // rawListener is a plain TCP listener taken over from its net.TCPListener:

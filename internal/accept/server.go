@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -147,6 +148,12 @@ type ListenerConfig struct {
 	BrokerPortBase int
 	// ProxyProtocol reads a PROXY protocol header (v1 or v2) first.
 	ProxyProtocol bool
+	// ProxyTrusted are the peers (load balancers) whose PROXY header is
+	// believed; a connection from any other peer is closed.
+	ProxyTrusted []netip.Prefix
+	// HeaderTimeout bounds how long a client may take to send its PROXY
+	// header (default 10s).
+	HeaderTimeout time.Duration
 }
 
 // Listener is one named listener: its bootstrap port and a port per
@@ -375,7 +382,7 @@ func (s *Server) listen(cfg ListenerConfig, addr string) (net.Listener, error) {
 		return nil, err
 	}
 	if cfg.ProxyProtocol {
-		ln = newProxyListener(ln, cfg.Name, s.log)
+		ln = newProxyListener(ln, cfg, s.log)
 	} else if s.admit != nil {
 		ln = rawCapable(ln)
 	}

@@ -150,12 +150,16 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	pcfg := proxy.Config{
-		Listeners:       cfg.Listeners,
-		Upstream:        upstream,
-		MaxRequestSize:  cfg.Socket.RequestMaxBytes,
-		MaxInFlight:     cfg.Socket.MaxInFlight,
-		DialTimeout:     cfg.Upstream.DialTimeout,
-		MetadataRefresh: cfg.Upstream.MetadataRefresh,
+		Listeners:          cfg.Listeners,
+		Upstream:           upstream,
+		MaxRequestSize:     cfg.Socket.RequestMaxBytes,
+		MaxInFlight:        cfg.Socket.MaxInFlight,
+		MaxResponseSize:    cfg.Socket.ResponseMaxBytes,
+		SASLMaxReceiveSize: cfg.Socket.SASLMaxReceiveSize,
+		IdleTimeout:        cfg.Socket.ConnectionsMaxIdle,
+		HandshakeTimeout:   cfg.Socket.HandshakeTimeout,
+		DialTimeout:        cfg.Upstream.DialTimeout,
+		MetadataRefresh:    cfg.Upstream.MetadataRefresh,
 	}
 	chain := kafkaapi.Chain(kafkaapi.Deps{
 		Log:           a.log,

@@ -111,6 +111,21 @@ type LogConfig struct {
 // SocketConfig carries Kafka's socket.* settings.
 type SocketConfig struct {
 	RequestMaxBytes int32 `yaml:"request_max_bytes"`
+	// ResponseMaxBytes bounds an upstream response the gateway reads
+	// whole (every response but a Fetch, which is streamed); a larger one
+	// closes its connection (default 104857600).
+	ResponseMaxBytes int32 `yaml:"response_max_bytes"`
+	// SASLMaxReceiveSize is Kafka's sasl.server.max.receive.size: before a
+	// SASL login completes, a larger frame closes the connection (default
+	// 524288).
+	SASLMaxReceiveSize int32 `yaml:"sasl_max_receive_size"`
+	// ConnectionsMaxIdle is Kafka's connections.max.idle.ms: a client
+	// connection that sends no request for this long is closed (default
+	// 10m; negative: never).
+	ConnectionsMaxIdle time.Duration `yaml:"connections_max_idle"`
+	// HandshakeTimeout bounds the TLS handshake, the PROXY header and the
+	// SASL login, from the moment a connection is accepted (default 10s).
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout"`
 	// MaxInFlight bounds pipelined requests per connection.
 	MaxInFlight int `yaml:"max_in_flight"`
 	// AcceptorProcess (default true; Linux) accepts on plain TCP listeners
@@ -188,6 +203,18 @@ func (c *Config) Validate() error {
 	}
 	if c.Socket.RequestMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))
+	}
+	if c.Socket.ResponseMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("socket.response_max_bytes %d must be positive", c.Socket.ResponseMaxBytes))
+	}
+	if c.Socket.SASLMaxReceiveSize < 0 {
+		errs = append(errs, fmt.Errorf("socket.sasl_max_receive_size %d must be positive", c.Socket.SASLMaxReceiveSize))
+	}
+	if c.Socket.HandshakeTimeout < 0 {
+		errs = append(errs, errors.New("socket.handshake_timeout must not be negative"))
+	}
+	if c.Socket.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("socket.max_in_flight %d must be positive", c.Socket.MaxInFlight))
 	}
 	if c.Upstream.SASL != nil {
 		if _, err := c.Upstream.SASL.mechanism(); err != nil {

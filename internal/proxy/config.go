@@ -38,6 +38,10 @@ type ListenerConfig struct {
 	// v2) first, so per-IP limits see the real client address behind a
 	// load balancer.
 	ProxyProtocol bool `yaml:"proxy_protocol"`
+	// ProxyProtocolTrustedCIDRs are the load balancers whose PROXY header
+	// is believed (addresses or CIDR ranges); a connection from any other
+	// peer is closed. Required with proxy_protocol.
+	ProxyProtocolTrustedCIDRs []string `yaml:"proxy_protocol_trusted_cidrs"`
 	// PrincipalsByCIDR names the principal of unauthenticated connections
 	// by source address (KIP-55's "custom principal builder, e.g. per IP
 	// range"): the most specific matching range wins; connections no range
@@ -86,10 +90,35 @@ func (l *ListenerConfig) Validate() error {
 			return fmt.Errorf("listener %s: principals_by_cidr %s: principal is required", l.Name, cp.CIDR)
 		}
 	}
+	if l.ProxyProtocol && len(l.ProxyProtocolTrustedCIDRs) == 0 {
+		return fmt.Errorf("listener %s: proxy_protocol needs proxy_protocol_trusted_cidrs, the addresses of the load balancers that send the header: without it anyone who reaches the port could claim any source address", l.Name)
+	}
+	if _, err := l.proxyTrusted(); err != nil {
+		return err
+	}
 	if l.BrokerPortBase < 0 || l.BrokerPortBase > 65535 {
 		return fmt.Errorf("listener %s: broker_port_base %d out of range 0-65535", l.Name, l.BrokerPortBase)
 	}
 	return nil
+}
+
+// proxyTrusted parses proxy_protocol_trusted_cidrs (a bare address is a
+// /32 or /128).
+func (l *ListenerConfig) proxyTrusted() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range l.ProxyProtocolTrustedCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			a, aerr := netip.ParseAddr(c)
+			if aerr != nil {
+				return nil, fmt.Errorf("listener %s: proxy_protocol_trusted_cidrs: %q is neither an address nor a CIDR range", l.Name, c)
+			}
+			a = a.Unmap()
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // principalFor returns the principal of an unauthenticated connection
@@ -134,6 +163,21 @@ type Config struct {
 	// MetadataRefresh is how often the broker set is re-read from
 	// upstream (default 10s).
 	MetadataRefresh time.Duration
+	// MaxResponseSize bounds an upstream response read whole: a larger
+	// one (any but a Fetch, which is streamed) closes its session instead
+	// of being buffered (default 104857600).
+	MaxResponseSize int32
+	// SASLMaxReceiveSize bounds a client frame before its SASL login
+	// completes, Kafka's sasl.server.max.receive.size (default 524288).
+	SASLMaxReceiveSize int32
+	// IdleTimeout closes a client connection that sends no request for
+	// this long, Kafka's connections.max.idle.ms (default 10m; negative:
+	// never).
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds a connection's TLS handshake, PROXY header
+	// and SASL login, each from the moment the connection was accepted
+	// (default 10s).
+	HandshakeTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -148,6 +192,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.MetadataRefresh == 0 {
 		c.MetadataRefresh = 10 * time.Second
+	}
+	if c.MaxResponseSize == 0 {
+		c.MaxResponseSize = 104857600
+	}
+	if c.SASLMaxReceiveSize == 0 {
+		c.SASLMaxReceiveSize = 524288
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Minute
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = 10 * time.Second
 	}
 }
 

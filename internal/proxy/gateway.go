@@ -161,8 +161,10 @@ func (g *Gateway) Start(ctx context.Context) error {
 			g.meta.Close()
 			return err
 		}
+		trusted, _ := lc.proxyTrusted() // Validate checked it
 		acc, err := g.acc.Listen(accept.ListenerConfig{Name: lc.Name, Bootstrap: lc.Bootstrap,
-			BrokerPortBase: lc.BrokerPortBase, ProxyProtocol: lc.ProxyProtocol}, l)
+			BrokerPortBase: lc.BrokerPortBase, ProxyProtocol: lc.ProxyProtocol,
+			ProxyTrusted: trusted, HeaderTimeout: g.cfg.HandshakeTimeout}, l)
 		if err != nil {
 			g.closeListeners()
 			g.meta.Close()

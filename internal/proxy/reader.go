@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/wire"
@@ -24,16 +25,27 @@ const (
 
 // read is the client-side loop: frame, header, auth gate, filters, forward.
 func (s *session) read() {
-	max := s.gw.cfg.MaxRequestSize
 	var sz [4]byte
 	for {
 		if !s.waitUnmuted() {
 			s.stopReading(ReasonShutdown, nil) // no-op once closed
 			return
 		}
-		if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
-			s.stopReading(clientReason(err), err)
+		if !s.idleDeadline() {
+			s.stopReading(ReasonShutdown, nil)
 			return
+		}
+		if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
+			s.stopReading(s.readReason(err), err)
+			return
+		}
+		// Before a SASL login completes a frame may be no larger than
+		// Kafka's sasl.server.max.receive.size, checked before any
+		// buffer is taken: an unauthenticated client cannot make the
+		// gateway hold 100 MiB.
+		max := s.gw.cfg.MaxRequestSize
+		if s.auth.needed {
+			max = min(max, s.gw.cfg.SASLMaxReceiveSize)
 		}
 		n, err := wire.FrameSize(sz, max)
 		if err != nil {
@@ -84,6 +96,31 @@ func (s *session) read() {
 	}
 }
 
+// idleDeadline arms connections.max.idle.ms for the next frame: a client
+// that sends nothing for that long is closed (the deadline also covers a
+// frame trickled in slower than that). False when the session is draining:
+// then no new frame is read.
+func (s *session) idleDeadline() bool {
+	s.frameMu.Lock()
+	defer s.frameMu.Unlock()
+	if s.draining.Load() {
+		return false
+	}
+	if d := s.gw.cfg.IdleTimeout; d > 0 {
+		s.client.SetReadDeadline(time.Now().Add(d))
+	}
+	return true
+}
+
+// readReason classifies an error reading a client frame; a deadline that
+// is not the drain's is the idle timeout.
+func (s *session) readReason(err error) Reason {
+	if errors.Is(err, os.ErrDeadlineExceeded) && !s.draining.Load() {
+		return ReasonIdle
+	}
+	return clientReason(err)
+}
+
 // stopReading ends the reader. When draining, in-flight requests still get
 // their responses; otherwise the session closes.
 func (s *session) stopReading(r Reason, err error) {
@@ -106,7 +143,7 @@ func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 	copy(buf.B, sz[:])
 	if _, err := io.ReadFull(s.cr, buf.B[4:]); err != nil {
 		buf.Release()
-		return clientReason(err), err
+		return s.readReason(err), err
 	}
 	defer buf.Release()
 	if s.auth.raw {
@@ -363,20 +400,44 @@ func (s *session) streamToUpstream(sz [4]byte, n int) (Reason, error) {
 
 // respondLocal writes a response the gateway built, in order: directly if
 // nothing is in flight, else queued behind the upstream responses.
+//
+// A queued local response holds a slot of socket.max_in_flight like a
+// forwarded request, so a client with one long-poll Fetch in flight cannot
+// queue the gateway's own answers without end: the reader waits for a
+// slot (reading nothing meanwhile).
 func (s *session) respondLocal(req *Request, b *wire.Buffer) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.head == len(s.queue) {
-		_, err := s.client.Write(b.B)
+		s.writeLocal(b)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	select {
+	case s.inFlt <- struct{}{}:
+	case <-s.closed:
 		b.Release()
-		if err != nil {
-			go s.close(ReasonClientClosed, err)
-		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.head == len(s.queue) { // the responder caught up meanwhile
+		<-s.inFlt
+		s.writeLocal(b)
 		return
 	}
 	pr := *req
 	pr.Payload, pr.decoded = nil, nil
 	s.queue = append(s.queue, pending{req: pr, local: b})
+}
+
+// writeLocal writes a local response now; mu is held.
+func (s *session) writeLocal(b *wire.Buffer) {
+	_, err := s.client.Write(b.B)
+	b.Release()
+	if err != nil {
+		go s.close(ReasonClientClosed, err)
+	}
 }
 
 // hold waits d before the request is forwarded, like a mute; false if the

@@ -28,6 +28,9 @@ const (
 	ReasonShed             Reason = "max_connections_shed"
 	ReasonAuthFailed       Reason = "authentication_failed"
 	ReasonTLSHandshake     Reason = "tls_handshake_failed"
+	ReasonIdle             Reason = "idle_timeout"
+	ReasonHandshakeTimeout Reason = "handshake_timeout"
+	ReasonResponseTooLarge Reason = "response_too_large"
 )
 
 // Reasons lists every close reason, for metrics that pre-declare labels.
@@ -35,7 +38,7 @@ var Reasons = []Reason{
 	ReasonClientClosed, ReasonUpstreamClosed, ReasonUpstreamDial, ReasonUpstreamProtocol,
 	ReasonFrameTooLarge, ReasonBadFrame, ReasonTLSOnPlaintext, ReasonUnknownAPIKey,
 	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError, ReasonShed,
-	ReasonAuthFailed, ReasonTLSHandshake,
+	ReasonAuthFailed, ReasonTLSHandshake, ReasonIdle, ReasonHandshakeTimeout, ReasonResponseTooLarge,
 }
 
 // clientReason classifies an error from reading or parsing a client frame.

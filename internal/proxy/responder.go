@@ -46,6 +46,11 @@ func (s *session) respond() {
 		s.mu.Unlock()
 		pr := &s.cur
 		var r Reason
+		if n > int(s.gw.cfg.MaxResponseSize) && pr.req.Key != wire.KeyFetch {
+			s.close(ReasonResponseTooLarge, fmt.Errorf("%s response of %d bytes > socket.response_max_bytes %d",
+				wire.Lookup(pr.req.Key).Name, n, s.gw.cfg.MaxResponseSize))
+			return
+		}
 		if n >= streamMin && pr.req.Key == wire.KeyFetch {
 			r, err = s.streamFetch(pr, sz, n)
 		} else {
@@ -91,6 +96,7 @@ func (s *session) popAndFlush() bool {
 		b := s.queue[s.head].local
 		s.queue[s.head] = pending{}
 		s.head++
+		<-s.inFlt
 		_, err := s.client.Write(b.B)
 		b.Release()
 		if err != nil {

@@ -181,12 +181,22 @@ func (s *session) authenticate(req *Request) (bool, Reason, error) {
 	}
 	resp.SASLAuthBytes = challenge
 	if done {
-		s.info.Principal = s.auth.server.Principal()
-		s.auth.needed = false
+		s.loggedIn(s.auth.server.Principal())
 		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism)...)
 	}
 	s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, resp))
 	return true, "", nil
+}
+
+// loggedIn binds the principal of a completed SASL login and lets
+// requests flow.
+func (s *session) loggedIn(p principal.Principal) {
+	s.info.Principal = p
+	s.auth.needed = false
+	s.authDone.Store(true)
+	if t := s.loginTimer.Load(); t != nil {
+		t.Stop()
+	}
 }
 
 // loginFailed answers a SaslAuthenticate that failed at the gateway with
@@ -226,8 +236,8 @@ func (s *session) rawToken(p []byte) (Reason, error) {
 	binary.BigEndian.PutUint32(b.B, uint32(len(challenge)))
 	copy(b.B[4:], challenge)
 	if done {
-		s.info.Principal = s.auth.server.Principal()
-		s.auth.needed, s.auth.raw = false, false
+		s.loggedIn(s.auth.server.Principal())
+		s.auth.raw = false
 		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism, "handshake", "v0")...)
 	}
 	s.mu.Lock()
@@ -309,8 +319,7 @@ func (s *session) awaitPassthrough() (Reason, error) {
 	case a.user == "":
 		return ReasonAuthFailed, fmt.Errorf("%w: no identity read for the completed %s login", auth.ErrNoIdentity, a.mechanism)
 	}
-	a.needed = false
-	s.info.Principal = principal.Principal{Type: "User", Name: a.user}
+	s.loggedIn(principal.Principal{Type: "User", Name: a.user})
 	s.gw.log.Info("authenticated (pass-through)", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", a.mechanism)...)
 	return "", nil
 }

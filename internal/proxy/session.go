@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,10 @@ type session struct {
 	queue []pending // FIFO of requests awaiting their responses
 	head  int
 	inFlt chan struct{} // semaphore bounding queue length
+
+	accepted   time.Time   // when the connection was accepted
+	authDone   atomic.Bool // a SASL login completed (see loggedIn)
+	loginTimer atomic.Pointer[time.Timer] // closes a SASL login not done by socket.handshake_timeout
 
 	muteUntil atomic.Int64 // unix nanos; the reader waits for it
 	draining  atomic.Bool
@@ -84,11 +89,12 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 		c = tls.Server(c, l.tls.Config()) // handshake in run (clientTLS)
 	}
 	s := &session{
-		gw:     g,
-		ln:     l,
-		client: c,
-		inFlt:  make(chan struct{}, g.cfg.MaxInFlight),
-		closed: make(chan struct{}),
+		gw:       g,
+		ln:       l,
+		client:   c,
+		inFlt:    make(chan struct{}, g.cfg.MaxInFlight),
+		closed:   make(chan struct{}),
+		accepted: time.Now(),
 	}
 	id := g.nextID.Add(1)
 	if ac != nil {
@@ -128,15 +134,30 @@ func (s *session) run() {
 		s.close(ReasonUpstreamDial, fmt.Errorf("no upstream address known for node %d", s.info.NodeID))
 		return
 	}
-	ctx, cancel := s.dialContext()
+	// socket.handshake_timeout bounds the TLS handshake and the SASL
+	// login from the moment the connection was accepted: a client that
+	// trickles its handshake or never logs in holds nothing for long.
+	handshakeBy := s.accepted.Add(s.gw.cfg.HandshakeTimeout)
+	ctx, cancel := s.deadlineContext(handshakeBy)
 	err := s.clientTLS(ctx)
 	cancel()
 	s.open()
 	if err != nil {
-		s.close(ReasonTLSHandshake, err)
+		r := ReasonTLSHandshake
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+			r = ReasonHandshakeTimeout
+		}
+		s.close(r, err)
 		return
 	}
 	s.auth.needed = s.ln.cfg.UsesSASL()
+	if s.auth.needed {
+		s.loginTimer.Store(time.AfterFunc(time.Until(handshakeBy), func() {
+			if !s.authDone.Load() {
+				s.close(ReasonHandshakeTimeout, errors.New("SASL login not completed within socket.handshake_timeout"))
+			}
+		}))
+	}
 	s.cr = bufio.NewReaderSize(s.client, readBufSize)
 	s.read()
 	if s.respDone != nil {
@@ -144,10 +165,15 @@ func (s *session) run() {
 	}
 }
 
-// dialContext bounds a handshake or dial by the dial timeout and ends it
-// when the session closes.
+// dialContext bounds a dial by the dial timeout and ends it when the
+// session closes.
 func (s *session) dialContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.gw.cfg.DialTimeout)
+	return s.deadlineContext(time.Now().Add(s.gw.cfg.DialTimeout))
+}
+
+// deadlineContext ends at d or when the session closes.
+func (s *session) deadlineContext(d time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(context.Background(), d)
 	go func() {
 		select {
 		case <-s.closed:
@@ -167,6 +193,9 @@ func (s *session) open() {
 func (s *session) close(r Reason, err error) {
 	s.closeOnce.Do(func() {
 		close(s.closed)
+		if t := s.loginTimer.Load(); t != nil {
+			t.Stop()
+		}
 		defer s.dropPending()
 		if s.adm != nil {
 			s.gw.admit.Release(s.adm)
@@ -287,7 +316,7 @@ func (s *session) dropPending() {
 func (s *session) Info() *principal.ConnInfo { return &s.info }
 
 // Authenticated implements Conn.
-func (s *session) Authenticated() bool { return !s.auth.needed }
+func (s *session) Authenticated() bool { return !s.ln.cfg.UsesSASL() || s.authDone.Load() }
 
 // Listener implements Conn.
 func (s *session) Listener() *ListenerConfig { return &s.ln.cfg }
