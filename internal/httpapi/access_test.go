@@ -303,7 +303,7 @@ func TestHostCheck(t *testing.T) {
 		if code != want {
 			t.Errorf("Host %q: %d, want %d: %s", tc.host, code, want, body)
 		}
-		if want == 421 && !strings.Contains(body, "is not a name of this admin port") {
+		if want == 421 && (!strings.Contains(body, "is not a name of this admin port") || hdrNosniff(t, cl, f.srv.URL, tc.host) != "nosniff") {
 			t.Errorf("Host %q: %s", tc.host, body)
 		}
 	}
@@ -560,4 +560,10 @@ func TestClientCertificate(t *testing.T) {
 	if countIdentity(keys, "by-cert") != 1 || countIdentity(keys, "by-key") != 1 || countIdentity(keys, "x") != 0 {
 		t.Errorf("keys: %+v", keys)
 	}
+}
+
+func hdrNosniff(t *testing.T, cl *http.Client, base, host string) string {
+	t.Helper()
+	_, hdr, _ := send(t, cl, base, "GET", "/healthz", "", host, "")
+	return hdr.Get("X-Content-Type-Options")
 }
