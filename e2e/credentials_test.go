@@ -22,8 +22,11 @@ import (
 // for logins at once; a revoked key is not.
 func TestCredentialsManagedLive(t *testing.T) {
 	// Not parallel: each login must succeed within 4 s of wall time.
+	// The quota admin's API key for the admin port, from a credentials file.
+	credFile, adminKeys := writeCredentials(t, nil, "admin")
 	env := startControl(t, func(c *app.Config) {
 		c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
+		c.CredentialsFile = credFile
 	})
 	ctx := ctxT(t, 30*time.Second)
 	defer http.DefaultClient.CloseIdleConnections()
@@ -61,7 +64,10 @@ func TestCredentialsManagedLive(t *testing.T) {
 
 	// An API key from the admin port, then revoked.
 	body, _ := json.Marshal(map[string]string{"identity": "team-b"})
-	resp, err := http.Post("http://"+env.App.HTTPAddr()+"/api/v1/apikeys", "application/json", bytes.NewReader(body))
+	creq, _ := http.NewRequest("POST", "http://"+env.App.HTTPAddr()+"/api/v1/apikeys", bytes.NewReader(body))
+	creq.Header.Set("Content-Type", "application/json")
+	creq.Header.Set("Authorization", "Bearer "+adminKeys[0])
+	resp, err := http.DefaultClient.Do(creq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +85,7 @@ func TestCredentialsManagedLive(t *testing.T) {
 		t.Error("the API key did not authenticate as its identity")
 	}
 	req, _ := http.NewRequest("DELETE", "http://"+env.App.HTTPAddr()+"/api/v1/apikeys/"+created.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+adminKeys[0])
 	dresp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,9 @@ const chromiumPath = "/usr/bin/chromium"
 // under a (user, client-id) producer_byte_rate, and headless Chromium shows
 // that bucket in the throttled table with a drawn chart; the resolve box
 // names the entity whose quota applies per key, and an admin's two quota
-// changes are listed with old → new values. The full-page screenshot is
+// changes are listed with old → new values. The admin port needs a key
+// (ANONYMOUS may not read here): the page asks for one, refuses a wrong one,
+// and keeps the right one for the tab only. The full-page screenshot is
 // left in artifacts/dashboard.png (and, with UPDATE_SCREENSHOT=1, copied
 // to docs/dashboard.png for the README).
 func TestDashboard(t *testing.T) {
@@ -48,7 +50,10 @@ func TestDashboard(t *testing.T) {
 		consumerID   = "dashboard-consumer"
 	)
 	user := "ANONYMOUS"
+	credFile, keys := writeCredentials(t, nil, "viewer")
+	viewerKey := keys[0]
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.CredentialsFile = credFile
 		c.Quota.WindowNum = 3
 		c.Quota.WindowSize = 250 * time.Millisecond
 		pid := producerID
@@ -83,8 +88,47 @@ func TestDashboard(t *testing.T) {
 	step("load the dashboard", 15*time.Second, chromedp.Steps(
 		chromedp.EmulateViewport(1280, 900),
 		chromedp.Navigate(url),
-		chromedp.WaitVisible(chromedp.ID("top-grid")),
+		chromedp.WaitVisible(chromedp.ID("key-panel")),
 	))
+	// 401 → the key form; a wrong key is refused and forgotten; the
+	// viewer's key opens the page and lives in sessionStorage only.
+	type keyState struct {
+		Panel  bool   `json:"panel"`
+		Why    string `json:"why"`
+		Status string `json:"status"`
+		Stored string `json:"stored"`
+		Cookie string `json:"cookie"`
+		Banner bool   `json:"banner"`
+	}
+	keyJS := `({panel: !document.getElementById('key-panel').hidden, why: document.getElementById('key-why').innerText,
+		status: document.getElementById('status-text').innerText, stored: sessionStorage.getItem('tollgate.apiKey') || '',
+		cookie: document.cookie, banner: !document.getElementById('banner').hidden})`
+	ks := run(t, browser, chromedp.Evaluate[keyState](keyJS))
+	if !ks.Panel || !strings.Contains(ks.Why, "needs an API key") || ks.Status != "Key required" || ks.Banner {
+		t.Errorf("first load without a key: %+v", ks)
+	}
+	step("a wrong key", 10*time.Second, chromedp.Steps(
+		chromedp.SendKeys(chromedp.ID("key-input"), "tg_aaaaaaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"),
+		chromedp.Click(chromedp.CSS(`#key-form button`)),
+		chromedp.Poll[chromedp.Void](`document.getElementById('key-why').innerText.includes('That key was refused')`,
+			chromedp.WithPollingInterval(50*time.Millisecond)),
+	))
+	if ks = run(t, browser, chromedp.Evaluate[keyState](keyJS)); !ks.Panel || ks.Stored != "" || !strings.Contains(ks.Why, "unknown, revoked or malformed") {
+		t.Errorf("after a wrong key: %+v", ks)
+	}
+	step("the viewer's key", 15*time.Second, chromedp.Steps(
+		chromedp.SendKeys(chromedp.ID("key-input"), viewerKey),
+		chromedp.Click(chromedp.CSS(`#key-form button`)),
+		chromedp.WaitNotVisible(chromedp.ID("key-panel")),
+		chromedp.Poll[chromedp.Void](`document.getElementById('status-text').innerText.startsWith('Live')`,
+			chromedp.WithPollingInterval(50*time.Millisecond)),
+	))
+	if ks = run(t, browser, chromedp.Evaluate[keyState](keyJS)); ks.Panel || ks.Stored != viewerKey || ks.Cookie != "" || ks.Banner {
+		t.Errorf("with the viewer's key: panel %v, stored %v, cookie %q, banner %v", ks.Panel, ks.Stored == viewerKey, ks.Cookie, ks.Banner)
+	}
+	if n := scrapeMetric(t, env, "tollgate_authentication_failures_total"); n != 1 {
+		t.Errorf("%v failed logins counted, want the wrong key's one", n)
+	}
 
 	// Traffic: two quota changes by the admin (audit events), an explicit
 	// topic creation (controller_mutation_rate), a producer at full speed,

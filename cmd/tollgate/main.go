@@ -100,8 +100,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "Tollgate is ready. Bootstrap servers: %s\n", a.Bootstrap())
-	if h := a.HTTPAddr(); h != "" {
-		fmt.Fprintf(stdout, "Metrics: http://%s/metrics\n", h)
+	if u := a.HTTPURL(); u != "" {
+		fmt.Fprintf(stdout, "Dashboard: %s/  Metrics: %s/metrics\n", u, u)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

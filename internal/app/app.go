@@ -19,10 +19,10 @@ import (
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/audit"
+	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/enforce"
-	"github.com/tollgate/tollgate/internal/httpapi"
 	"github.com/tollgate/tollgate/internal/kafkaapi"
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -54,6 +54,9 @@ type App struct {
 	metrics     *metrics.Metrics
 	httpLn      net.Listener
 	httpSrv     *http.Server
+	// apiKeys is where API keys are looked up: the store, then the
+	// credentials file (the Kafka listeners' source, security.go).
+	apiKeys auth.APIKeys
 }
 
 // Options are test and embedding hooks; the zero value is production.
@@ -213,35 +216,6 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	return a, nil
 }
 
-func (a *App) startHTTP() error {
-	ln, err := net.Listen("tcp", a.cfg.HTTP.Address)
-	if err != nil {
-		return fmt.Errorf("http: %w", err)
-	}
-	h := httpapi.Handler(httpapi.Sources{
-		Engine:    a.engine,
-		Admission: a.admit,
-		Sessions:  a.gw.SessionsByListener,
-		Audit: func(n int) []any {
-			evs := a.audit.Recent(n)
-			out := make([]any, len(evs))
-			for i := range evs {
-				out[i] = &evs[i]
-			}
-			return out
-		},
-		IPRate:   a.ipRate,
-		Ready:    a.gw.Ready,
-		Registry: a.metrics.Registry,
-		APIKeys:  a.creds.Operator(),
-	})
-	a.httpLn = ln
-	a.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go a.httpSrv.Serve(ln)
-	a.log.Info("admin HTTP port open", "addr", ln.Addr().String())
-	return nil
-}
-
 // ipRate is the connection_creation_rate that applies to ip: the exact
 // entity, else the most specific range, else the default.
 func (a *App) ipRate(ip netip.Addr) (int, string, bool) {
@@ -283,6 +257,17 @@ func (a *App) HTTPAddr() string {
 		return ""
 	}
 	return a.httpLn.Addr().String()
+}
+
+// HTTPURL returns the admin port's base URL (http:// or https://), or "".
+func (a *App) HTTPURL() string {
+	if a.httpLn == nil {
+		return ""
+	}
+	if a.cfg.HTTP.TLS != nil {
+		return "https://" + a.HTTPAddr()
+	}
+	return "http://" + a.HTTPAddr()
 }
 
 // Bootstrap returns the first listener's bootstrap address.

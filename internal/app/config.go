@@ -34,7 +34,8 @@ type Config struct {
 	Upstream UpstreamConfig `yaml:"upstream"`
 	// DevCluster configures the embedded cluster.
 	DevCluster devcluster.Config `yaml:"dev_cluster"`
-	// HTTP is the admin port: health, metrics.
+	// HTTP is the admin port: health, metrics, the JSON API and the
+	// dashboard (http.go).
 	HTTP HTTPConfig `yaml:"http"`
 	// Log configures logging.
 	Log LogConfig `yaml:"log"`
@@ -96,12 +97,6 @@ func (u *UpstreamSASL) mechanism() (sasl.Mechanism, error) {
 	return nil, fmt.Errorf("upstream.sasl.mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", u.Mechanism)
 }
 
-// HTTPConfig is the admin HTTP listener.
-type HTTPConfig struct {
-	// Address to listen on; "" disables the HTTP port.
-	Address string `yaml:"address"`
-}
-
 // LogConfig selects the log format and level.
 type LogConfig struct {
 	Format string `yaml:"format"` // text or json
@@ -144,7 +139,8 @@ func (c SocketConfig) UseAcceptorProcess() bool {
 // Default returns the configuration used when no file is given, for
 // local development: one PLAINTEXT listener on 127.0.0.1:9092 with brokers
 // on 9100+N, the admin port on 127.0.0.1:9644, the embedded cluster, and
-// ANONYMOUS as quota admin so that the tools work without credentials.
+// ANONYMOUS as quota admin so that the tools (and the admin port) work
+// without credentials.
 func Default() Config {
 	return Config{
 		Listeners: []proxy.ListenerConfig{{
@@ -188,6 +184,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.DevCluster.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.HTTP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	switch c.Log.Format {

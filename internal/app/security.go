@@ -51,6 +51,7 @@ func (a *App) credentials() (auth.CredentialLookup, error) {
 		users = append(users, ms)
 		keys = append(keys, ms)
 	}
+	a.apiKeys = keys // the admin port checks Bearer keys against the same source
 	return auth.NewLookup(users, keys), nil
 }
 

@@ -1,22 +1,24 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
-	"time"
-)
+	"unicode"
+	"unicode/utf8"
 
-// defaultAdminURL is Tollgate's default admin HTTP port.
-const defaultAdminURL = "http://127.0.0.1:9644"
+	"gopkg.in/yaml.v3"
+
+	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/principal"
+)
 
 const apiKeysUsage = `usage: tollgate apikeys <command> [flags]
 
@@ -26,14 +28,18 @@ commands:
   revoke ID                revoke a key: it stops authenticating at once
 
 flags:
-  --admin-url URL          Tollgate's admin HTTP port (default http://127.0.0.1:9644)
+` + adminFlagsUsage + `  --file FILE              create only: write the key (hashed) into this credentials_file
+                           instead of asking the admin port (the first admin key, before the
+                           gateway runs; it loads the file at start)
 
 A client authenticates with an API key through SASL/PLAIN with the user
 name "token" and the key as password; its principal is User:NAME, so every
-key of one identity shares that user's quotas. Tollgate keeps only a hash
-of each key. These commands use Tollgate's admin HTTP API
-(/api/v1/apikeys), an operator interface that listens on 127.0.0.1 by
-default: run them on the gateway's host.
+key of one identity shares that user's quotas. On the admin port the key is
+sent as "Authorization: Bearer KEY". Tollgate keeps only a hash of each key.
+
+These commands use Tollgate's admin HTTP API (/api/v1/apikeys). Creating and
+revoking need a key of a quota admin (authorization.quota_admins), listing
+any key; the built-in development config needs none.
 `
 
 // APIKeys is `tollgate apikeys create|list|revoke`.
@@ -60,8 +66,10 @@ func runAPIKeys(ctx context.Context, env *Env, args []string) int {
 	fs := flag.NewFlagSet("apikeys "+cmd, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), apiKeysUsage) }
-	adminURL := fs.String("admin-url", defaultAdminURL, "Tollgate's admin HTTP `URL`")
+	var admin adminFlags
+	admin.register(fs, defaultAdminURL, "Tollgate's admin HTTP `URL`")
 	identity := fs.String("identity", "", "the principal `name` the key authenticates as (create)")
+	file := fs.String("file", "", "create only: the credentials `file` to write the key into, offline")
 	// Flags may come before or after the command's argument.
 	rest := args[1:]
 	var pos []string
@@ -91,8 +99,17 @@ func runAPIKeys(ctx context.Context, env *Env, args []string) int {
 		return fail("give the id of the key to revoke (tollgate apikeys list shows them)")
 	case cmd != "revoke" && len(pos) > 0:
 		return fail("unexpected argument %q", pos[0])
+	case cmd != "create" && *file != "":
+		return fail("--file applies to create only")
 	}
-	c, err := newAdminClient(*adminURL, env.timeout())
+	if *file != "" {
+		if err := createInFile(env, *file, *identity); err != nil {
+			fmt.Fprintf(env.Stderr, "tollgate apikeys create: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	c, err := admin.client(env)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -122,67 +139,6 @@ type apiKey struct {
 	Revoked  bool   `json:"revoked"`
 }
 
-// adminClient speaks Tollgate's admin HTTP API.
-type adminClient struct {
-	base string
-	http *http.Client
-}
-
-func newAdminClient(raw string, timeout time.Duration) (*adminClient, error) {
-	if !strings.Contains(raw, "://") {
-		raw = "http://" + raw
-	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--admin-url %s is not an http:// or https:// URL", raw)
-	}
-	return &adminClient{base: strings.TrimRight(u.String(), "/"), http: &http.Client{Timeout: timeout}}, nil
-}
-
-// do sends a request and decodes a JSON answer with status want into out;
-// any other status is an error carrying the API's {"error": ...} message.
-func (c *adminClient) do(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "tollgate-cli")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach Tollgate's admin port at %s (is the gateway running? see --admin-url): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != want {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s (HTTP %s)", e.Error, resp.Status)
-		}
-		return fmt.Errorf("%s %s: HTTP %s", method, c.base+path, resp.Status)
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: unexpected answer: %w", method, c.base+path, err)
-	}
-	return nil
-}
-
 func (c *adminClient) create(ctx context.Context, env *Env, identity string) error {
 	var k apiKey
 	if err := c.do(ctx, "POST", "/api/v1/apikeys", map[string]string{"identity": identity}, http.StatusCreated, &k); err != nil {
@@ -191,9 +147,57 @@ func (c *adminClient) create(ctx context.Context, env *Env, identity string) err
 	if k.Key == "" {
 		return errors.New("the admin API answered without a key")
 	}
-	fmt.Fprintf(env.Stdout, "Created API key %s for identity %s.\n\n    %s\n\n", k.ID, k.Identity, k.Key)
+	printCreated(env, k.ID, k.Identity, k.Key)
+	return nil
+}
+
+func printCreated(env *Env, id, identity, key string) {
+	fmt.Fprintf(env.Stdout, "Created API key %s for identity %s.\n\n    %s\n\n", id, identity, key)
 	fmt.Fprintln(env.Stdout, "Store this key now: it cannot be shown again (Tollgate keeps only its hash).")
-	fmt.Fprintf(env.Stdout, "Clients authenticate with SASL/PLAIN, username %q, this key as password, as User:%s.\n", "token", k.Identity)
+	fmt.Fprintf(env.Stdout, "Clients authenticate with SASL/PLAIN, username %q, this key as password, as User:%s;\n", "token", identity)
+	fmt.Fprintln(env.Stdout, "on the admin port with \"Authorization: Bearer <key>\" (TOLLGATE_API_KEY for these commands).")
+}
+
+// createInFile adds a key for identity to a credentials file (created if
+// missing), as the running gateway's store would hold it: only its hash.
+func createInFile(env *Env, file, identity string) error {
+	// The rules control.CreateAPIKey applies to identities.
+	switch {
+	case identity == principal.Anonymous:
+		return fmt.Errorf("identity %s is the unauthenticated principal", principal.Anonymous)
+	case len(identity) > 1024 || !utf8.ValidString(identity):
+		return errors.New("identity must be at most 1024 bytes of UTF-8")
+	case strings.IndexFunc(identity, unicode.IsControl) >= 0:
+		return errors.New("identity contains a control character")
+	}
+	var cf auth.CredentialFile
+	if data, err := os.ReadFile(file); err == nil {
+		if _, err := auth.ParseCredentialFile(data); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if err := yaml.Unmarshal(data, &cf); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	plaintext, key, err := auth.NewAPIKey(identity)
+	if err != nil {
+		return err
+	}
+	cf.APIKeys = append(cf.APIKeys, auth.NewCredentialFileAPIKey(key))
+	out, err := cf.Marshal()
+	if err != nil {
+		return err
+	}
+	if _, err := auth.ParseCredentialFile(out); err != nil {
+		return fmt.Errorf("the result does not load: %w", err)
+	}
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		return err
+	}
+	printCreated(env, key.ID, identity, plaintext)
+	fmt.Fprintf(env.Stdout, "Written (hashed) to %s: the gateway loads it at start (credentials_file).\n", file)
 	return nil
 }
 

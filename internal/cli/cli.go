@@ -17,6 +17,15 @@ type Env struct {
 	IsTerminal func() bool
 	// Timeout bounds one command's work against the cluster (default 60s).
 	Timeout time.Duration
+	// Getenv reads the environment (nil: nothing is set).
+	Getenv func(string) string
+}
+
+func (e *Env) getenv(k string) string {
+	if e.Getenv == nil {
+		return ""
+	}
+	return e.Getenv(k)
 }
 
 func (e *Env) timeout() time.Duration {
@@ -34,6 +43,7 @@ func osEnv(stdout, stderr io.Writer) *Env {
 		Stdout:     stdout,
 		Stderr:     stderr,
 		IsTerminal: func() bool { return isTerminal(os.Stdin) },
+		Getenv:     os.Getenv,
 	}
 }
 

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -13,7 +11,7 @@ import (
 // (GET /api/v1/resolve). It asks once per (user, client-id) and serves
 // every row from that answer.
 type httpLive struct {
-	base string
+	c    *adminClient
 	once sync.Once
 	got  map[string][2]float64
 	err  error
@@ -29,19 +27,6 @@ func (h *httpLive) Live(ctx context.Context, user, clientID string, row resolved
 }
 
 func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string][2]float64, error) {
-	u := h.base + "/api/v1/resolve?" + url.Values{"user": {user}, "client_id": {clientID}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", u, resp.Status)
-	}
 	var body struct {
 		Quotas []struct {
 			Quota       string  `json:"quota"`
@@ -49,7 +34,8 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 			Utilization float64 `json:"utilization"`
 		} `json:"quotas"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	path := "/api/v1/resolve?" + url.Values{"user": {user}, "client_id": {clientID}}.Encode()
+	if err := h.c.do(ctx, "GET", path, nil, http.StatusOK, &body); err != nil {
 		return nil, err
 	}
 	out := map[string][2]float64{}

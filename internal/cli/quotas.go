@@ -70,6 +70,9 @@ its value, with Kafka's precedence (user+client-id, user+default client-id,
 user, default user+client-id, default user+default client-id, default user,
 client-id, default client-id; per key). With --ip, connection_creation_rate:
 the exact ip, else (Tollgate) the most specific range, else the default ip.
+With --admin-url (Tollgate only), each bucket's live rate and utilization
+from the admin HTTP port, which needs a key that may read ($TOLLGATE_API_KEY
+or --api-key) unless ANONYMOUS may.
 
 flags:
 `
@@ -361,21 +364,23 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		common         commonFlags
 		user, clientID string
 		ipFlag         string
-		adminURL       string
+		admin          adminFlags
 	)
 	common.register(fs)
-	fs.StringVar(&adminURL, "admin-url", "", "Tollgate's admin HTTP `address` (e.g. http://127.0.0.1:9644): add each bucket's live rate and utilization")
+	admin.register(fs, "", "Tollgate's admin HTTP `address` (e.g. http://127.0.0.1:9644): add each bucket's live rate and utilization")
 	fs.StringVar(&user, "user", "ANONYMOUS", "user principal name (ANONYMOUS: unauthenticated connections)")
 	fs.StringVar(&clientID, "client-id", "", "client id (empty: a client that sets none)")
 	fs.StringVar(&ipFlag, "ip", "", "client IP address, to resolve connection_creation_rate")
 	if code, done := parseFlags(fs, env, args); done {
 		return code
 	}
-	if adminURL != "" && live == nil {
-		if !strings.Contains(adminURL, "://") {
-			adminURL = "http://" + adminURL
+	if admin.url != "" && live == nil {
+		c, err := admin.client(env)
+		if err != nil {
+			fmt.Fprintln(env.Stderr, "tollgate quotas resolve:", err)
+			return 2
 		}
-		live = &httpLive{base: strings.TrimRight(adminURL, "/")}
+		live = &httpLive{c: c}
 	}
 	var ip netip.Addr
 	if ipFlag != "" {

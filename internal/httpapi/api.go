@@ -34,35 +34,44 @@ type Sources struct {
 	Now      func() time.Time
 	// APIKeys manages API keys (/api/v1/apikeys, apikeys.go).
 	APIKeys APIKeyManager
+	// Access is who may do what (access.go). The zero value lets nobody
+	// change anything and ANONYMOUS read nothing.
+	Access Access
 }
 
-// Handler returns the admin port's handler.
+// Handler returns the admin port's handler. Every request passes the Host
+// check and authentication first (access.go); each endpoint then states
+// what it needs: nothing (the dashboard's static files), nothing when open
+// (metrics, health), the read right, or the right to change (checked by
+// the APIKeyManager).
 func Handler(s Sources) http.Handler {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
+	g := newGuard(s.Access, s.Now)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET "+EndpointHealthz, g.open(EndpointHealthz, func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) }))
+	mux.Handle("GET "+EndpointReadyz, g.open(EndpointReadyz, func(w http.ResponseWriter, _ *http.Request) {
 		if s.Ready != nil && !s.Ready() {
 			http.Error(w, "not ready: upstream brokers unknown\n", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))
-	})
+	}))
 	if s.Registry != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}))
+		mux.Handle("GET "+EndpointMetrics, g.open(EndpointMetrics, promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{}).ServeHTTP))
 	}
-	mux.HandleFunc("GET /api/v1/buckets", s.buckets)
-	mux.HandleFunc("GET /api/v1/resolve", s.resolve)
-	mux.HandleFunc("GET /api/v1/connections", s.connections)
-	mux.HandleFunc("GET /api/v1/audit", s.audit)
+	mux.Handle("GET /api/v1/buckets", g.read(s.buckets))
+	mux.Handle("GET /api/v1/resolve", g.read(s.resolve))
+	mux.Handle("GET /api/v1/connections", g.read(s.connections))
+	mux.Handle("GET /api/v1/audit", g.read(s.audit))
 	keys := apiKeys{s.APIKeys}
-	mux.HandleFunc("POST /api/v1/apikeys", keys.create)
-	mux.HandleFunc("GET /api/v1/apikeys", keys.list)
-	mux.HandleFunc("DELETE /api/v1/apikeys/{id}", keys.revoke)
+	mux.Handle("POST /api/v1/apikeys", g.change(keys.create))
+	mux.Handle("GET /api/v1/apikeys", g.read(keys.list))
+	mux.Handle("DELETE /api/v1/apikeys/{id}", g.change(keys.revoke))
+	// Static files only: the page asks for a key when the API answers 401.
 	mux.Handle("GET /", dashboard())
-	return mux
+	return g.wrap(mux)
 }
 
 // apiError is the one error shape of the API.
@@ -73,6 +82,9 @@ type apiError struct {
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	// Errors echo parts of the request (a refused Host): never let a
+	// browser sniff them into something else.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -11,13 +12,25 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
 )
+
+// localRequest is a request as a client on the gateway's host sends it
+// (httptest.NewRequest's default Host, example.com, is refused).
+func localRequest(method, target string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, target, body)
+	req.Host = "127.0.0.1:9644"
+	return req
+}
+
+// readable lets ANONYMOUS read, as allow_anonymous_describe does.
+var readable = Access{Authz: control.Admins{AllowAnonymousDescribe: true}}
 
 func get(t *testing.T, h http.Handler, path string) (int, map[string]any) {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	h.ServeHTTP(rec, localRequest("GET", path, nil))
 	var body map[string]any
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
@@ -53,7 +66,8 @@ func TestHandlers(t *testing.T) {
 			}
 			return 0, "", false
 		},
-		Ready: func() bool { return true },
+		Ready:  func() bool { return true },
+		Access: readable,
 	})
 
 	for _, tc := range []struct {
@@ -70,7 +84,7 @@ func TestHandlers(t *testing.T) {
 		{"/api/v1/audit", 200, []string{`"events":[]`}},
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		h.ServeHTTP(rec, localRequest("GET", tc.path, nil))
 		if rec.Code != tc.code {
 			t.Errorf("%s: status %d, want %d: %s", tc.path, rec.Code, tc.code, rec.Body.String())
 		}
@@ -86,7 +100,7 @@ func TestHandlers(t *testing.T) {
 	if code, _ := get(t, h, "/healthz"); code != 200 {
 		t.Errorf("healthz %d", code)
 	}
-	notReady := Handler(Sources{Ready: func() bool { return false }})
+	notReady := Handler(Sources{Ready: func() bool { return false }, Access: readable})
 	if code, _ := get(t, notReady, "/readyz"); code != 503 {
 		t.Errorf("readyz while not ready: %d", code)
 	}
@@ -94,7 +108,7 @@ func TestHandlers(t *testing.T) {
 		t.Errorf("buckets without an engine: %d", code)
 	}
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	h.ServeHTTP(rec, localRequest("GET", "/", nil))
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "Tollgate") {
 		t.Errorf("dashboard: %d", rec.Code)
 	}

@@ -4,32 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
-	"github.com/tollgate/tollgate/internal/principal"
 )
 
-// APIKeyManager creates, lists and revokes API keys: control.Credentials'
-// Operator() (the admin port is trusted, see apiKeys) or, with Kafka-style
-// authorization of the initiator, a *control.Credentials.
+// APIKeyManager creates, lists and revokes API keys: a *control.Credentials,
+// which authorizes the initiator as the Kafka API does (quota admins only)
+// and audits every create and revoke, denied ones included. The admin port
+// relies on it for that: do not hand it a manager that does not authorize.
 type APIKeyManager interface {
 	CreateAPIKey(ctx context.Context, who control.Initiator, identity string) (plaintext string, key auth.APIKey, err error)
 	ListAPIKeys() ([]auth.APIKey, error)
 	RevokeAPIKey(ctx context.Context, who control.Initiator, id string) error
 }
-
-// HTTPAdmin is the principal the admin port's changes are made and
-// audited as.
-var HTTPAdmin = principal.Principal{Type: "User", Name: "http-admin"}
-
-// ListenerAdminHTTP is the listener name of the admin port in audit events.
-const ListenerAdminHTTP = "admin-http"
 
 // APIKey is an API key as the API shows it: never the key's hash, and the
 // key itself (Key) only in the answer that creates it.
@@ -57,35 +50,20 @@ const maxAPIKeyBody = 64 << 10
 //
 // The key is in the POST answer only: Tollgate keeps its SHA-256, so it
 // cannot be shown again. Clients authenticate with SASL/PLAIN, user name
-// "token", the key as password, as User:<identity>.
+// "token", the key as password, as User:<identity>; on this port with
+// "Authorization: Bearer <key>".
 //
-// The admin port is the operator's interface, not a Kafka listener: it has
-// no authentication of its own and listens on 127.0.0.1 by default, so
-// whoever can reach it manages keys. Changes are audited as principal
-// User:http-admin, listener admin-http, source the HTTP client's address,
-// client id its User-Agent. Bind the port to a wider address only behind
-// something that authenticates operators. POST must be sent as
-// application/json, which a browser cannot do cross-origin without a CORS
-// preflight (which this port never grants).
+// Creating and revoking need a quota admin (authorization.quota_admins),
+// listing the read right; changes are audited with the caller's principal,
+// listener admin-http, source the HTTP client's address, client id its
+// User-Agent. POST must be sent as application/json, which a browser cannot
+// do cross-origin without a CORS preflight (which this port never grants).
 //
-// Errors are {"error": "..."}: 400 malformed request or identity, 403 the
-// manager's authorization refused, 404 no such key, 415 not JSON, 503 no
-// key manager configured, or the store or a required audit log failed
-// (nothing was changed).
+// Errors are {"error": "..."}: 400 malformed request or identity, 401
+// ANONYMOUS may not do this (send a key), 403 the principal may not, 404 no
+// such key, 415 not JSON, 503 no key manager configured, or the store or a
+// required audit log failed (nothing was changed).
 type apiKeys struct{ m APIKeyManager }
-
-func (a apiKeys) initiator(r *http.Request) control.Initiator {
-	who := control.Initiator{Principal: HTTPAdmin, Listener: ListenerAdminHTTP}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		who.Source = ap
-	}
-	ua := r.UserAgent()
-	if len(ua) > 256 {
-		ua = ua[:256]
-	}
-	who.ClientID = ua
-	return who
-}
 
 func (a apiKeys) ok(w http.ResponseWriter) bool {
 	if a.m == nil {
@@ -95,8 +73,10 @@ func (a apiKeys) ok(w http.ResponseWriter) bool {
 	return true
 }
 
-func keyError(w http.ResponseWriter, err error) {
+func keyError(w http.ResponseWriter, who control.Initiator, err error) {
 	switch {
+	case errors.Is(err, control.ErrNotAuthorized) && who.Anonymous():
+		needAuth(w, "manage API keys")
 	case errors.Is(err, control.ErrInvalid):
 		fail(w, http.StatusBadRequest, err.Error())
 	case errors.Is(err, control.ErrNotFound):
@@ -112,30 +92,15 @@ func (a apiKeys) create(w http.ResponseWriter, r *http.Request) {
 	if !a.ok(w) {
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		fail(w, http.StatusUnsupportedMediaType, `send {"identity": "..."} as Content-Type: application/json`)
-		return
-	}
-	var body struct {
-		Identity *string `json:"identity"`
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIKeyBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		fail(w, http.StatusBadRequest, "request body: "+err.Error())
-		return
-	}
-	if dec.Decode(&struct{}{}) != io.EOF {
-		fail(w, http.StatusBadRequest, "request body: more than one JSON value")
-		return
-	}
-	if body.Identity == nil {
-		fail(w, http.StatusBadRequest, `identity is required: {"identity": "..."}`)
-		return
-	}
-	plaintext, key, err := a.m.CreateAPIKey(r.Context(), a.initiator(r), *body.Identity)
+	identity, code, err := decodeCreate(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxAPIKeyBody))
 	if err != nil {
-		keyError(w, err)
+		fail(w, code, err.Error())
+		return
+	}
+	who := initiatorOf(r)
+	plaintext, key, err := a.m.CreateAPIKey(r.Context(), who, identity)
+	if err != nil {
+		keyError(w, who, err)
 		return
 	}
 	out := apiKeyJSON(key)
@@ -149,7 +114,7 @@ func (a apiKeys) list(w http.ResponseWriter, r *http.Request) {
 	}
 	keys, err := a.m.ListAPIKeys()
 	if err != nil {
-		keyError(w, err)
+		keyError(w, initiatorOf(r), err)
 		return
 	}
 	out := make([]APIKey, len(keys))
@@ -164,8 +129,9 @@ func (a apiKeys) revoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := a.m.RevokeAPIKey(r.Context(), a.initiator(r), id); err != nil {
-		keyError(w, err)
+	who := initiatorOf(r)
+	if err := a.m.RevokeAPIKey(r.Context(), who, id); err != nil {
+		keyError(w, who, err)
 		return
 	}
 	out := APIKey{ID: id, Revoked: true}
@@ -177,4 +143,28 @@ func (a apiKeys) revoke(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeCreate reads a create request: Content-Type application/json, one
+// JSON object {"identity": "..."} and nothing else. code is the HTTP
+// status of the error.
+func decodeCreate(contentType string, body io.Reader) (identity string, code int, err error) {
+	if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != "application/json" {
+		return "", http.StatusUnsupportedMediaType, errors.New(`send {"identity": "..."} as Content-Type: application/json`)
+	}
+	var req struct {
+		Identity *string `json:"identity"`
+	}
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return "", http.StatusBadRequest, fmt.Errorf("request body: %w", err)
+	}
+	if dec.Decode(&struct{}{}) != io.EOF {
+		return "", http.StatusBadRequest, errors.New("request body: more than one JSON value")
+	}
+	if req.Identity == nil {
+		return "", http.StatusBadRequest, errors.New(`identity is required: {"identity": "..."}`)
+	}
+	return *req.Identity, 0, nil
 }

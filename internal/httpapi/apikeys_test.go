@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -27,15 +29,38 @@ func newCredentials(t *testing.T) *control.Credentials {
 	}
 }
 
+// adminKey makes an API key for the quota admin User:admin directly in
+// the store, as an admin would have.
+var adminPrincipal = principal.Principal{Type: "User", Name: "admin"}
+
+func adminKey(t *testing.T, creds *control.Credentials, identity string) string {
+	t.Helper()
+	who := control.Initiator{Principal: adminPrincipal, Listener: "test"}
+	key, _, err := creds.CreateAPIKey(context.Background(), who, identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// access is the admin port's access with creds' keys and authorizer.
+func access(creds *control.Credentials) Access {
+	return Access{Keys: creds, Authz: creds.Authz, Audit: creds.Audit}
+}
+
 type call struct {
 	method, path, ctype, body string
+	key                       string // sent as a Bearer token when set
 }
 
 func do(t *testing.T, h http.Handler, c call) (int, map[string]any, string) {
 	t.Helper()
-	req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+	req := localRequest(c.method, c.path, strings.NewReader(c.body))
 	if c.ctype != "" {
 		req.Header.Set("Content-Type", c.ctype)
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	req.Header.Set("User-Agent", "apikeys-test")
 	rec := httptest.NewRecorder()
@@ -49,10 +74,11 @@ func do(t *testing.T, h http.Handler, c call) (int, map[string]any, string) {
 
 func TestAPIKeysEndpoints(t *testing.T) {
 	creds := newCredentials(t)
-	h := Handler(Sources{APIKeys: creds.Operator()})
+	admin := adminKey(t, creds, "admin")
+	h := Handler(Sources{APIKeys: creds, Access: access(creds)})
 	const js = "application/json"
 
-	code, created, raw := do(t, h, call{"POST", "/api/v1/apikeys", js, `{"identity": "svc-orders"}`})
+	code, created, raw := do(t, h, call{"POST", "/api/v1/apikeys", js, `{"identity": "svc-orders"}`, admin})
 	if code != http.StatusCreated {
 		t.Fatalf("create: %d %s", code, raw)
 	}
@@ -74,21 +100,21 @@ func TestAPIKeysEndpoints(t *testing.T) {
 		code int
 		want []string // substrings of the body
 	}{
-		{"list", call{"GET", "/api/v1/apikeys", "", ""}, 200, []string{`"id": "` + id + `"`, `"identity": "svc-orders"`, `"revoked": false`}},
-		{"no identity", call{"POST", "/api/v1/apikeys", js, `{}`}, 400, []string{`"error": "identity is required`}},
-		{"empty identity", call{"POST", "/api/v1/apikeys", js, `{"identity": ""}`}, 400, []string{`identity is required`}},
-		{"anonymous identity", call{"POST", "/api/v1/apikeys", js, `{"identity": "ANONYMOUS"}`}, 400, []string{`unauthenticated principal`}},
-		{"control character", call{"POST", "/api/v1/apikeys", js, `{"identity": "a\u0007b"}`}, 400, []string{`control character`}},
-		{"not JSON", call{"POST", "/api/v1/apikeys", js, `identity=x`}, 400, []string{`request body:`}},
-		{"unknown field", call{"POST", "/api/v1/apikeys", js, `{"identity": "x", "admin": true}`}, 400, []string{`unknown field`}},
-		{"two values", call{"POST", "/api/v1/apikeys", js, `{"identity": "x"} {"identity": "y"}`}, 400, []string{`more than one JSON value`}},
-		{"form post", call{"POST", "/api/v1/apikeys", "application/x-www-form-urlencoded", `identity=x`}, 415, []string{`application/json`}},
-		{"text/plain post", call{"POST", "/api/v1/apikeys", "text/plain", `{"identity": "x"}`}, 415, []string{`application/json`}},
-		{"json with charset", call{"POST", "/api/v1/apikeys", "application/json; charset=utf-8", `{"identity": "other"}`}, 201, []string{`"identity": "other"`, `"key": "tg_`}},
-		{"revoke unknown", call{"DELETE", "/api/v1/apikeys/nosuchkeyxxxxxxx", "", ""}, 404, []string{`"error": "API key \"nosuchkeyxxxxxxx\" does not exist"`}},
-		{"revoke", call{"DELETE", "/api/v1/apikeys/" + id, "", ""}, 200, []string{`"id": "` + id + `"`, `"identity": "svc-orders"`, `"revoked": true`}},
-		{"revoke again", call{"DELETE", "/api/v1/apikeys/" + id, "", ""}, 200, []string{`"revoked": true`}},
-		{"list after revoke", call{"GET", "/api/v1/apikeys", "", ""}, 200, []string{`"revoked": true`, `"identity": "other"`}},
+		{"list", call{"GET", "/api/v1/apikeys", "", "", admin}, 200, []string{`"id": "` + id + `"`, `"identity": "svc-orders"`, `"revoked": false`}},
+		{"no identity", call{"POST", "/api/v1/apikeys", js, `{}`, admin}, 400, []string{`"error": "identity is required`}},
+		{"empty identity", call{"POST", "/api/v1/apikeys", js, `{"identity": ""}`, admin}, 400, []string{`identity is required`}},
+		{"anonymous identity", call{"POST", "/api/v1/apikeys", js, `{"identity": "ANONYMOUS"}`, admin}, 400, []string{`unauthenticated principal`}},
+		{"control character", call{"POST", "/api/v1/apikeys", js, `{"identity": "a\u0007b"}`, admin}, 400, []string{`control character`}},
+		{"not JSON", call{"POST", "/api/v1/apikeys", js, `identity=x`, admin}, 400, []string{`request body:`}},
+		{"unknown field", call{"POST", "/api/v1/apikeys", js, `{"identity": "x", "admin": true}`, admin}, 400, []string{`unknown field`}},
+		{"two values", call{"POST", "/api/v1/apikeys", js, `{"identity": "x"} {"identity": "y"}`, admin}, 400, []string{`more than one JSON value`}},
+		{"form post", call{"POST", "/api/v1/apikeys", "application/x-www-form-urlencoded", `identity=x`, admin}, 415, []string{`application/json`}},
+		{"text/plain post", call{"POST", "/api/v1/apikeys", "text/plain", `{"identity": "x"}`, admin}, 415, []string{`application/json`}},
+		{"json with charset", call{"POST", "/api/v1/apikeys", "application/json; charset=utf-8", `{"identity": "other"}`, admin}, 201, []string{`"identity": "other"`, `"key": "tg_`}},
+		{"revoke unknown", call{"DELETE", "/api/v1/apikeys/nosuchkeyxxxxxxx", "", "", admin}, 404, []string{`"error": "API key \"nosuchkeyxxxxxxx\" does not exist"`}},
+		{"revoke", call{"DELETE", "/api/v1/apikeys/" + id, "", "", admin}, 200, []string{`"id": "` + id + `"`, `"identity": "svc-orders"`, `"revoked": true`}},
+		{"revoke again", call{"DELETE", "/api/v1/apikeys/" + id, "", "", admin}, 200, []string{`"revoked": true`}},
+		{"list after revoke", call{"GET", "/api/v1/apikeys", "", "", admin}, 200, []string{`"revoked": true`, `"identity": "other"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, raw := do(t, h, tc.c)
@@ -109,10 +135,13 @@ func TestAPIKeysEndpoints(t *testing.T) {
 		t.Fatal("revoked key authenticates")
 	}
 
-	// Audited as the admin port's principal, from the client's address.
+	// Audited as the key's identity, from the client's address.
 	var creates int
 	for _, e := range creds.Audit.Recent(0) {
-		if e.Initiator.Principal != "User:http-admin" || e.Initiator.Listener != "admin-http" ||
+		if e.Initiator.Listener == "test" {
+			continue // adminKey's
+		}
+		if e.Initiator.Principal != "User:admin" || e.Initiator.Listener != "admin-http" ||
 			!strings.HasPrefix(e.Initiator.Source, "192.0.2.1:") || e.Initiator.ClientID != "apikeys-test" {
 			t.Errorf("event initiator: %+v", e.Initiator)
 		}
@@ -125,26 +154,12 @@ func TestAPIKeysEndpoints(t *testing.T) {
 	}
 }
 
-// TestAPIKeysAuthorized: with a *control.Credentials (Kafka-style
-// authorization), http-admin is not a quota admin: 403, nothing created.
-func TestAPIKeysAuthorized(t *testing.T) {
-	creds := newCredentials(t)
-	h := Handler(Sources{APIKeys: creds})
-	code, _, raw := do(t, h, call{"POST", "/api/v1/apikeys", "application/json", `{"identity": "x"}`})
-	if code != http.StatusForbidden || !strings.Contains(raw, "User:http-admin may not create API keys") {
-		t.Fatalf("%d %s", code, raw)
-	}
-	if keys, _ := creds.ListAPIKeys(); len(keys) != 0 {
-		t.Fatalf("created anyway: %v", keys)
-	}
-}
-
 func TestAPIKeysUnavailable(t *testing.T) {
-	h := Handler(Sources{})
+	h := Handler(Sources{Access: Access{Authz: control.Admins{Principals: []string{"ANONYMOUS"}}}})
 	for _, c := range []call{
-		{"GET", "/api/v1/apikeys", "", ""},
-		{"POST", "/api/v1/apikeys", "application/json", `{"identity": "x"}`},
-		{"DELETE", "/api/v1/apikeys/abc", "", ""},
+		{"GET", "/api/v1/apikeys", "", "", ""},
+		{"POST", "/api/v1/apikeys", "application/json", `{"identity": "x"}`, ""},
+		{"DELETE", "/api/v1/apikeys/abc", "", "", ""},
 	} {
 		if code, body, raw := do(t, h, c); code != http.StatusServiceUnavailable || body["error"] == nil {
 			t.Errorf("%s %s without a manager: %d %s", c.method, c.path, code, raw)
@@ -152,12 +167,13 @@ func TestAPIKeysUnavailable(t *testing.T) {
 	}
 	// The store failing (closed) answers 503, not 500 or a success.
 	creds := newCredentials(t)
+	admin := adminKey(t, creds, "admin")
+	h = Handler(Sources{APIKeys: creds, Access: access(creds)})
 	creds.Store.Close()
-	h = Handler(Sources{APIKeys: creds.Operator()})
-	if code, _, raw := do(t, h, call{"POST", "/api/v1/apikeys", "application/json", `{"identity": "x"}`}); code != http.StatusServiceUnavailable {
+	if code, _, raw := do(t, h, call{"POST", "/api/v1/apikeys", "application/json", `{"identity": "x"}`, admin}); code != http.StatusServiceUnavailable {
 		t.Errorf("create on a closed store: %d %s", code, raw)
 	}
-	if code, _, raw := do(t, h, call{"GET", "/api/v1/apikeys", "", ""}); code != http.StatusServiceUnavailable {
+	if code, _, raw := do(t, h, call{"GET", "/api/v1/apikeys", "", "", admin}); code != http.StatusServiceUnavailable {
 		t.Errorf("list on a closed store: %d %s", code, raw)
 	}
 }

@@ -47,7 +47,7 @@ func New() *Metrics {
 	}
 	m.authFailed = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tollgate_authentication_failures_total",
-		Help: "Failed SASL logins terminated at Tollgate.",
+		Help: "Failed logins at Tollgate: SASL logins terminated on the Kafka listeners, and Bearer API keys or client certificates refused on the admin HTTP port.",
 	})
 	r.MustRegister(m.connsActive, m.connsOpened, m.connsClosed, m.upOpened, m.authFailed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -47,8 +47,8 @@ type session struct {
 	head  int
 	inFlt chan struct{} // semaphore bounding queue length
 
-	accepted   time.Time   // when the connection was accepted
-	authDone   atomic.Bool // a SASL login completed (see loggedIn)
+	accepted   time.Time                  // when the connection was accepted
+	authDone   atomic.Bool                // a SASL login completed (see loggedIn)
 	loginTimer atomic.Pointer[time.Timer] // closes a SASL login not done by socket.handshake_timeout
 
 	muteUntil atomic.Int64 // unix nanos; the reader waits for it

@@ -171,14 +171,80 @@
     return i < 0 ? String(l ?? '') : 'level ' + (i + 1) + ' · ' + l;
   }
 
+  // ---------- API key ----------
+
+  // The admin port may need an API key (401). The page asks for one and
+  // keeps it in sessionStorage: this tab only, gone when it closes; never
+  // a cookie, so no other site's request can carry it.
+  const KEY_ITEM = 'tollgate.apiKey';
+  let waitingForKey = false;
+  let memKey = ''; // the key in use (sessionStorage's copy, or the page's own when storage is off)
+
+  function storedKey() {
+    try { return sessionStorage.getItem(KEY_ITEM) || ''; } catch (_) { return ''; }
+  }
+
+  function setKey(k) {
+    try {
+      if (k) sessionStorage.setItem(KEY_ITEM, k); else sessionStorage.removeItem(KEY_ITEM);
+    } catch (_) { /* storage disabled: the key lives as long as the page */ }
+    memKey = k;
+    $('forget-key').hidden = !k;
+  }
+
+  // askForKey shows the key form (polling pauses until a key is given).
+  function askForKey(why) {
+    waitingForKey = true;
+    const panel = $('key-panel');
+    $('key-why').replaceChildren(why);
+    panel.hidden = false;
+    $('status').className = 'status stale';
+    $('status-text').textContent = 'Key required';
+    if (document.activeElement !== $('key-input')) $('key-input').focus();
+  }
+
+  function setupKey() {
+    memKey = storedKey();
+    $('forget-key').hidden = !memKey;
+    $('key-form').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const k = $('key-input').value.trim();
+      if (!k) return;
+      if (!/^[\x21-\x7e]+$/.test(k)) {
+        $('key-why').replaceChildren(h('span', { class: 'err' }, 'That is not an API key: one is printable ASCII, like tg_….'));
+        return;
+      }
+      setKey(k);
+      $('key-input').value = '';
+      // One request tries the key before polling resumes, so a wrong key
+      // costs one failed login, not one per endpoint.
+      getJSON('api/v1/connections').then(() => true, (e) => e.status !== 401).then((ok) => {
+        if (!ok) return; // getJSON asked for another key
+        $('key-panel').hidden = true;
+        waitingForKey = false;
+      });
+    });
+    $('forget-key').addEventListener('click', () => {
+      setKey('');
+      askForKey('The key was forgotten. Enter an API key to see this gateway again.');
+    });
+  }
+
   // ---------- API ----------
+
+  class HTTPError extends Error {
+    constructor(status, msg) { super(msg); this.status = status; }
+  }
 
   async function getJSON(path) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), TIMEOUT_MS);
+    const headers = { Accept: 'application/json' };
+    const sent = memKey;
+    if (sent) headers.Authorization = 'Bearer ' + sent;
     let r;
     try {
-      r = await fetch(path, { cache: 'no-store', signal: ctl.signal, headers: { Accept: 'application/json' } });
+      r = await fetch(path, { cache: 'no-store', signal: ctl.signal, headers });
     } catch (e) {
       throw new Error(e && e.name === 'AbortError' ? 'timed out' : 'gateway unreachable');
     } finally {
@@ -187,7 +253,14 @@
     let body = null;
     try { body = await r.json(); } catch (_) { /* not JSON */ }
     if (!r.ok) {
-      throw new Error('HTTP ' + r.status + (body && typeof body.error === 'string' ? ': ' + body.error : ''));
+      const msg = body && typeof body.error === 'string' ? body.error : '';
+      if (r.status === 401) {
+        // A refused key is forgotten at once: it is not retried every second.
+        if (sent && sent === memKey) setKey('');
+        askForKey(sent ? 'That key was refused (' + (msg || 'HTTP 401') + '). Enter another API key.'
+          : 'This gateway\'s admin port needs an API key to show its state.');
+      }
+      throw new HTTPError(r.status, 'HTTP ' + r.status + (msg ? ': ' + msg : ''));
     }
     if (body === null || typeof body !== 'object') throw new Error('not a JSON object');
     return body;
@@ -679,12 +752,20 @@
     if (resolveQuery) runResolve(resolveQuery, true);
 
     if (errors.length === 0) lastOK = now;
+    if (waitingForKey) {
+      document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
+      return; // the key form says what is wrong; no error banner
+    }
     setStatus(errors, now);
     document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
   }
 
   async function loop() {
     const t0 = Date.now();
+    if (waitingForKey) {
+      setTimeout(loop, 200);
+      return;
+    }
     try {
       await tick();
     } catch (e) {
@@ -693,6 +774,7 @@
     setTimeout(loop, Math.max(100, POLL_MS - (Date.now() - t0)));
   }
 
+  setupKey();
   setupResolve();
   loop();
 })();
