@@ -16,7 +16,10 @@ import (
 // creates, adds or deletes.
 type item struct {
 	topic string
-	n     float64
+	// byID is a DeleteTopics v6+ topic named by its id alone.
+	byID bool
+	id   [16]byte
+	n    float64
 }
 
 // mutation applies controller_mutation_rate to CreateTopics,
@@ -89,7 +92,7 @@ func (p *Filter) items(req kmsg.Request) []item {
 				}
 				n = max(dflt, 1)
 			}
-			out[i] = item{t.Topic, float64(n)}
+			out[i] = item{topic: t.Topic, n: float64(n)}
 		}
 		return out
 	case *kmsg.CreatePartitionsRequest:
@@ -100,24 +103,36 @@ func (p *Filter) items(req kmsg.Request) []item {
 		cur := p.partitions(ctx, names)
 		out := make([]item, len(r.Topics))
 		for i, t := range r.Topics {
-			out[i] = item{t.Topic, float64(max(t.Count-cur[t.Topic], 0))}
+			out[i] = item{topic: t.Topic, n: float64(max(t.Count-cur[t.Topic], 0))}
 		}
 		return out
 	case *kmsg.DeleteTopicsRequest:
-		var names []string
 		if len(r.Topics) > 0 {
+			// One item per topic, so that the items line up with the
+			// request's topics (keepAccepted, addRejected).
+			var names []string
 			for _, t := range r.Topics {
 				if t.Topic != nil {
 					names = append(names, *t.Topic)
 				}
 			}
-		} else {
-			names = r.TopicNames
+			cur := p.partitions(ctx, names)
+			out := make([]item, len(r.Topics))
+			for i, t := range r.Topics {
+				if t.Topic == nil {
+					// Named by id alone: its partition count is not
+					// known by name, so it is charged nothing.
+					out[i] = item{byID: true, id: t.TopicID}
+					continue
+				}
+				out[i] = item{topic: *t.Topic, id: t.TopicID, n: float64(cur[*t.Topic])}
+			}
+			return out
 		}
-		cur := p.partitions(ctx, names)
-		out := make([]item, len(names))
-		for i, n := range names {
-			out[i] = item{n, float64(cur[n])}
+		cur := p.partitions(ctx, r.TopicNames)
+		out := make([]item, len(r.TopicNames))
+		for i, n := range r.TopicNames {
+			out[i] = item{topic: n, n: float64(cur[n])}
 		}
 		return out
 	}
@@ -183,7 +198,10 @@ func addRejected(resp kmsg.Response, items []item, rejected []bool) {
 	case *kmsg.DeleteTopicsResponse:
 		r.Topics = merge(r.Topics, items, rejected, func(it item) kmsg.DeleteTopicsResponseTopic {
 			t := kmsg.NewDeleteTopicsResponseTopic()
-			t.Topic, t.ErrorCode, t.ErrorMessage = kmsg.StringPtr(it.topic), kerr.ThrottlingQuotaExceeded.Code, msg
+			t.TopicID, t.ErrorCode, t.ErrorMessage = it.id, kerr.ThrottlingQuotaExceeded.Code, msg
+			if !it.byID {
+				t.Topic = kmsg.StringPtr(it.topic)
+			}
 			return t
 		})
 	}

@@ -1,6 +1,6 @@
 package kafkaapi
 
-// SaslHandshake (key 17), v0–v1.
+// SASLHandshake (key 17), v0–v1.
 //
 // Not a filter: the session's SASL gate (proxy/sasl.go) decides whether a
 // request may reach the filters at all, so it handles the SASL APIs itself.

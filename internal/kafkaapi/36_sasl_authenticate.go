@@ -1,6 +1,6 @@
 package kafkaapi
 
-// SaslAuthenticate (key 36), v0–v2.
+// SASLAuthenticate (key 36), v0–v2.
 //
 // Not a filter: handled by the session's SASL gate (proxy/sasl.go).
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 )
 
-// DescribeUserScramCredentials (key 50), v0.
+// DescribeUserSCRAMCredentials (key 50), v0.
 //
 // Answered by Tollgate (clientquotas.go, control/scram.go), never
 // forwarded: the SCRAM credentials Tollgate checks terminated logins

@@ -9,7 +9,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 )
 
-// AlterUserScramCredentials (key 51), v0.
+// AlterUserSCRAMCredentials (key 51), v0.
 //
 // Answered by Tollgate (clientquotas.go, control/scram.go), never
 // forwarded: upsertions (salted client-side, as kafka-configs does) and

@@ -278,18 +278,19 @@ var errHeldAtShutdown = errors.New("request dropped while held: connection closi
 func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 	v := &s.verdict
 	*v = Verdict{}
+	last := len(s.filters) // the filter that ended the chain; later ones never saw the request
 	for _, i := range s.gw.chain.request[req.Key] {
 		fv := s.filters[i].(RequestHook).OnRequest(s, req)
 		v.Hold = max(v.Hold, fv.Hold)
 		v.Throttle = max(v.Throttle, fv.Throttle)
 		if fv.Close != "" {
-			v.Close = fv.Close
+			v.Close, last = fv.Close, i
 			break
 		}
 		if fv.Forward != nil {
 			if v.Forward != nil {
 				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", s.filters[i].Name(), "err", errTwoForwards)...)
-				v.Close = ReasonRefused
+				v.Close, last = ReasonRefused, i
 				break
 			}
 			v.Forward = fv.Forward
@@ -303,13 +304,13 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 			}
 		}
 		if fv.Respond != nil {
-			v.Respond = fv.Respond
+			v.Respond, last = fv.Respond, i
 			break
 		}
 	}
 	switch {
 	case v.Close != "":
-		s.drop(req)
+		s.dropSeen(req, last)
 		return nil, v.Close, fmt.Errorf("%s v%d refused", wire.Lookup(req.Key).Name, req.Version)
 	case v.Hold > 0 && !s.hold(v.Hold):
 		// Closed, or the gateway is shutting down: the held request is
@@ -329,7 +330,7 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 		if v.Throttle > 0 {
 			s.mute(time.Now().Add(v.Throttle))
 		}
-		s.drop(req)
+		s.dropSeen(req, last)
 		return nil, "", nil
 	}
 	return v, "", nil

@@ -287,8 +287,15 @@ func (s *session) clientIDString(b []byte) string {
 
 // drop tells the chain's drop hooks about a request they saw that will not
 // be answered.
-func (s *session) drop(req *Request) {
-	for _, i := range s.gw.chain.drop[req.Key] {
+func (s *session) drop(req *Request) { s.dropSeen(req, len(s.filters)) }
+
+// dropSeen is drop for a request whose chain ended at filter last (it
+// answered or closed): the filters after it never saw the request.
+func (s *session) dropSeen(req *Request, last int) {
+	for _, i := range s.gw.chain.drop[req.Key] { // in chain order
+		if i > last {
+			return
+		}
 		s.filters[i].(DropHook).Dropped(s, req)
 	}
 }
