@@ -242,12 +242,20 @@ type rig struct {
 // newRig must run inside the bubble.
 func newRig(t *testing.T, answer func(kmsg.Request) kmsg.Response, chain ...proxy.Filter) *rig {
 	t.Helper()
+	return newRigConfig(t, proxy.Config{}, answer, chain...)
+}
+
+// newRigConfig is newRig with cfg's settings (its listeners and upstream
+// are the rig's).
+func newRigConfig(t *testing.T, cfg proxy.Config, answer func(kmsg.Request) kmsg.Response, chain ...proxy.Filter) *rig {
+	t.Helper()
 	nw := &testkit.Network{}
 	rg := &rig{nw: nw, up: startUpstream(t, nw, answer), closes: &closes{}}
-	gw, err := proxy.New(proxy.Config{
-		Listeners: []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}},
-		Upstream:  []string{rg.up.addr},
-	},
+	if len(cfg.Listeners) == 0 {
+		cfg.Listeners = []proxy.ListenerConfig{{Name: "PLAINTEXT", Bootstrap: "127.0.0.1:0"}}
+	}
+	cfg.Upstream = []string{rg.up.addr}
+	gw, err := proxy.New(cfg,
 		proxy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		proxy.WithListenFunc(nw.Listen), proxy.WithDialFunc(nw.DialContext),
 		proxy.WithChain(chain), proxy.WithHooks(rg.closes))
@@ -272,7 +280,18 @@ type client struct {
 
 func (rg *rig) dial(t *testing.T) *client {
 	t.Helper()
-	c, err := rg.nw.DialContext(context.Background(), "tcp", rg.gw.Bootstrap())
+	return rg.dialAddr(t, rg.gw.Bootstrap())
+}
+
+// dialListener dials the bootstrap port of the listener named name.
+func (rg *rig) dialListener(t *testing.T, name string) *client {
+	t.Helper()
+	return rg.dialAddr(t, rg.gw.BootstrapAddrs()[name])
+}
+
+func (rg *rig) dialAddr(t *testing.T, addr string) *client {
+	t.Helper()
+	c, err := rg.nw.DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
