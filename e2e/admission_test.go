@@ -68,8 +68,16 @@ func TestPerIPConnectionCount(t *testing.T) {
 
 // proxyDialer writes a PROXY header claiming src before the Kafka traffic.
 func proxyDialer(src string, version byte) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return proxyDialerFrom("", src, version)
+}
+
+// proxyDialerFrom is proxyDialer from the local address local ("": any).
+func proxyDialerFrom(local, src string, version byte) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var d net.Dialer
+		if local != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+		}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err

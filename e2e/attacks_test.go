@@ -1,16 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"encoding/base64"
+	"encoding/binary"
+	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -28,6 +33,12 @@ var attacks = []struct {
 	{"pass-through OAUTHBEARER: the token the broker finally accepted is the one bound", "1", attackOAuthSecondToken},
 	{"pass-through SCRAM: only the server-final message completes a login", "1", attackScramPassthrough},
 	{"pass-through: a login whose principal cannot be read is refused, never ANONYMOUS", "2", attackUnreadableIdentity},
+	// Point 3, the admin HTTP port: TestAttacksAdminHTTP (attacks_http_test.go), one row per attack.
+	// Point 4, memory per connection: internal/proxy/limits_test.go's TestLocalAnswersHoldInFlightSlots,
+	// TestFrameBeforeLoginCapped and TestResponseCapped (a synctest bubble shows the reader stop exactly).
+	{"a frame larger than 512 KiB before the SASL login closes the connection at its size", "4", attackPreLoginFrame},
+	// Point 5: TestIdleConnectionClosed and TestHandshakeTimeout (internal/proxy), to the nanosecond.
+	{"a PROXY header from a peer that is not a trusted proxy is refused", "6", attackUntrustedProxy},
 }
 
 func TestAttacks(t *testing.T) {
@@ -278,4 +289,73 @@ func attackUnreadableIdentity(t *testing.T) {
 		t.Fatalf("alice's token with claim iss: error %d", ar.ErrorCode)
 	}
 	waitLog(t, env2, 2*time.Second, "authenticated (pass-through)", "principal=User:idp")
+}
+
+// A client that has not logged in announces a 600 KiB frame: the gateway
+// closes the connection on reading the size (it never waits for, or
+// allocates, the body); after a login the same size is just a request.
+func attackPreLoginFrame(t *testing.T) {
+	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
+	rc := dialRaw(t, env.Bootstrap)
+	var sz [4]byte
+	binary.BigEndian.PutUint32(sz[:], 600<<10)
+	if _, err := rc.c.Write(sz[:]); err != nil {
+		t.Fatal(err)
+	}
+	rc.expectClosed(t, "a 600 KiB frame before login")
+	waitLog(t, env, 2*time.Second, "reason=frame_too_large", "remote="+rc.c.LocalAddr().String())
+
+	// Logged in, a 600 KiB record is produced as usual.
+	ctx := ctxT(t, 20*time.Second)
+	cl := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"),
+		kgo.DefaultProduceTopic("big-after-login"), kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(1<<20))...)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 600<<10)}).FirstErr(); err != nil {
+		t.Fatalf("a 600 KiB record after login: %v", err)
+	}
+}
+
+// Behind a load balancer only the balancer may say where a connection
+// comes from. An attacker who reaches the port directly and claims, in a
+// PROXY header, an address whose principals_by_cidr principal is a quota
+// admin gets the connection closed; the balancer's connections are served.
+// A listener with proxy_protocol and no trusted list does not start.
+func attackUntrustedProxy(t *testing.T) {
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Listeners[0].ProxyProtocol = true
+		c.Listeners[0].ProxyProtocolTrustedCIDRs = []string{"127.0.0.2"} // the load balancer
+		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "10.0.0.0/8", Principal: "ops"}}
+		c.Authorization.QuotaAdmins = []string{"ops"}
+	})
+	ctx := ctxT(t, 10*time.Second)
+	attacker := dialRawVia(t, ctx, dialFunc(proxyDialerFrom("127.0.0.1", "10.0.0.9:5000", 2)), env.Bootstrap)
+	if resp, err := attacker.roundTrip(alterVictimQuota()); err == nil {
+		t.Fatalf("a PROXY header from an untrusted peer was believed: %+v", resp)
+	}
+	waitLog(t, env, 2*time.Second, "reason=untrusted_proxy")
+	noQuotaGranted(t, env)
+
+	// The balancer's header is believed (the row would pass vacuously if
+	// nobody could alter quotas through the listener).
+	lb := dialRawVia(t, ctx, dialFunc(proxyDialerFrom("127.0.0.2", "10.0.0.9:5001", 2)), env.Bootstrap)
+	resp, err := lb.roundTrip(alterVictimQuota())
+	if err != nil {
+		t.Fatalf("through the trusted balancer: %v", err)
+	}
+	if code := resp.(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode; code != 0 {
+		t.Fatalf("ops through the trusted balancer: error %d", code)
+	}
+
+	cfg := app.Default()
+	cfg.Listeners[0].ProxyProtocol = true
+	cfg.DataDir = t.TempDir()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "proxy_protocol_trusted_cidrs") {
+		t.Fatalf("a PROXY listener without trusted peers: %v, want a refusal naming proxy_protocol_trusted_cidrs", err)
+	}
+}
+
+// dialFunc adapts a dial function to dialRawVia.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return f(ctx, network, addr)
 }
