@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -39,6 +41,7 @@ var attacks = []struct {
 	{"a frame larger than 512 KiB before the SASL login closes the connection at its size", "4", attackPreLoginFrame},
 	// Point 5: TestIdleConnectionClosed and TestHandshakeTimeout (internal/proxy), to the nanosecond.
 	{"a PROXY header from a peer that is not a trusted proxy is refused", "6", attackUntrustedProxy},
+	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
 }
 
 func TestAttacks(t *testing.T) {
@@ -358,4 +361,56 @@ type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 func (f dialFunc) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	return f(ctx, network, addr)
+}
+
+// KIP-932 share groups fetch with ShareFetch, not Fetch: a tenant that
+// switches its consumers to a share group must not escape
+// consumer_byte_rate. The share consumer's responses are charged to it and
+// throttled.
+func attackShareFetchQuota(t *testing.T) {
+	const rate = 16 << 10 // start-up burst Q·(N−1)·W = 160 KiB
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{User: kmsg.StringPtr("ANONYMOUS"), ConsumerByteRate: ptrF(rate)}}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	d := &testkit.Dialer{}
+	const topic = "share-quota"
+	prod := newClient(t, env, d, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("create")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// A share group starts at the latest offset: produce while it consumes.
+	share := newClient(t, env, d, kgo.ShareGroup("share-quota-g"), kgo.ConsumeTopics(topic))
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for i := 0; i < 200 && pctx.Err() == nil; i++ {
+			v := make([]byte, 64<<10)
+			rand.Read(v) // incompressible: the bytes on the wire are the bytes charged
+			prod.ProduceSync(pctx, &kgo.Record{Value: v})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	got := 0
+	for got < 5 && ctx.Err() == nil { // 320 KiB, twice the burst
+		fs := share.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) == 64<<10 {
+				got++
+			}
+		})
+	}
+	stop()
+	if got == 0 {
+		t.Fatal("the share consumer received nothing")
+	}
+	var charged bool
+	for _, u := range env.App.Engine().Usage(time.Now()) {
+		if u.Key == quota.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate && u.Rate > 0 && u.Throttles > 0 {
+			charged = true
+		}
+	}
+	if !charged {
+		t.Fatalf("after %d share-fetched records of 64 KiB (random), no consumer_byte_rate bucket of ANONYMOUS was charged and throttled: %+v", got, env.App.Engine().Usage(time.Now()))
+	}
 }

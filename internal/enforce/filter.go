@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Topics answers what the mutation quota must know of the cluster.
@@ -41,7 +42,7 @@ func (f *Filter) Name() string { return "quota" }
 
 // Keys implements proxy.Filter: the APIs Kafka's client quotas charge.
 func (f *Filter) Keys() []int16 {
-	return []int16{wire.KeyProduce, wire.KeyFetch, wire.KeyCreateTopics, wire.KeyDeleteTopics, wire.KeyCreatePartitions}
+	return []int16{wire.KeyProduce, wire.KeyFetch, wire.KeyShareFetch, wire.KeyCreateTopics, wire.KeyDeleteTopics, wire.KeyCreatePartitions}
 }
 
 // ForConn implements proxy.ConnFilter.
@@ -113,10 +114,34 @@ func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 		}
 		r.Reserved = reserved
 		return proxy.Verdict{Hold: hold}
+	case wire.KeyShareFetch:
+		return q.shareFetch(q.req.client(q.f.Engine, c, r.ClientID), r, now)
 	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
 		return q.f.mutation(q.req.client(q.f.Engine, c, r.ClientID), r, now)
 	}
 	return proxy.Verdict{}
+}
+
+// shareFetch is Fetch's pattern for KIP-932 share groups, as Kafka applies
+// it: held while the bucket is throttled, max_bytes clamped to what the
+// quota allows now (the request is small and rewritten only when the clamp
+// bites), and the response size charged to consumer_byte_rate when it
+// passes.
+func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time) proxy.Verdict {
+	hold := cl.Hold(quota.ConsumerByteRate, now)
+	req, err := proxy.DecodeAs[*kmsg.ShareFetchRequest](r)
+	if err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	clamp, reserved := cl.ReserveFetch(req.MaxBytes, now.Add(hold))
+	r.Reserved = reserved
+	v := proxy.Verdict{Hold: hold}
+	if clamp < req.MaxBytes {
+		req.MaxBytes = clamp
+		req.MinBytes = min(req.MinBytes, clamp)
+		v.Forward = req
+	}
+	return v
 }
 
 // Throttle implements proxy.ThrottleHook: Produce is charged its request
@@ -128,7 +153,7 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 		cl := q.resp.client(q.f.Engine, c, r.ClientID)
 		cl.ReleaseProduce(r.Reserved, now)
 		return cl.RecordProduce(r.Size, now)
-	case wire.KeyFetch:
+	case wire.KeyFetch, wire.KeyShareFetch:
 		now := q.f.Now()
 		cl := q.resp.client(q.f.Engine, c, r.ClientID)
 		cl.ReleaseFetch(r.Reserved, now)
@@ -146,7 +171,7 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 	}
 	cl := q.f.Engine.Client(c.Info().Principal.Name, r.ClientID)
 	switch r.Key {
-	case wire.KeyFetch:
+	case wire.KeyFetch, wire.KeyShareFetch:
 		cl.ReleaseFetch(r.Reserved, q.f.Now())
 	case wire.KeyProduce:
 		cl.ReleaseProduce(r.Reserved, q.f.Now())
