@@ -65,8 +65,13 @@ func TestPorts(t *testing.T) {
 	r = newRunner(Target{Listeners: []Listener{{Name: "A", Bootstrap: free, BrokerPortBase: freePort + 1}}, HTTPAddress: "127.0.0.1:" + strconv.Itoa(freePort+2)})
 	r.brokers = []broker{{ID: 0}, {ID: 1}}
 	want(t, r.ports(), Fail, "listener A broker 1 and admin HTTP port both use", "distinct ports")
-	r = newRunner(Target{Listeners: []Listener{{Name: "A", Bootstrap: "192.0.2.7:9092"}}}) // TEST-NET-1
-	want(t, r.ports(), Fail, "192.0.2.7 is not an address of this host", "advertised_host")
+	if ln, err := net.Listen("tcp", "192.0.2.7:0"); err == nil { // TEST-NET-1; a host may allow non-local binds
+		ln.Close()
+		t.Log("this host binds addresses it does not have: not-an-address case skipped")
+	} else {
+		r = newRunner(Target{Listeners: []Listener{{Name: "A", Bootstrap: "192.0.2.7:9092"}}})
+		want(t, r.ports(), Fail, "192.0.2.7 is not an address of this host", "advertised_host")
+	}
 	r = newRunner(Target{Listeners: []Listener{{Name: "A", Bootstrap: free, BrokerPortBase: 65535}}})
 	r.brokers = []broker{{ID: 0}, {ID: 3}}
 	want(t, r.ports(), Fail, "port 65538 is beyond 65535")
