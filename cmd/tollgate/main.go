@@ -7,7 +7,10 @@
 //	tollgate perf produce|consume ...         load generator with the client throttle metrics
 //	tollgate apikeys create|list|revoke       API keys, through the admin HTTP port
 //	tollgate credentials add-user ...         SCRAM users for a credentials file
-//	tollgate version                          print the version
+//	tollgate doctor --config F                check the host and the upstream before a start
+//	tollgate health [--url U]                 probe the admin port (the image's health check)
+//	tollgate completion bash|zsh|fish         shell completion script
+//	tollgate version [--json]                 version, commit, build date, Go version
 package main
 
 import (
@@ -25,9 +28,6 @@ import (
 	"github.com/tollgate/tollgate/internal/perf"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
-
 func main() {
 	accept.RunAcceptorHelper() // when started as the gateway's acceptor helper, runs it and exits
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -36,22 +36,31 @@ func main() {
 type command struct {
 	name, usage string
 	run         func(args []string, stdout, stderr io.Writer) int
+	// subs are the command's subcommands (shell completion).
+	subs []string
+	// flags returns the command's flag set (shell completion, tests); nil:
+	// completion reads the flags from the command's -h output.
+	flags func() *flag.FlagSet
 }
 
 func commands() []command {
 	return []command{
-		{"serve", "run the gateway", serve},
-		{"validate", "check a config file offline", validate},
-		{"configs", "describe and alter client quotas (kafka-configs.sh flags and output)", cli.Configs},
-		{"quotas", "apply a quota file; resolve which quota applies to a client", cli.Quotas},
-		{"apikeys", "create, list and revoke API keys (through the admin HTTP port)", cli.APIKeys},
-		{"credentials", "add SCRAM users to a credentials file", cli.Credentials},
-		{"perf", "produce or consume load; report throughput, latency and client throttle metrics", perf.Run},
-		{"version", "print the version", func(_ []string, stdout, _ io.Writer) int {
-			fmt.Fprintln(stdout, "tollgate", version)
-			return 0
-		}},
+		{name: "serve", usage: "run the gateway", run: serve, flags: func() *flag.FlagSet { return serveFlags(new(string), io.Discard) }},
+		{name: "validate", usage: "check a config file offline", run: validate, flags: noFlags("validate")},
+		{name: "doctor", usage: "check that the host and the upstream can carry Tollgate; exit 0 when safe to start", run: doctorCmd, flags: func() *flag.FlagSet { return doctorFlags(new(doctorOpts), io.Discard) }},
+		{name: "configs", usage: "describe and alter client quotas (kafka-configs.sh flags and output)", run: cli.Configs},
+		{name: "quotas", usage: "apply a quota file; resolve which quota applies to a client", run: cli.Quotas, subs: []string{"apply", "resolve"}},
+		{name: "apikeys", usage: "create, list and revoke API keys (through the admin HTTP port)", run: cli.APIKeys, subs: []string{"create", "list", "revoke"}},
+		{name: "credentials", usage: "add SCRAM users to a credentials file", run: cli.Credentials, subs: []string{"add-user"}},
+		{name: "perf", usage: "produce or consume load; report throughput, latency and client throttle metrics", run: perf.Run, subs: []string{"produce", "consume"}},
+		{name: "health", usage: "probe the admin port's /readyz (the container image's health check)", run: health, flags: func() *flag.FlagSet { return healthFlags(new(healthOpts), io.Discard) }},
+		{name: "completion", usage: "print a shell completion script: bash, zsh or fish", run: completion, subs: shells, flags: noFlags("completion")},
+		{name: "version", usage: "print the version, commit, build date and Go version", run: versionCmd, flags: func() *flag.FlagSet { return versionFlags(new(bool), io.Discard) }},
 	}
+}
+
+func noFlags(name string) func() *flag.FlagSet {
+	return func() *flag.FlagSet { return flag.NewFlagSet(name, flag.ContinueOnError) }
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -72,15 +81,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: tollgate <command> [flags]\n\ncommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.usage)
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.usage)
 	}
 }
 
-func serve(args []string, stdout, stderr io.Writer) int {
+// serveFlags are serve's flags; the Kubernetes manifests' test checks
+// their args against it.
+func serveFlags(path *string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "YAML config file (default: built-in config with the embedded dev cluster)")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(path, "config", "", "YAML config `file` (default: built-in config with the embedded dev cluster)")
+	return fs
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	path := new(string)
+	if err := serveFlags(path, stderr).Parse(args); err != nil {
 		return 2
 	}
 	cfg := app.Default()
