@@ -178,6 +178,49 @@ func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
 	}
 }
 
+// A helper that is alive but does not accept (here: stopped with
+// SIGSTOP, as a debugger or a starved CPU would leave it) must not stall
+// the gateway: the watchdog sees connections waiting in the backlog while
+// the gateway waits for the helper, kills it, and the gateway accepts
+// itself — the waiting connection is served, late but not lost. (Issue "A
+// hostile tenant gets nothing", point 13.)
+func TestAcceptorProcessStalledGatewayAccepts(t *testing.T) {
+	// Not parallel: finds its acceptor helper among this process's children.
+	env, helper := startWithAcceptor(t, 1000)
+	if err := syscall.Kill(helper, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(helper, syscall.SIGCONT) })
+	c, err := net.Dial("tcp", env.Bootstrap) // completes in the kernel's backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !apiVersions(t, c, 20*time.Second) {
+		t.Fatal("a connection made while the helper was stopped was never served")
+	}
+	if !env.Logs.WaitFor("acceptor helper stalled", 5*time.Second) {
+		t.Fatal("no 'acceptor helper stalled' log")
+	}
+	if n := scrapeMetric(t, env, "tollgate_acceptor_helper_stalls_total"); n != 1 {
+		t.Fatalf("tollgate_acceptor_helper_stalls_total = %v, want 1", n)
+	}
+	if up := scrapeMetric(t, env, "tollgate_acceptor_process_up"); up != 0 {
+		t.Fatalf("tollgate_acceptor_process_up = %v after the stall, want 0", up)
+	}
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", env.Bootstrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok := apiVersions(t, c, 5*time.Second)
+		c.Close()
+		if !ok {
+			t.Fatalf("connection %d after the stall not served", i)
+		}
+	}
+}
+
 // oneServedOneWaiting opens two connections under max.connections=1: the
 // first is served, the second waits (both are closed when the test ends).
 func oneServedOneWaiting(t *testing.T, env *testkit.Env) (first, second net.Conn) {

@@ -42,6 +42,8 @@ var attacks = []struct {
 	// Point 5: TestIdleConnectionClosed and TestHandshakeTimeout (internal/proxy), to the nanosecond.
 	{"a PROXY header from a peer that is not a trusted proxy is refused", "6", attackUntrustedProxy},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
+	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
+	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
 }
 
 func TestAttacks(t *testing.T) {

@@ -113,6 +113,15 @@ func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
 	return a, nil
 }
 
+// kill ends a helper that stopped doing its work: every port's pair then
+// reads EOF and its accept loop accepts in the gateway.
+func (a *acceptorProc) kill() {
+	a.mu.Lock()
+	a.dead = true
+	a.mu.Unlock()
+	a.cmd.Process.Kill()
+}
+
 // stop ends the helper: on its control socket's end it closes every socket
 // it still holds and exits (or is killed after 2 s).
 func (a *acceptorProc) stop() {
@@ -217,8 +226,13 @@ func helperAccept(l *Listener, rl *rawListener, node int32) {
 		n, oobn, rerr = recvmsg(int(fd), buf, oob)
 		return rerr != syscall.EAGAIN
 	}
+	l.srv.watch(rl)
+	defer l.srv.unwatch(rl)
 	for {
-		if err := rc.Read(recv); err != nil { // the listener closed
+		rl.waitingHelper.Store(true)
+		err := rc.Read(recv)
+		rl.waitingHelper.Store(false)
+		if err != nil { // the listener closed
 			return
 		}
 		fds = parseRights(oob[:oobn], fds[:0])

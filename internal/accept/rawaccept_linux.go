@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -22,6 +23,11 @@ import (
 type rawListener struct {
 	addr net.Addr
 	fd   int
+
+	// waitingHelper is set while the gateway waits on this port's pair for
+	// sockets from the acceptor helper (and not, say, in an admission
+	// wait): a backlog that fills then is the helper's doing.
+	waitingHelper atomic.Bool
 
 	mu     sync.Mutex
 	f      *os.File // fd registered with the poller, once rawAccept runs

@@ -40,3 +40,5 @@ const (
 	closeBatch  = 250
 	closeRecord = 8
 )
+
+type stallWatch struct{}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/admission"
@@ -57,6 +58,9 @@ type Server struct {
 	// acceptorExe is the acceptor helper's binary; acceptor runs it.
 	acceptorExe string
 	acceptor    *acceptorProc
+
+	stall  stallWatch    // the acceptor helper's ports (Linux)
+	stalls atomic.Uint64 // helpers found stalled and killed
 
 	nextID    func() uint64
 	closeOnce sync.Once
@@ -136,6 +140,10 @@ func (s *Server) Wait() { s.wg.Wait() }
 func (s *Server) AcceptorProcessRunning() bool {
 	return s.acceptor != nil && s.acceptor.running()
 }
+
+// AcceptorStalls counts acceptor helpers found alive but not accepting,
+// and replaced by accepting in the gateway.
+func (s *Server) AcceptorStalls() uint64 { return s.stalls.Load() }
 
 // ListenerConfig is what the accept side needs of a listener.
 type ListenerConfig struct {

@@ -190,7 +190,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		a.closeAll()
 		return nil, err
 	}
-	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning)
+	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning, gw.AcceptorStalls)
 	// Before Start: the first CreateTopics may arrive as soon as the
 	// listeners accept.
 	a.quotaFilter.Topics = gw

@@ -54,8 +54,13 @@ func New() *Metrics {
 	return m
 }
 
-// RegisterAcceptorProcess exports whether the acceptor helper process runs.
-func (m *Metrics) RegisterAcceptorProcess(running func() bool) {
+// RegisterAcceptorProcess exports whether the acceptor helper process runs,
+// and how many times one was found stalled.
+func (m *Metrics) RegisterAcceptorProcess(running func() bool, stalls func() uint64) {
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_acceptor_helper_stalls_total",
+		Help: "Acceptor helpers found alive but not accepting while connections waited in a port's backlog (3 s), and killed: the gateway then accepts itself.",
+	}, func() float64 { return float64(stalls()) }))
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tollgate_acceptor_process_up",
 		Help: "1 while the acceptor helper process accepts on the plain TCP listeners (socket.acceptor_process); 0 when it is off, could not start, or died (the gateway then accepts itself).",

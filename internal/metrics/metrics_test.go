@@ -133,7 +133,11 @@ func TestConnectionHooks(t *testing.T) {
 func TestAcceptorProcess(t *testing.T) {
 	m := metrics.New()
 	running := false
-	m.RegisterAcceptorProcess(func() bool { return running })
+	stalls := uint64(0)
+	m.RegisterAcceptorProcess(func() bool { return running }, func() uint64 { return stalls })
+	expect(t, m.Registry, 0, "tollgate_acceptor_helper_stalls_total")
+	stalls = 1
+	expect(t, m.Registry, 1, "tollgate_acceptor_helper_stalls_total")
 	expect(t, m.Registry, 0, "tollgate_acceptor_process_up")
 	running = true
 	expect(t, m.Registry, 1, "tollgate_acceptor_process_up")
@@ -326,7 +330,7 @@ func TestLint(t *testing.T) {
 	m := metrics.New()
 	m.RegisterQuotas(eng)
 	m.RegisterAdmission(lim)
-	m.RegisterAcceptorProcess(func() bool { return true })
+	m.RegisterAcceptorProcess(func() bool { return true }, func() uint64 { return 0 })
 	m.Opened(conn("PLAINTEXT"))
 	m.Closed(conn("PLAINTEXT"), proxy.ReasonShutdown, nil)
 	m.UpstreamOpened(conn("PLAINTEXT"))

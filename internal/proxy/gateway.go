@@ -367,6 +367,15 @@ func (g *Gateway) AcceptorProcessRunning() bool {
 	return g.acc != nil && g.acc.AcceptorProcessRunning()
 }
 
+// AcceptorStalls counts acceptor helpers found alive but not accepting
+// (and killed: the gateway then accepts itself).
+func (g *Gateway) AcceptorStalls() uint64 {
+	if g.acc == nil {
+		return 0
+	}
+	return g.acc.AcceptorStalls()
+}
+
 // WithAcceptorProcess makes the gateway start exe (its own binary; exe must
 // call accept.RunAcceptorHelper first thing) as the acceptor helper for its
 // plain TCP listeners (Linux, with admission). If the helper cannot start,
