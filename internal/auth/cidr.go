@@ -32,7 +32,7 @@ func NewCIDRMapper(rules []CIDRRule) (*CIDRMapper, error) {
 	m := &CIDRMapper{}
 	seen := map[netip.Prefix]bool{}
 	for i, r := range rules {
-		p, err := parseCIDR(r.CIDR)
+		p, err := ParseCIDR(r.CIDR)
 		if err != nil {
 			return nil, fmt.Errorf("auth: cidr rule %d: %w", i, err)
 		}
@@ -49,7 +49,9 @@ func NewCIDRMapper(rules []CIDRRule) (*CIDRMapper, error) {
 	return m, nil
 }
 
-func parseCIDR(s string) (netip.Prefix, error) {
+// ParseCIDR parses a CIDR range or a bare address (a /32 or /128), masked,
+// with IPv4-mapped IPv6 ranges as IPv4.
+func ParseCIDR(s string) (netip.Prefix, error) {
 	if p, err := netip.ParsePrefix(s); err == nil {
 		if p.Addr().Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/auth"
-	"github.com/tollgate/tollgate/internal/principal"
 )
 
 // ListenerConfig is one named listener: a bootstrap address clients are
@@ -60,11 +59,9 @@ type ListenerConfig struct {
 	SSLPrincipalMappingRules string `yaml:"ssl_principal_mapping_rules"`
 }
 
-// CIDRPrincipal maps a source range to a principal name.
-type CIDRPrincipal struct {
-	CIDR      string `yaml:"cidr"`
-	Principal string `yaml:"principal"`
-}
+// CIDRPrincipal maps a source range (or a bare address) to a principal
+// name.
+type CIDRPrincipal = auth.CIDRRule
 
 // Validate checks the listener on its own.
 func (l *ListenerConfig) Validate() error {
@@ -82,13 +79,8 @@ func (l *ListenerConfig) Validate() error {
 	if err := l.validateSecurity(); err != nil {
 		return err
 	}
-	for _, cp := range l.PrincipalsByCIDR {
-		if _, err := netip.ParsePrefix(cp.CIDR); err != nil {
-			return fmt.Errorf("listener %s: principals_by_cidr: %w", l.Name, err)
-		}
-		if cp.Principal == "" {
-			return fmt.Errorf("listener %s: principals_by_cidr %s: principal is required", l.Name, cp.CIDR)
-		}
+	if _, err := auth.NewCIDRMapper(l.PrincipalsByCIDR); err != nil {
+		return fmt.Errorf("listener %s: principals_by_cidr: %w", l.Name, err)
 	}
 	if l.ProxyProtocol && len(l.ProxyProtocolTrustedCIDRs) == 0 {
 		return fmt.Errorf("listener %s: proxy_protocol needs proxy_protocol_trusted_cidrs, the addresses of the load balancers that send the header: without it anyone who reaches the port could claim any source address", l.Name)
@@ -107,36 +99,16 @@ func (l *ListenerConfig) Validate() error {
 func (l *ListenerConfig) proxyTrusted() ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, c := range l.ProxyProtocolTrustedCIDRs {
-		p, err := netip.ParsePrefix(c)
+		p, err := auth.ParseCIDR(c)
 		if err != nil {
-			a, aerr := netip.ParseAddr(c)
-			if aerr != nil {
-				return nil, fmt.Errorf("listener %s: proxy_protocol_trusted_cidrs: %q is neither an address nor a CIDR range", l.Name, c)
-			}
-			a = a.Unmap()
-			p = netip.PrefixFrom(a, a.BitLen())
+			return nil, fmt.Errorf("listener %s: proxy_protocol_trusted_cidrs: %w", l.Name, err)
 		}
-		out = append(out, p.Masked())
+		out = append(out, p)
 	}
 	return out, nil
 }
 
-// principalFor returns the principal of an unauthenticated connection
-// from addr.
-func (l *ListenerConfig) principalFor(addr netip.Addr) principal.Principal {
-	best, bits := "", -1
-	for _, cp := range l.PrincipalsByCIDR {
-		p, err := netip.ParsePrefix(cp.CIDR)
-		if err == nil && p.Contains(addr.Unmap()) && p.Bits() > bits {
-			best, bits = cp.Principal, p.Bits()
-		}
-	}
-	if bits < 0 {
-		return principal.AnonymousPrincipal
-	}
-	return principal.Principal{Type: "User", Name: best}
-}
-
+// advertisedHost is the host every broker address of the listener names.
 func (l *ListenerConfig) advertisedHost() string {
 	if l.AdvertisedHost != "" {
 		return l.AdvertisedHost

@@ -21,8 +21,9 @@ type listener struct {
 	advHost string
 	acc     *accept.Listener
 
-	tls    *auth.ServerTLS // SSL and SASL_SSL
-	mapper *auth.Mapper    // ssl.principal.mapping.rules
+	tls    *auth.ServerTLS  // SSL and SASL_SSL
+	mapper *auth.Mapper     // ssl.principal.mapping.rules
+	cidr   *auth.CIDRMapper // principals_by_cidr, parsed once
 }
 
 // setupSecurity loads the listener's certificate and mapping rules.
@@ -43,6 +44,9 @@ func (l *listener) setupSecurity() error {
 		return fmt.Errorf("listener %s: %w", l.cfg.Name, err)
 	}
 	l.mapper = m
+	if l.cidr, err = auth.NewCIDRMapper(l.cfg.PrincipalsByCIDR); err != nil {
+		return fmt.Errorf("listener %s: principals_by_cidr: %w", l.cfg.Name, err)
+	}
 	return nil
 }
 

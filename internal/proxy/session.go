@@ -110,7 +110,9 @@ func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn)
 	}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		s.info.Remote = ap
-		s.info.Principal = l.cfg.principalFor(ap.Addr())
+		if p, ok := l.cidr.Map(ap.Addr()); ok {
+			s.info.Principal = p
+		}
 	}
 	s.filters = g.chain.forConn(s)
 	if !g.addSession(s) {
