@@ -1,6 +1,9 @@
 // Package app is Tollgate's composition root: it turns a Config into
-// running components (embedded cluster, gateway, HTTP port), wires their
-// hooks and owns their lifecycle. Nothing imports app but cmd.
+// running components (embedded cluster, the filter chain, the control
+// plane, the gateway, the HTTP port), wires their hooks and owns their
+// lifecycle. Nothing below it imports it: only cmd/tollgate, the test
+// harness (internal/testkit), the tests and the benchmark commands do
+// (TestImportRule).
 package app
 
 import (

@@ -1,32 +1,171 @@
 package app
 
 import (
+	"bufio"
+	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// The data path and the pure packages receive configuration as values and
-// report through hooks: they must never import the control plane, storage,
-// audit, metrics, HTTP or the composition root (docs/design.md).
+const module = "github.com/tollgate/tollgate/"
+
+// The package table of docs/design.md is the import rule, and it must be
+// true: every package it names exists, every package of the module is in
+// it, and no package imports (directly or not) what its row forbids. So
+// the map cannot drift from the code, and the data path (wire, quota,
+// admission, auth, accept, proxy, enforce) never imports the control side.
 func TestImportRule(t *testing.T) {
-	const mod = "github.com/tollgate/tollgate/internal/"
-	low := []string{"wire", "principal", "quota", "admission", "auth", "proxy", "enforce"}
-	high := []string{"control", "store", "audit", "metrics", "httpapi", "app", "cli"}
-	for _, p := range low {
-		out, err := exec.Command("go", "list", "-deps", "../"+p).CombinedOutput()
-		if err != nil {
-			if strings.Contains(string(out), "no Go files") || strings.Contains(string(out), "cannot find") || strings.Contains(string(out), "directory not found") {
-				continue // not written yet
-			}
-			t.Fatalf("go list %s: %v\n%s", p, err, out)
+	rows := designTable(t)
+	deps := moduleDeps(t)
+
+	for pkg := range deps {
+		if _, ok := rows[pkg]; !ok {
+			t.Errorf("package %s is not in docs/design.md's package table", pkg)
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			for _, h := range high {
-				if dep == mod+h || strings.HasPrefix(dep, mod+h+"/") {
-					t.Errorf("internal/%s imports %s", p, dep)
-				}
+	}
+	for pkg, rule := range rows {
+		d, ok := deps[pkg]
+		if !ok {
+			t.Errorf("docs/design.md names package %s, which does not exist", pkg)
+			continue
+		}
+		for _, dep := range d {
+			if dep == pkg || strings.HasPrefix(dep, pkg+"/") && rule.leaf {
+				continue // itself; a leaf's own subpackages are the leaf
+			}
+			if rule.forbids(dep) {
+				t.Errorf("%s imports %s, which docs/design.md's table forbids (%q)", pkg, dep, rule.text)
 			}
 		}
 	}
+
+	// Nothing below the composition root imports it: only the commands,
+	// the test harness, the tests and the benchmarks may.
+	mayImportApp := []string{"cmd/", "internal/testkit", "e2e", "bench/", "packaging"}
+	for pkg, d := range deps {
+		if !slices.Contains(d, "internal/app") || pkg == "internal/app" {
+			continue
+		}
+		if !slices.ContainsFunc(mayImportApp, func(p string) bool { return strings.HasPrefix(pkg, p) }) {
+			t.Errorf("%s imports internal/app: nothing below the composition root may", pkg)
+		}
+	}
+}
+
+type importRule struct {
+	text    string
+	leaf    bool     // nothing of the project...
+	allowed []string // ...but these
+	denied  []string // or exactly these
+}
+
+func (r importRule) forbids(dep string) bool {
+	if r.leaf {
+		return !slices.ContainsFunc(r.allowed, func(a string) bool { return dep == a || strings.HasPrefix(dep, a+"/") })
+	}
+	return slices.ContainsFunc(r.denied, func(d string) bool { return dep == d || strings.HasPrefix(dep, d+"/") })
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// designTable reads docs/design.md's package table: package → its rule.
+func designTable(t *testing.T) map[string]importRule {
+	t.Helper()
+	f, err := os.Open("../../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows := map[string]importRule{}
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "| package | owns | may not import |"):
+			in = true
+			continue
+		case !in || strings.HasPrefix(line, "|---"):
+			continue
+		case !strings.HasPrefix(line, "|"):
+			if len(rows) > 0 {
+				return rows
+			}
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 3 {
+			t.Fatalf("docs/design.md: a package row with %d cells: %q", len(cells), line)
+		}
+		m := backticked.FindStringSubmatch(cells[0])
+		if m == nil {
+			t.Fatalf("docs/design.md: no `package` in %q", cells[0])
+		}
+		rows[m[1]] = parseRule(t, strings.TrimSpace(cells[2]))
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Fatal("docs/design.md has no package table")
+	}
+	return rows
+}
+
+func parseRule(t *testing.T, text string) importRule {
+	r := importRule{text: text}
+	internal := func(name string) string {
+		name = strings.Trim(strings.TrimSpace(name), "`")
+		if strings.Contains(name, "/") {
+			return name
+		}
+		return "internal/" + name
+	}
+	switch {
+	case text == "":
+	case strings.HasPrefix(text, "nothing of the project"):
+		r.leaf = true
+		if _, but, ok := strings.Cut(text, " but "); ok {
+			for _, a := range strings.Split(but, ",") {
+				r.allowed = append(r.allowed, internal(a))
+			}
+		}
+	default:
+		for _, d := range strings.Split(text, ",") {
+			if d = strings.TrimSpace(d); d == "" || strings.ContainsAny(d, " ()") {
+				t.Fatalf("docs/design.md: %q is not a list of package names", text)
+			}
+			r.denied = append(r.denied, internal(d))
+		}
+	}
+	return r
+}
+
+// moduleDeps lists every package of the module with the module packages
+// it imports, directly or not, as paths relative to the module.
+func moduleDeps(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "../../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	deps := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(f[0], module)
+		if !ok {
+			continue
+		}
+		var d []string
+		for _, dep := range f[1:] {
+			if rel, ok := strings.CutPrefix(dep, module); ok {
+				d = append(d, rel)
+			}
+		}
+		deps[pkg] = d
+	}
+	return deps
 }

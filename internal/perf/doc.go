@@ -51,7 +51,6 @@
 //
 // --command-config reads Kafka client properties (security.protocol,
 // sasl.mechanism PLAIN/SCRAM-SHA-256/SCRAM-SHA-512, sasl.jaas.config
-// username and password, ssl.* as PEM, client.id) with a parser of its own
-// in props.go; internal/cli has an equivalent one for `tollgate configs`,
-// and the two should be merged.
+// username and password, ssl.* as PEM, client.id) through
+// internal/clientconf, the parser `tollgate configs` uses too.
 package perf
