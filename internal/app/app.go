@@ -164,6 +164,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		SASLMaxReceiveSize: cfg.Socket.SASLMaxReceiveSize,
 		IdleTimeout:        cfg.Socket.ConnectionsMaxIdle,
 		HandshakeTimeout:   cfg.Socket.HandshakeTimeout,
+		RequestTimeout:     cfg.Upstream.RequestTimeout,
 		DialTimeout:        cfg.Upstream.DialTimeout,
 		MetadataRefresh:    cfg.Upstream.MetadataRefresh,
 	}

@@ -150,6 +150,12 @@ type Config struct {
 	// and SASL login, each from the moment the connection was accepted
 	// (default 10s).
 	HandshakeTimeout time.Duration
+	// RequestTimeout is how long the upstream may take to answer a
+	// forwarded request, beyond what the request itself lets the broker
+	// wait (a Fetch's max_wait_ms, a Produce's timeout_ms): a broker that
+	// stalls closes the session, as a client's request.timeout.ms would
+	// (default 30s).
+	RequestTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -176,6 +182,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
 	}
 }
 

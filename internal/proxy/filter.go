@@ -86,7 +86,8 @@ type Request struct {
 	// of a chain may use it.
 	Reserved int64
 
-	decoded kmsg.Request // Decode's result, shared by the chain
+	decoded kmsg.Request  // Decode's result, shared by the chain
+	wait    time.Duration // how long the request lets the broker wait (max_wait_ms, timeout_ms)
 }
 
 // ExpectsResponse reports whether upstream will answer: everything but a

@@ -249,6 +249,12 @@ func newRig(t *testing.T, answer func(kmsg.Request) kmsg.Response, chain ...prox
 // are the rig's).
 func newRigConfig(t *testing.T, cfg proxy.Config, answer func(kmsg.Request) kmsg.Response, chain ...proxy.Filter) *rig {
 	t.Helper()
+	return newRigHooks(t, cfg, nil, answer, chain...)
+}
+
+// newRigHooks is newRigConfig with more observer hooks.
+func newRigHooks(t *testing.T, cfg proxy.Config, hooks []any, answer func(kmsg.Request) kmsg.Response, chain ...proxy.Filter) *rig {
+	t.Helper()
 	nw := &testkit.Network{}
 	rg := &rig{nw: nw, up: startUpstream(t, nw, answer), closes: &closes{}}
 	if len(cfg.Listeners) == 0 {
@@ -258,7 +264,7 @@ func newRigConfig(t *testing.T, cfg proxy.Config, answer func(kmsg.Request) kmsg
 	gw, err := proxy.New(cfg,
 		proxy.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		proxy.WithListenFunc(nw.Listen), proxy.WithDialFunc(nw.DialContext),
-		proxy.WithChain(chain), proxy.WithHooks(rg.closes))
+		proxy.WithChain(chain), proxy.WithHooks(append([]any{rg.closes}, hooks...)...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,15 @@ type UpstreamHook interface {
 	UpstreamOpened(c *principal.ConnInfo)
 }
 
+// ServeHook hears about every request the gateway's filters answered or
+// the broker answered, once the answer is written — or, for a Produce with
+// acks=0, once it is forwarded (respSize 0) — with the throttle the client
+// was given. Usage accounting implements it. It is called on the
+// session's goroutines, per request: it must not block.
+type ServeHook interface {
+	Served(c *principal.ConnInfo, r *Request, respSize int, throttle time.Duration)
+}
+
 // RefusalHook hears about each connection admission refused, by the Kafka
 // setting that refused it.
 type RefusalHook = accept.RefusalHook
@@ -90,7 +99,7 @@ func filterHooks(f any) bool {
 // observerHooks reports whether h implements at least one observer hook.
 func observerHooks(h any) bool {
 	switch h.(type) {
-	case OpenHook, CloseHook, AuthFailHook, UpstreamHook, RefusalHook:
+	case OpenHook, CloseHook, AuthFailHook, UpstreamHook, RefusalHook, ServeHook:
 		return true
 	}
 	return false
@@ -103,11 +112,12 @@ type hooks struct {
 	authFail []AuthFailHook
 	upstream []UpstreamHook
 	refused  []RefusalHook
+	serve    []ServeHook
 }
 
 func (h *hooks) add(x any) error {
 	if !observerHooks(x) {
-		return fmt.Errorf("proxy: hook %T implements none of the observer hooks (Opened, Closed, AuthFailed, UpstreamOpened, Refused)", x)
+		return fmt.Errorf("proxy: hook %T implements none of the observer hooks (Opened, Closed, AuthFailed, UpstreamOpened, Refused, Served)", x)
 	}
 	if o, ok := x.(OpenHook); ok {
 		h.open = append(h.open, o)
@@ -123,6 +133,9 @@ func (h *hooks) add(x any) error {
 	}
 	if o, ok := x.(RefusalHook); ok {
 		h.refused = append(h.refused, o)
+	}
+	if o, ok := x.(ServeHook); ok {
+		h.serve = append(h.serve, o)
 	}
 	return nil
 }
@@ -155,5 +168,11 @@ func (h *hooks) authFailed(c *principal.ConnInfo, mechanism string, err error) {
 func (h *hooks) upstreamOpened(c *principal.ConnInfo) {
 	for _, o := range h.upstream {
 		o.UpstreamOpened(c)
+	}
+}
+
+func (h *hooks) served(c *principal.ConnInfo, r *Request, respSize int, throttle time.Duration) {
+	for _, o := range h.serve {
+		o.Served(c, r, respSize, throttle)
 	}
 }

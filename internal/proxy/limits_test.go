@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit/testpki"
 	"github.com/tollgate/tollgate/internal/wire"
@@ -221,6 +223,83 @@ func TestHandshakeTimeout(t *testing.T) {
 		got := rg.closes.list()
 		if len(got) != 2 || got[0] != proxy.ReasonHandshakeTimeout || got[1] != proxy.ReasonHandshakeTimeout {
 			t.Fatalf("close reasons %v, want two handshake_timeout", got)
+		}
+	})
+}
+
+// A broker that stalls never hangs a client: a forwarded request not
+// answered within upstream.request_timeout — beyond what the request lets
+// the broker wait, a Fetch's max_wait_ms — closes the session, to the
+// nanosecond, and holds nothing.
+func TestUpstreamRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rg := newRigConfig(t, proxy.Config{RequestTimeout: 30 * time.Second}, func(kmsg.Request) kmsg.Response {
+			return nil // a stalled broker: reads, never answers
+		})
+		start := time.Now()
+		c := rg.dial(t)
+		closed := closedAfter(c, start)
+		c.send(describeGroups("stalled"))
+		if d := <-closed; d != 30*time.Second {
+			t.Fatalf("a stalled DescribeGroups closed the session after %v, want exactly 30s", d)
+		}
+
+		start = time.Now()
+		f := rg.dial(t)
+		closed = closedAfter(f, start)
+		fetch := kmsg.NewPtrFetchRequest()
+		fetch.Version, fetch.MaxWaitMillis, fetch.MaxBytes = 12, 10_000, 1<<20
+		f.send(fetch)
+		if d := <-closed; d != 40*time.Second {
+			t.Fatalf("a stalled Fetch with max_wait_ms 10000 closed the session after %v, want exactly 40s", d)
+		}
+		synctest.Wait()
+		if got := rg.closes.list(); len(got) != 2 || got[0] != proxy.ReasonUpstreamTimeout || got[1] != proxy.ReasonUpstreamTimeout {
+			t.Fatalf("close reasons %v, want two upstream_timeout", got)
+		}
+	})
+}
+
+// served records the ServeHook's calls.
+type served struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *served) Served(_ *principal.ConnInfo, r *proxy.Request, respSize int, throttle time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, fmt.Sprintf("%s size>0=%v throttle=%v", kmsg.NameForKey(r.Key), respSize > 0, throttle))
+}
+
+// Every answered request reaches the ServeHook once its answer is written,
+// with the throttle the client was given — the broker's answers, the
+// filters' own answers, and an acks=0 Produce when it is forwarded.
+func TestServeHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := &served{}
+		local := &probe{name: "local", keys: []int16{wire.KeyDescribeGroups}, ev: &events{}, throttle: 2 * time.Second,
+			verdict: func(r *proxy.Request) proxy.Verdict {
+				dg, _ := proxy.DecodeAs[*kmsg.DescribeGroupsRequest](r)
+				if dg.Groups[0] != "local" {
+					return proxy.Verdict{}
+				}
+				return proxy.Verdict{Respond: dg.ResponseKind()}
+			}}
+		rg := newRigHooks(t, proxy.Config{}, []any{sv}, describeGroupsAnswer(0), local)
+		c := rg.dial(t)
+		c.roundTrip(describeGroups("forwarded"))
+		time.Sleep(3 * time.Second) // the 2 s mute
+		c.roundTrip(describeGroups("local"))
+		p := kmsg.NewPtrProduceRequest()
+		p.Version, p.Acks = 9, 0
+		c.send(p)
+		synctest.Wait()
+		sv.mu.Lock()
+		defer sv.mu.Unlock()
+		want := []string{"DescribeGroups size>0=true throttle=2s", "DescribeGroups size>0=true throttle=0s", "Produce size>0=false throttle=0s"}
+		if !slices.Equal(sv.calls, want) {
+			t.Fatalf("served %q, want %q", sv.calls, want)
 		}
 	})
 }

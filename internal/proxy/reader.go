@@ -259,9 +259,17 @@ func (s *session) parse(p []byte, n int) (*Request, Reason, error) {
 		s.respondLocal(req, wire.UnsupportedApiVersions(h.CorrelationID, wire.ApiVersionsMax))
 		return nil, "", nil
 	}
-	if h.Key == wire.KeyProduce {
+	switch h.Key {
+	case wire.KeyProduce:
 		if req.Acks, err = wire.ProduceAcks(p, h); err != nil {
 			return nil, ReasonBadFrame, err
+		}
+		if ms, err := wire.ProduceTimeout(p, h); err == nil {
+			req.wait = time.Duration(max(ms, 0)) * time.Millisecond
+		}
+	case wire.KeyFetch:
+		if ms, ok := wire.FetchMaxWait(p, h.BodyOffset, h.Version); ok {
+			req.wait = time.Duration(max(ms, 0)) * time.Millisecond
 		}
 	}
 	return req, "", nil
@@ -326,7 +334,9 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 				t.SetThrottle(throttleMs(v.Throttle))
 			}
 		}
-		s.respondLocal(req, wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond))
+		b := wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond)
+		s.gw.hooks.served(&s.info, req, len(b.B)-4, v.Throttle)
+		s.respondLocal(req, b)
 		if v.Throttle > 0 {
 			s.mute(time.Now().Add(v.Throttle))
 		}
@@ -348,21 +358,52 @@ func (s *session) enqueue(req *Request, v *Verdict) error {
 		s.drop(req)
 		return net.ErrClosed
 	}
+	if req.Key == wire.KeyShareFetch {
+		if sf, err := DecodeAs[*kmsg.ShareFetchRequest](req); err == nil {
+			req.wait = time.Duration(max(sf.MaxWaitMillis, 0)) * time.Millisecond
+		}
+	}
 	pr := *req
 	pr.Payload = nil
-	s.mu.Lock()
 	pr.decoded = nil
-	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge})
+	deadline := time.Now().Add(s.gw.cfg.RequestTimeout + req.wait)
+	s.mu.Lock()
+	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline})
+	if s.head == len(s.queue)-1 {
+		s.upstreamDeadline() // the new head: the responder may be waiting with none
+	}
 	s.mu.Unlock()
 	return nil
+}
+
+// upstreamDeadline arms the upstream read deadline for the oldest
+// forwarded request (none when nothing is in flight): a broker that does
+// not answer within socket's request timeout closes the session. mu is
+// held.
+func (s *session) upstreamDeadline() {
+	s.upMu.Lock()
+	up := s.upstream
+	s.upMu.Unlock()
+	if up == nil {
+		return
+	}
+	var d time.Time
+	if s.head < len(s.queue) && s.queue[s.head].local == nil {
+		d = s.queue[s.head].deadline
+	}
+	up.SetReadDeadline(d)
 }
 
 // afterForward mutes a request without a response for its throttle; the
 // others are muted when their response is written.
 func (s *session) afterForward(req *Request, v *Verdict) {
-	if v.Throttle > 0 && !req.ExpectsResponse() {
+	if req.ExpectsResponse() {
+		return
+	}
+	if v.Throttle > 0 {
 		s.mute(time.Now().Add(v.Throttle))
 	}
+	s.gw.hooks.served(&s.info, req, 0, v.Throttle)
 }
 
 // formatter returns a request formatter for the client's own client id.

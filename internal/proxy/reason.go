@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 
 	"github.com/tollgate/tollgate/internal/wire"
 )
@@ -31,6 +32,7 @@ const (
 	ReasonIdle             Reason = "idle_timeout"
 	ReasonHandshakeTimeout Reason = "handshake_timeout"
 	ReasonResponseTooLarge Reason = "response_too_large"
+	ReasonUpstreamTimeout  Reason = "upstream_timeout"
 )
 
 // Reasons lists every close reason, for metrics that pre-declare labels.
@@ -38,7 +40,7 @@ var Reasons = []Reason{
 	ReasonClientClosed, ReasonUpstreamClosed, ReasonUpstreamDial, ReasonUpstreamProtocol,
 	ReasonFrameTooLarge, ReasonBadFrame, ReasonTLSOnPlaintext, ReasonUnknownAPIKey,
 	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError, ReasonShed,
-	ReasonAuthFailed, ReasonTLSHandshake, ReasonIdle, ReasonHandshakeTimeout, ReasonResponseTooLarge,
+	ReasonAuthFailed, ReasonTLSHandshake, ReasonIdle, ReasonHandshakeTimeout, ReasonResponseTooLarge, ReasonUpstreamTimeout,
 }
 
 // clientReason classifies an error from reading or parsing a client frame.
@@ -63,6 +65,8 @@ func clientReason(err error) Reason {
 
 func upstreamReason(err error) Reason {
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return ReasonUpstreamTimeout
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		return ReasonUpstreamClosed
 	case errors.Is(err, wire.ErrMalformed), errors.Is(err, wire.ErrShortFrame),

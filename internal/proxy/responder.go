@@ -60,6 +60,7 @@ func (s *session) respond() {
 			s.close(r, err)
 			return
 		}
+		s.gw.hooks.served(&s.info, &pr.req, n, pr.throttle)
 		<-s.inFlt
 		if !s.popAndFlush() {
 			return
@@ -115,6 +116,7 @@ func (s *session) popAndFlush() bool {
 		clear(s.queue[n:])
 		s.queue, s.head = s.queue[:n], 0
 	}
+	s.upstreamDeadline()
 	return true
 }
 
@@ -155,6 +157,7 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		s.resp = Response{}
 	}
 	t := s.throttleFor(pr, len(buf.B)-4)
+	pr.throttle = t
 	if t <= 0 {
 		return nil
 	}

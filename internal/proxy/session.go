@@ -78,10 +78,11 @@ type session struct {
 
 // pending is one request whose response has not been written yet.
 type pending struct {
-	req      Request      // Payload is nil once forwarded
-	local    *wire.Buffer // a local response, ready to write
-	throttle time.Duration
+	req      Request       // Payload is nil once forwarded
+	local    *wire.Buffer  // a local response, ready to write
+	throttle time.Duration // at request time; the applied one once the response is processed
 	merge    func(kmsg.Response)
+	deadline time.Time // the upstream must answer by then (RequestTimeout)
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {

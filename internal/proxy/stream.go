@@ -159,6 +159,7 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 		st.tags()
 	}
 	t := s.throttleFor(pr, n)
+	pr.throttle = t
 	if ver >= 1 {
 		if b := st.read(4); b != nil && t > 0 {
 			putThrottle(b, throttleMs(t))

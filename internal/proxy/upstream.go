@@ -73,6 +73,9 @@ func (s *session) dialUpstream() (Reason, error) {
 	}
 	s.upstream = up
 	s.upMu.Unlock()
+	s.mu.Lock()
+	s.upstreamDeadline()
+	s.mu.Unlock()
 	s.ur = bufio.NewReaderSize(up, readBufSize)
 	s.gw.hooks.upstreamOpened(&s.info)
 	s.respDone = make(chan struct{})

@@ -47,3 +47,16 @@ func FetchMaxBytes(p []byte, bodyOff int, version int16) (int32, bool) {
 	}
 	return int32(binary.BigEndian.Uint32(p[off+8:])), true
 }
+
+// FetchMaxWait returns a Fetch request's max_wait_ms, how long the broker
+// may hold it (the long poll); ok is false if the body is too short.
+func FetchMaxWait(p []byte, bodyOff int, version int16) (int32, bool) {
+	off := bodyOff
+	if version < 15 {
+		off += 4 // replica_id; from v15 it is a tagged field
+	}
+	if off+4 > len(p) {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(p[off:])), true
+}

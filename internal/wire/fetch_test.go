@@ -23,6 +23,9 @@ func TestClampFetch(t *testing.T) {
 		if m, ok := FetchMaxBytes(p, h.BodyOffset, v); ok != (v >= 3) || (ok && m != 50<<20) {
 			t.Fatalf("v%d: FetchMaxBytes %d %v", v, m, ok)
 		}
+		if w, ok := FetchMaxWait(p, h.BodyOffset, v); !ok || w != 500 {
+			t.Fatalf("v%d: FetchMaxWait %d %v", v, w, ok)
+		}
 		changed := ClampFetch(p, h.BodyOffset, v, 30000)
 		got := kmsg.NewPtrFetchRequest()
 		got.Version = v

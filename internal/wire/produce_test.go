@@ -134,3 +134,23 @@ func TestProduceAcksTruncated(t *testing.T) {
 		}
 	}
 }
+
+// The broker may hold a Produce for its timeout_ms (acks=all waits for
+// replication): read in place at every version, transactional id or not.
+func TestProduceTimeout(t *testing.T) {
+	for v := int16(0); v <= wire.Lookup(wire.KeyProduce).Max; v++ {
+		for _, txn := range []*string{nil, kmsg.StringPtr("txn-1")} {
+			req := kmsg.NewPtrProduceRequest()
+			req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = v, -1, 12345, txn
+			var f kmsg.RequestFormatter
+			p := f.AppendRequest(nil, req, 1)[4:]
+			h, err := wire.ParseRequestHeader(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := wire.ProduceTimeout(p, h); err != nil || got != 12345 {
+				t.Fatalf("v%d txn=%v: ProduceTimeout %d, %v", v, txn != nil, got, err)
+			}
+		}
+	}
+}
