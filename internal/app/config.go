@@ -67,13 +67,13 @@ type Config struct {
 
 // UpstreamConfig is the cluster Tollgate fronts.
 type UpstreamConfig struct {
-	Bootstrap       []string      `yaml:"bootstrap"`
-	DialTimeout     time.Duration `yaml:"dial_timeout"`
+	Bootstrap   []string      `yaml:"bootstrap"`
+	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// RequestTimeout is how long a broker may take to answer a forwarded
 	// request beyond what the request lets it wait (a Fetch's max wait, a
 	// Produce's timeout); a broker that stalls longer closes the client's
 	// connection, as the client's request.timeout.ms would (default 30s).
-	RequestTimeout time.Duration `yaml:"request_timeout"`
+	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MetadataRefresh time.Duration `yaml:"metadata_refresh"`
 	// TLS makes every upstream connection use TLS.
 	TLS *auth.UpstreamTLSConfig `yaml:"tls"`
