@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -281,7 +282,9 @@ func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
 	if resp.ReadFrom(p[off:]) != nil {
 		return
 	}
-	ans = brokerAnswer{code: resp.ErrorCode, bytes: resp.SASLAuthBytes, ok: true}
+	// A copy: the decoded bytes alias the pooled buffer, which is reused
+	// once the response is written, while the reader judges them.
+	ans = brokerAnswer{code: resp.ErrorCode, bytes: bytes.Clone(resp.SASLAuthBytes), ok: true}
 }
 
 // awaitPassthrough waits, on the reader, for the broker's answer to a

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -135,8 +136,10 @@ func saslClient(ctx context.Context, c net.Conn, addr string, m sasl.Mechanism) 
 		if err != nil {
 			return err
 		}
-		defer buf.Release()
-		body := buf.B[4:]
+		// A copy: the decoded response aliases its bytes, and the SASL
+		// mechanism reads them after this returns.
+		body := bytes.Clone(buf.B[4:])
+		buf.Release()
 		off := 4
 		if req.IsFlexible() {
 			off++ // the response header's empty tag section
