@@ -4,6 +4,7 @@ import (
 	"net"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +153,74 @@ func TestPreLoginApiVersionsV5(t *testing.T) {
 	}
 	if resp, dials := ask("another-cluster", b0.NodeID); resp.ErrorCode != kerr.RebootstrapRequired.Code || dials != 1 {
 		t.Errorf("v5 naming another cluster: error %d, %v upstream dials; want the broker's REBOOTSTRAP_REQUIRED (129)", resp.ErrorCode, dials)
+	}
+}
+
+// On every listener a client that has only sent ApiVersions holds no
+// upstream connection: after the listener's first client, ApiVersions is
+// answered from the last answer it passed for that broker (the same
+// answer). When such a client sends its first real request, the session
+// dials and replays the client's own ApiVersions first, so the broker still
+// sees its KIP-511 software name and version. (Issue "Hold up at scale",
+// point 1.)
+func TestApiVersionsOnlyClientsHoldNoUpstream(t *testing.T) {
+	t.Parallel()
+	env := testkit.Start(t, app.Options{})
+	var mu sync.Mutex
+	var names []string
+	env.App.DevCluster().ControlKey(18, func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.App.DevCluster().KeepControl()
+		mu.Lock()
+		names = append(names, req.(*kmsg.ApiVersionsRequest).ClientSoftwareName)
+		mu.Unlock()
+		return nil, nil, false // observe only
+	})
+	const metric = `tollgate_upstream_connections_opened_total{listener="PLAINTEXT"}`
+	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
+	named := func() *kmsg.ApiVersionsRequest {
+		r := kmsg.NewPtrApiVersionsRequest()
+		r.Version, r.ClientSoftwareName, r.ClientSoftwareVersion = 3, "tollgate-e2e-idle", "1.0"
+		return r
+	}
+
+	first := dialRaw(t, env.Bootstrap) // primes the cache
+	fwd, err := first.roundTrip(named())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := opened()
+	var idle []*rawConn
+	for i := 0; i < 20; i++ {
+		rc := dialRaw(t, env.Bootstrap)
+		got, err := rc.roundTrip(named())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, fwd) {
+			t.Fatalf("the cached ApiVersions answer differs from the forwarded one:\n%+v\n%+v", got, fwd)
+		}
+		idle = append(idle, rc)
+	}
+	if got := opened(); got != before {
+		t.Fatalf("20 clients that only sent ApiVersions opened %v upstream connections, want none", got-before)
+	}
+
+	// One of them asks for metadata: it dials, and the broker hears its
+	// ApiVersions first.
+	mu.Lock()
+	seen := len(names)
+	mu.Unlock()
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	if _, err := idle[0].roundTrip(md); err != nil {
+		t.Fatal(err)
+	}
+	if got := opened(); got != before+1 {
+		t.Fatalf("the first Metadata opened %v upstream connections, want 1", got-before)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(names) != seen+1 || names[seen] != "tollgate-e2e-idle" {
+		t.Fatalf("the broker saw ApiVersions from %q after the dial, want the client's own (tollgate-e2e-idle)", names[seen:])
 	}
 }

@@ -24,12 +24,16 @@ import (
 //   - a request newer than kmsg knows gets KIP-511's answer (v0 body,
 //     UNSUPPORTED_VERSION, ApiVersions 0–max) — in the session's reader
 //     (proxy/reader.go), before any filter;
-//   - before a SASL login on a terminating listener, from the last answer
-//     this listener passed for the same broker, so a client that never
-//     logs in opens no upstream connection. A request the cache cannot
-//     answer for the broker (a newer version than cached, client software
-//     names Kafka would refuse, KIP-1242 cluster/node ids other than this
-//     broker's) is forwarded for the broker to judge.
+//   - while the session has no upstream connection (on every listener),
+//     from the last answer this listener passed for the same broker, so a
+//     client that has only sent ApiVersions — or never logs in — holds no
+//     upstream connection. The client's own request is replayed upstream
+//     first when the session dials (Verdict.Replay): the broker still sees
+//     its KIP-511 software name and version, and its answer refreshes the
+//     cache. A request the cache cannot answer for the broker (the
+//     listener's first client, a newer version than cached, client
+//     software names Kafka would refuse, KIP-1242 cluster/node ids other
+//     than this broker's) is forwarded for the broker to judge.
 //
 // Differs from a broker: the advertised ranges are the intersection of the
 // broker's and kmsg's.
@@ -60,13 +64,15 @@ var saslVersions = []kmsg.ApiVersionsResponseApiKey{
 	{ApiKey: wire.KeySASLAuthenticate, MinVersion: 0, MaxVersion: 2},
 }
 
-// OnRequest answers a pre-login ApiVersions from the cache.
+// OnRequest answers an ApiVersions from the cache while the session has
+// no upstream connection, and has the session replay it upstream when it
+// opens one.
 func (a *apiVersions) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
-	if c.Authenticated() || !c.Listener().TerminatesSASL() {
+	if c.Dialed() {
 		return proxy.Verdict{}
 	}
 	if resp := a.cached(c, r); resp != nil {
-		return proxy.Verdict{Respond: resp}
+		return proxy.Verdict{Respond: resp, Replay: true}
 	}
 	return proxy.Verdict{}
 }
@@ -80,12 +86,10 @@ func (a *apiVersions) OnResponse(c proxy.Conn, r *proxy.Response) error {
 	if err := wire.RewriteApiVersions(r.Buf, r.Req.Version, nil, override...); err != nil {
 		return err
 	}
-	if c.Listener().TerminatesSASL() {
-		if resp, ok := r.Decode(); ok && resp.(*kmsg.ApiVersionsResponse).ErrorCode == 0 {
-			a.mu.Lock()
-			a.cache[listenerNode{c.Info().Listener, c.Info().NodeID}] = resp.(*kmsg.ApiVersionsResponse)
-			a.mu.Unlock()
-		}
+	if resp, ok := r.Decode(); ok && resp.(*kmsg.ApiVersionsResponse).ErrorCode == 0 {
+		a.mu.Lock()
+		a.cache[listenerNode{c.Info().Listener, c.Info().NodeID}] = resp.(*kmsg.ApiVersionsResponse)
+		a.mu.Unlock()
 	}
 	return nil
 }

@@ -112,7 +112,7 @@ func primed(t *testing.T, v int16, keys []apiRange) (*apiVersions, *kmsg.ApiVers
 	return f, x.resp.(*kmsg.ApiVersionsResponse)
 }
 
-func TestApiVersionsPreLoginCache(t *testing.T) {
+func TestApiVersionsCacheBeforeDial(t *testing.T) {
 	f, passed := primed(t, 4, brokerVersions())
 	other := func(edit func(c *proxytest.Conn)) *proxytest.Conn {
 		c := terminatingConn()
@@ -134,12 +134,13 @@ func TestApiVersionsPreLoginCache(t *testing.T) {
 		{"an older version", terminatingConn(), apiVersionsReq(3), true},
 		{"v0", terminatingConn(), apiVersionsReq(0), true},
 		{"a version newer than the cached answer's", terminatingConn(), apiVersionsReq(5), false},
-		{"after the login", other(func(c *proxytest.Conn) { c.Unauthenticated = false }), apiVersionsReq(4), false},
+		{"after the login, before the session dialed", other(func(c *proxytest.Conn) { c.Unauthenticated = false }), apiVersionsReq(4), true},
+		{"once the session dialed its broker", other(func(c *proxytest.Conn) { c.Upstream = true }), apiVersionsReq(4), false},
 		{"another broker", other(func(c *proxytest.Conn) { c.ConnInfo.NodeID = 1 }), apiVersionsReq(4), false},
 		{"the bootstrap port", other(func(c *proxytest.Conn) { c.ConnInfo.NodeID = -1 }), apiVersionsReq(4), false},
 		{"another listener", other(func(c *proxytest.Conn) { c.ConnInfo.Listener = "INTERNAL" }), apiVersionsReq(4), false},
-		{"a pass-through listener", other(func(c *proxytest.Conn) { c.Config.SASL.Mode = proxy.SASLPassthrough }), apiVersionsReq(4), false},
-		{"a plaintext listener", other(func(c *proxytest.Conn) { c.Config.SecurityProtocol = ""; c.Unauthenticated = false }), apiVersionsReq(4), false},
+		{"a pass-through listener", other(func(c *proxytest.Conn) { c.Config.SASL.Mode = proxy.SASLPassthrough }), apiVersionsReq(4), true},
+		{"a plaintext listener", other(func(c *proxytest.Conn) { c.Config.SecurityProtocol = ""; c.Unauthenticated = false }), apiVersionsReq(4), true},
 		{"empty software name", terminatingConn(), named(3, "", "1.0"), false},
 		{"software name with a space", terminatingConn(), named(3, "my client", "1.0"), false},
 		{"software name starting with a dash", terminatingConn(), named(3, "-client", "1.0"), false},
@@ -159,6 +160,9 @@ func TestApiVersionsPreLoginCache(t *testing.T) {
 			}
 			if !tc.answered {
 				return
+			}
+			if !x.verdict.Replay {
+				t.Error("answered from the cache without Replay: the broker would never see the client's software name")
 			}
 			got := x.resp.(*kmsg.ApiVersionsResponse)
 			if got.Version != tc.req.Version || got.ThrottleMillis != 0 || got.ErrorCode != 0 {

@@ -54,6 +54,9 @@ type Conn interface {
 	BrokerAddress(id int32) (host string, port int32, ok bool)
 	// ClusterID is the upstream cluster id from the last metadata refresh.
 	ClusterID() (string, bool)
+	// Dialed reports whether the session has opened its upstream
+	// connection (at its first forwarded request).
+	Dialed() bool
 }
 
 // Request is what the data path knows of one client request. It is valid
@@ -154,6 +157,13 @@ type Verdict struct {
 	// nothing else meanwhile): a request for a throttled bucket waits for
 	// the bucket's deadline, whichever connection it came on.
 	Hold time.Duration
+	// Replay, with Respond, also sends the client's request upstream when
+	// the session's upstream connection opens, before anything else, its
+	// answer passing the response hooks but not written to the client: an
+	// ApiVersions answered from a cache so that an idle client holds no
+	// upstream connection still tells the broker the client's KIP-511
+	// software name and version.
+	Replay bool
 	// Throttle is a throttle the gateway decided at request time. For a
 	// request without a response (acks=0 Produce) the connection is muted
 	// for it once the request is forwarded; otherwise the response

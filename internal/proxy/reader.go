@@ -312,7 +312,7 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 			}
 		}
 		if fv.Respond != nil {
-			v.Respond, last = fv.Respond, i
+			v.Respond, v.Replay, last = fv.Respond, fv.Replay, i
 			break
 		}
 	}
@@ -333,6 +333,12 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 			if cur, _ := v.Respond.(kmsg.ThrottleResponse).Throttle(); cur < throttleMs(v.Throttle) {
 				t.SetThrottle(throttleMs(v.Throttle))
 			}
+		}
+		if v.Replay && s.upstream == nil {
+			s.replay = append(append(s.replay[:0], sz4(len(req.Payload))...), req.Payload...)
+			pr := *req
+			pr.Payload, pr.decoded = nil, nil
+			s.replayQ = pending{req: pr, silent: true}
 		}
 		b := wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond)
 		s.gw.hooks.served(&s.info, req, len(b.B)-4, v.Throttle)
@@ -495,4 +501,11 @@ func (s *session) hold(d time.Duration) bool {
 	case <-s.gw.closing:
 		return false
 	}
+}
+
+// sz4 is a frame's size prefix.
+func sz4(n int) []byte {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(n))
+	return b[:]
 }

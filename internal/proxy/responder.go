@@ -60,6 +60,12 @@ func (s *session) respond() {
 			s.close(r, err)
 			return
 		}
+		if pr.silent {
+			if !s.popAndFlush() {
+				return
+			}
+			continue
+		}
 		s.gw.hooks.served(&s.info, &pr.req, n, pr.throttle)
 		<-s.inFlt
 		if !s.popAndFlush() {
@@ -79,6 +85,9 @@ func (s *session) forwardSmall(pr *pending, sz [4]byte, n int) (Reason, error) {
 	}
 	if err := s.process(buf, pr); err != nil {
 		return upstreamReason(err), err
+	}
+	if pr.silent {
+		return "", nil // a replayed request's answer: the client had its own
 	}
 	if _, err := s.client.Write(buf.B); err != nil {
 		return ReasonClientClosed, err
@@ -155,6 +164,9 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 			}
 		}
 		s.resp = Response{}
+	}
+	if pr.silent {
+		return nil // not the client's: no throttle, no mute
 	}
 	t := s.throttleFor(pr, len(buf.B)-4)
 	pr.throttle = t

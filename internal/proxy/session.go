@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -38,8 +37,8 @@ type session struct {
 	upMu     sync.Mutex
 	upClosed bool          // guarded by upMu: close ran
 	respDone chan struct{} // closed when the responder ends; nil until dialed
-	cr       *bufio.Reader // client reader
-	ur       *bufio.Reader // upstream reader
+	cr       *connReader   // client reader
+	ur       *connReader   // upstream reader
 
 	// mu guards the queue and serialises writes to the client.
 	mu    sync.Mutex
@@ -69,6 +68,8 @@ type session struct {
 	verdict Verdict         // its verdict (reader goroutine only)
 	stage   []byte          // staging for streamed responses (responder only)
 	fwd     []byte          // re-encoded requests (reader only)
+	replay  []byte          // a request to send first when the upstream opens (Verdict.Replay)
+	replayQ pending         // its pending entry
 	auth    authState
 	cur     pending  // the response being processed (responder only)
 	resp    Response // what the response hooks see (responder only)
@@ -83,6 +84,7 @@ type pending struct {
 	throttle time.Duration // at request time; the applied one once the response is processed
 	merge    func(kmsg.Response)
 	deadline time.Time // the upstream must answer by then (RequestTimeout)
+	silent   bool      // a replayed request: its answer is not the client's (Verdict.Replay)
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {
@@ -161,7 +163,7 @@ func (s *session) run() {
 			}
 		}))
 	}
-	s.cr = bufio.NewReaderSize(s.client, readBufSize)
+	s.cr = newConnReader(s.client)
 	s.read()
 	if s.respDone != nil {
 		<-s.respDone
@@ -339,6 +341,9 @@ func (s *session) BrokerAddress(id int32) (string, int32, bool) {
 	p, ok := s.ln.acc.Open(id)
 	return s.ln.advHost, p, ok
 }
+
+// Dialed implements Conn; the reader's goroutine only.
+func (s *session) Dialed() bool { return s.upstream != nil }
 
 // ClusterID implements Conn.
 func (s *session) ClusterID() (string, bool) {

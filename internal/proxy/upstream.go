@@ -1,13 +1,13 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -75,9 +75,23 @@ func (s *session) dialUpstream() (Reason, error) {
 	s.upstream = up
 	s.upMu.Unlock()
 	s.mu.Lock()
+	if s.replay != nil {
+		// The client's own request goes first (its answer refreshes the
+		// cache and is dropped), ahead of the request that made us dial.
+		s.replayQ.deadline = time.Now().Add(s.gw.cfg.RequestTimeout)
+		s.queue = slices.Insert(s.queue, s.head, s.replayQ)
+		s.replayQ = pending{}
+	}
 	s.upstreamDeadline()
 	s.mu.Unlock()
-	s.ur = bufio.NewReaderSize(up, readBufSize)
+	if s.replay != nil {
+		_, err := up.Write(s.replay)
+		s.replay = nil
+		if err != nil {
+			return ReasonUpstreamClosed, fmt.Errorf("write upstream: %w", err)
+		}
+	}
+	s.ur = newConnReader(up)
 	s.gw.hooks.upstreamOpened(&s.info)
 	s.respDone = make(chan struct{})
 	go func() {

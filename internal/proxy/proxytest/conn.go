@@ -22,6 +22,8 @@ type Conn struct {
 	Config   proxy.ListenerConfig
 	// Unauthenticated is true before a SASL login completes.
 	Unauthenticated bool
+	// Upstream is true once the session would have dialed its broker.
+	Upstream bool
 	Cluster         string
 	Host            string
 	Ports           map[int32]int32
@@ -48,6 +50,9 @@ func (c *Conn) BrokerAddress(id int32) (string, int32, bool) {
 	p, ok := c.Ports[id]
 	return c.Host, p, ok
 }
+
+// Dialed implements proxy.Conn.
+func (c *Conn) Dialed() bool { return c.Upstream }
 
 // ClusterID implements proxy.Conn.
 func (c *Conn) ClusterID() (string, bool) { return c.Cluster, c.Cluster != "" }
