@@ -24,9 +24,9 @@ type Conn struct {
 	Unauthenticated bool
 	// Upstream is true once the session would have dialed its broker.
 	Upstream bool
-	Cluster         string
-	Host            string
-	Ports           map[int32]int32
+	Cluster  string
+	Host     string
+	Ports    map[int32]int32
 	// Learned records the upstream addresses Mapper was told about.
 	Learned map[int32]string
 }
