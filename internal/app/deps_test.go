@@ -11,7 +11,7 @@ import (
 // audit, metrics, HTTP or the composition root (docs/design.md).
 func TestImportRule(t *testing.T) {
 	const mod = "github.com/tollgate/tollgate/internal/"
-	low := []string{"wire", "principal", "quota", "admission", "auth", "proxy", "enforce"}
+	low := []string{"wire", "principal", "rate", "quota", "admission", "auth", "proxy", "enforce"}
 	high := []string{"control", "store", "audit", "metrics", "httpapi", "app", "cli"}
 	for _, p := range low {
 		out, err := exec.Command("go", "list", "-deps", "../"+p).CombinedOutput()

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/rate"
 )
 
 // Defaults of EngineConfig, Kafka's except MaxThrottle.
@@ -199,9 +201,9 @@ type bucket struct {
 	level        Level
 	entity       Entity
 	quota        float64
-	rate         Rate
-	tokens       TokenBucket // ControllerMutationRate; byte rates under ByteRateTokenBucket
-	useTokens    bool        // a byte-rate bucket throttled by tokens, not by rate
+	rate         rate.Sampled
+	tokens       rate.TokenBucket // ControllerMutationRate; byte rates under ByteRateTokenBucket
+	useTokens    bool             // a byte-rate bucket throttled by tokens, not by rate
 	created      int64
 	lastActive   int64 // last record, ms
 	throttles    int64
@@ -403,13 +405,13 @@ func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int
 		lastActive: nowMs,
 	}
 	if k == ControllerMutationRate {
-		b.rate = NewRate(e.cfg.ControllerWindowNum, e.ctlWindowMs)
-		b.tokens = NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.tokens = rate.NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
-		b.rate = NewRate(e.cfg.WindowNum, e.windowMs)
+		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
 		if e.cfg.ByteRate == ByteRateTokenBucket && k.byteRate() {
 			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
-			b.tokens = NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
+			b.tokens = rate.NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
 			b.useTokens = true
 		}
 	}

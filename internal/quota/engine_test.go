@@ -8,6 +8,18 @@ import (
 	"time"
 )
 
+// t0 is an arbitrary, unaligned wall-clock-like start: Kafka's MockTime
+// starts at the current time, which is not aligned to windows either.
+const t0 int64 = 1_700_000_000_123
+
+// sensorStep is one record: at t0+at, record value, and expect the throttle
+// in ms (0: not throttled).
+type sensorStep struct {
+	at       int64
+	value    float64
+	throttle int32
+}
+
 func newTestEngine(t testing.TB, cfg EngineConfig) *Engine {
 	t.Helper()
 	e, err := NewEngine(cfg)

@@ -48,7 +48,7 @@ func (b *bucket) snapshot(nowMs int64) Usage {
 	}
 	u.Rate, _ = b.rate.Peek(nowMs)
 	if b.key == ControllerMutationRate {
-		u.Tokens = b.tokens.peek(nowMs)
+		u.Tokens = b.tokens.Peek(nowMs)
 	}
 	if b.level != LevelNone {
 		u.Utilization = u.Rate / b.quota
