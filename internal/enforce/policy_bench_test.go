@@ -71,6 +71,51 @@ func BenchmarkPolicyProduceParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkPolicyProduceBuckets is BenchmarkPolicyProduce with n live
+// buckets, one per client-id under the default client-id quota, each request
+// from the next client-id in turn: the per-request cost once the route map
+// and the buckets no longer fit in the CPU caches (buckets=1 is the same loop
+// on one client-id).
+func BenchmarkPolicyProduceBuckets(b *testing.B) {
+	for _, n := range []int{1, 100_000} {
+		for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
+			b.Run("buckets="+strconv.Itoa(n)+"/alg="+alg.String(), func(b *testing.B) {
+				p := benchPolicy(b, alg, quota.ProducerByteRate)
+				ci := &principal.ConnInfo{Principal: principal.AnonymousPrincipal}
+				reqs := make([]proxy.Request, n)
+				for i := range reqs {
+					reqs[i] = proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench-" + strconv.Itoa(i), Size: 1 << 20, Acks: 1}
+				}
+				// The first round creates the buckets, the second has every
+				// route published to the lock-free map.
+				for range 2 {
+					for i := range reqs {
+						p.Request(ci, &reqs[i])
+						p.Response(ci, &reqs[i], 100)
+					}
+				}
+				if got := p.Engine.Stats()[quota.ProducerByteRate].Buckets; got != n {
+					b.Fatalf("%d buckets, want %d", got, n)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					r := &reqs[i]
+					if i++; i == n {
+						i = 0
+					}
+					if v := p.Request(ci, r); v.Hold != 0 {
+						b.Fatal("held under a quota never reached")
+					}
+					if t := p.Response(ci, r, 100); t != 0 {
+						b.Fatal("throttled under a quota never reached")
+					}
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkPolicyFetch is what quotas add to one Fetch (v12) when a
 // consumer_byte_rate is configured but not reached: the hold check, reading
 // max_bytes and the clamp reservation when it passes, the release, record

@@ -37,6 +37,7 @@ func (c *Client) ClientID() string { return c.clientID }
 
 // bucket returns the client's bucket for key k, nil when k is disabled.
 func (c *Client) bucket(k Key, nowMs int64) *bucket {
+	c.e.maybeSweep(nowMs)
 	m := &c.e.mgr[k]
 	g := m.gen.Load()
 	if cb := &c.cache[k]; cb.b != nil && cb.gen == g {

@@ -34,6 +34,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 	want := EngineConfig{
 		WindowNum: 11, WindowSize: time.Second, MaxThrottle: 30 * time.Second,
 		ControllerWindowNum: 11, ControllerWindowSize: time.Second, Expiry: time.Hour,
+		MaxBuckets: 100_000, MaxRoutes: 200_000,
 	}
 	if got := e.Config(); got != want {
 		t.Errorf("Config = %+v, want %+v", got, want)
@@ -41,6 +42,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 	for _, bad := range []EngineConfig{
 		{WindowNum: -1}, {WindowSize: -time.Second}, {WindowSize: 1500 * time.Microsecond},
 		{ControllerWindowNum: -3}, {ControllerWindowSize: time.Microsecond}, {Expiry: -time.Hour},
+		{MaxBuckets: -1}, {MaxRoutes: -5},
 	} {
 		if _, err := NewEngine(bad); err == nil {
 			t.Errorf("NewEngine(%+v) accepted", bad)
