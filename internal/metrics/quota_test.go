@@ -43,20 +43,30 @@ func value(f *dto.MetricFamily, want map[string]string) (float64, bool) {
 	return 0, false
 }
 
+// t0 is an unaligned, wall-clock-like start for the explicit clocks.
+var t0 = time.UnixMilli(1_700_000_000_123)
+
+// clientQuotaEngine returns an engine with a default client-id producer
+// quota of q: a bucket per client-id, the worst case for cardinality.
+func clientQuotaEngine(tb testing.TB, cfg quota.EngineConfig, q float64) *quota.Engine {
+	tb.Helper()
+	eng, err := quota.NewEngine(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var qs quota.Quotas
+	if err := qs.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, q); err != nil {
+		tb.Fatal(err)
+	}
+	eng.SetQuotas(qs)
+	return eng
+}
+
 // A client choosing a new client-id per request: the per-bucket series stay
 // at quota.metrics_max_buckets (the busiest are kept), the engine's cap
 // holds, and the totals and evictions say so.
 func TestQuotaSeriesBounded(t *testing.T) {
-	t0 := time.UnixMilli(1_700_000_000_123)
-	eng, err := quota.NewEngine(quota.EngineConfig{MaxBuckets: 64, MaxRoutes: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1000); err != nil {
-		t.Fatal(err)
-	}
-	eng.SetQuotas(q)
+	eng := clientQuotaEngine(t, quota.EngineConfig{MaxBuckets: 64, MaxRoutes: 64}, 1000)
 	m := New()
 	const series = 10
 	m.RegisterQuotasAt(eng, series, func() time.Time { return t0.Add(2 * time.Second) })

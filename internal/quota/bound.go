@@ -50,9 +50,17 @@ type evictions struct {
 type clock struct {
 	ring   []*bucket // the buckets, in insertion order; b.slot is the index
 	hand   int
-	rring  []*route // the routes of the authoritative route set (dirty, else view)
+	rring  []routeSlot // the routes of the authoritative route set (dirty, else view)
 	rhand  int
 	rholes []int // rring slots emptied out of the hand's way, reused first
+}
+
+// routeSlot is a route in the ring. What only eviction needs lives here,
+// not in the route, which the hot path reads and should stay small.
+type routeSlot struct {
+	r    *route // nil: a hole
+	id   ident  // its key in the route maps
+	seen int64  // r.lastUse when the hand last passed
 }
 
 // KeyStats is the size of one key's state and what bounding it cost.
@@ -146,9 +154,9 @@ func (e *Engine) addBucket(m *manager, b *bucket, nowMs int64) {
 	b.seen = b.lastActive
 	if len(m.buckets) >= e.cfg.MaxBuckets {
 		slot := e.evictBucket(m, nowMs)
-		m.clk.ring[slot], b.slot = b, slot
+		m.clk.ring[slot], b.slot = b, int32(slot)
 	} else {
-		b.slot = len(m.clk.ring)
+		b.slot = int32(len(m.clk.ring))
 		m.clk.ring = append(m.clk.ring, b)
 	}
 	m.buckets[ident{b.user, b.client}] = b
@@ -196,44 +204,48 @@ func (e *Engine) evictBucket(m *manager, nowMs int64) int {
 	victim.mu.Unlock()
 	m.ev.buckets++
 	m.ev.throttledBuckets++
-	return victim.slot
+	return int(victim.slot)
 }
 
-// dropBucket removes b from m, with the route it was created with; other
-// routes to it are dropped lazily (see slowBucket). Both Engine.mu and b.mu
-// must be held; the caller reuses or clears b's ring slot.
+// dropBucket removes b from m, with the route it was created with (if that
+// route's slot still leads to it); other routes to it are dropped lazily
+// (see slowBucket). Both Engine.mu and b.mu must be held; the caller reuses
+// b's ring slot.
 func (e *Engine) dropBucket(m *manager, b *bucket) {
 	b.dead = true
 	delete(m.buckets, ident{b.user, b.client})
-	if r := b.route; r != nil && m.dirty != nil && m.dirty[r.id] == r {
-		m.removeRoute(r)
-		m.ev.routes++
+	if i := int(b.rslot); m.dirty != nil && i >= 0 && i < len(m.clk.rring) {
+		if rs := m.clk.rring[i]; rs.r != nil && rs.r.b == b && m.dirty[rs.id] == rs.r {
+			m.removeRoute(rs.r)
+			m.ev.routes++
+		}
 	}
-	b.route = nil
+	b.rslot = -1
 }
 
-// addRoute puts r in the dirty map under r.id, replacing a stale route and
-// evicting one first at MaxRoutes. Engine.mu must be held and m.dirty must
-// not be nil.
-func (e *Engine) addRoute(m *manager, r *route) {
-	if old := m.dirty[r.id]; old != nil {
+// addRoute puts r in the dirty map under id, replacing a stale route and
+// evicting one first at MaxRoutes, and returns its ring slot. Engine.mu
+// must be held and m.dirty must not be nil.
+func (e *Engine) addRoute(m *manager, id ident, r *route) int {
+	if old := m.dirty[id]; old != nil {
 		m.removeRoute(old)
 	}
-	r.seen = r.lastUse.Load()
 	c := &m.clk
+	rs := routeSlot{r: r, id: id, seen: r.lastUse.Load()}
 	switch {
 	case len(m.dirty) >= e.cfg.MaxRoutes:
 		r.slot = e.evictRoute(m)
-		c.rring[r.slot] = r
+		c.rring[r.slot] = rs
 	case len(c.rholes) > 0:
 		r.slot = c.rholes[len(c.rholes)-1]
 		c.rholes = c.rholes[:len(c.rholes)-1]
-		c.rring[r.slot] = r
+		c.rring[r.slot] = rs
 	default:
 		r.slot = len(c.rring)
-		c.rring = append(c.rring, r)
+		c.rring = append(c.rring, rs)
 	}
-	m.dirty[r.id] = r
+	m.dirty[id] = r
+	return r.slot
 }
 
 // evictRoute evicts one route of the dirty map and returns its ring slot:
@@ -243,18 +255,22 @@ func (e *Engine) addRoute(m *manager, r *route) {
 func (e *Engine) evictRoute(m *manager) int {
 	c := &m.clk
 	for turn := 0; ; turn++ {
+		if turn > 3*len(c.rring) {
+			// The ring holds every route of the dirty map, which is full.
+			panic("quota: route ring out of step with the route map")
+		}
 		slot := c.rhand
 		c.rhand = (slot + 1) % len(c.rring)
-		r := c.rring[slot]
-		if r == nil {
+		rs := &c.rring[slot]
+		if rs.r == nil {
 			continue
 		}
-		if use := r.lastUse.Load(); use != r.seen && !r.b.dead && turn < 2*len(c.rring) {
-			r.seen = use
+		if use := rs.r.lastUse.Load(); use != rs.seen && !rs.r.b.dead && turn < 2*len(c.rring) {
+			rs.seen = use
 			continue
 		}
-		delete(m.dirty, r.id)
-		c.rring[slot] = nil
+		delete(m.dirty, rs.id)
+		*rs = routeSlot{}
 		m.ev.routes++
 		// The slot is reused by the caller, not left as a hole.
 		return slot
@@ -264,9 +280,9 @@ func (e *Engine) evictRoute(m *manager) int {
 // removeRoute takes r out of the dirty map and its ring, leaving a hole.
 // Engine.mu must be held.
 func (m *manager) removeRoute(r *route) {
-	delete(m.dirty, r.id)
-	if c := &m.clk; r.slot < len(c.rring) && c.rring[r.slot] == r {
-		c.rring[r.slot] = nil
+	if c := &m.clk; r.slot < len(c.rring) && c.rring[r.slot].r == r {
+		delete(m.dirty, c.rring[r.slot].id)
+		c.rring[r.slot] = routeSlot{}
 		c.rholes = append(c.rholes, r.slot)
 	}
 }
@@ -274,21 +290,28 @@ func (m *manager) removeRoute(r *route) {
 // rebuildRoutes publishes routes as the view (the dirty map is dropped) and
 // rebuilds the route ring: the routes of order first, in that order, then
 // any others. Engine.mu must be held.
-func (m *manager) rebuildRoutes(enabled bool, routes map[ident]*route, order []*route) {
-	ring := make([]*route, 0, len(routes))
-	for _, r := range order {
-		if r != nil && routes[r.id] == r {
-			r.slot = len(ring)
-			ring = append(ring, r)
+func (m *manager) rebuildRoutes(enabled bool, routes map[ident]*route, order []routeSlot) {
+	ring := make([]routeSlot, 0, len(routes))
+	for _, rs := range order {
+		if rs.r != nil && routes[rs.id] == rs.r {
+			rs.r.slot = len(ring)
+			ring = append(ring, rs)
 		}
 	}
 	if len(ring) < len(routes) {
-		for _, r := range routes {
-			if r.slot >= len(ring) || ring[r.slot] != r {
+		for id, r := range routes {
+			if r.slot >= len(ring) || ring[r.slot].r != r {
 				r.slot = len(ring)
-				ring = append(ring, r)
+				ring = append(ring, routeSlot{r: r, id: id, seen: r.lastUse.Load()})
 			}
 		}
+	}
+	// The slots moved: a bucket now knows the slot of one of its routes.
+	for _, b := range m.clk.ring {
+		b.rslot = -1
+	}
+	for i, rs := range ring {
+		rs.r.b.rslot = int32(i)
 	}
 	m.clk.rring, m.clk.rhand, m.clk.rholes = ring, 0, nil
 	m.view.Store(&view{enabled: enabled, routes: routes})
@@ -349,7 +372,7 @@ func (e *Engine) expireLocked(nowMs int64) int {
 				dropped++
 				m.ev.expiredBuckets++
 			} else {
-				b.slot = len(ring)
+				b.slot = int32(len(ring))
 				ring = append(ring, b)
 			}
 			b.mu.Unlock()

@@ -265,7 +265,7 @@ func checkClock(t *testing.T, e *Engine) {
 			t.Fatalf("%v: ring %d, buckets %d", Key(k), len(m.clk.ring), len(m.buckets))
 		}
 		for i, b := range m.clk.ring {
-			if b.slot != i || m.buckets[ident{b.user, b.client}] != b || b.dead {
+			if int(b.slot) != i || m.buckets[ident{b.user, b.client}] != b || b.dead {
 				t.Fatalf("%v: ring slot %d holds %q/%q (slot %d, dead %v)", Key(k), i, b.user, b.client, b.slot, b.dead)
 			}
 		}
@@ -277,13 +277,13 @@ func checkClock(t *testing.T, e *Engine) {
 			t.Fatalf("%v: view holds %d routes, cap %d", Key(k), v, e.cfg.MaxRoutes)
 		}
 		n := 0
-		for i, r := range m.clk.rring {
-			if r == nil {
+		for i, rs := range m.clk.rring {
+			if rs.r == nil {
 				continue
 			}
 			n++
-			if r.slot != i || routes[r.id] != r {
-				t.Fatalf("%v: route ring slot %d holds %v (slot %d)", Key(k), i, r.id, r.slot)
+			if rs.r.slot != i || routes[rs.id] != rs.r {
+				t.Fatalf("%v: route ring slot %d holds %v (slot %d)", Key(k), i, rs.id, rs.r.slot)
 			}
 		}
 		if n != len(routes) {

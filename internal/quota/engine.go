@@ -18,6 +18,9 @@ const (
 	DefaultExpiry      = time.Hour // Kafka's quota sensor expiry, 3600 s
 )
 
+// maxCap bounds MaxBuckets and MaxRoutes (ring slots are int32).
+const maxCap = 1 << 30
+
 // sweepEveryMs is how often the engine expires idle buckets and routes by
 // itself, like Kafka's 30-second ExpireSensorTask, so that cardinality stays
 // bounded even if the caller never calls Expire.
@@ -136,8 +139,8 @@ func (c EngineConfig) normalize() (EngineConfig, error) {
 		return c, fmt.Errorf("quota: unknown byte-rate algorithm %d", c.ByteRate)
 	case c.Expiry < 0:
 		return c, fmt.Errorf("quota: expiry must not be negative")
-	case c.MaxBuckets < 0 || c.MaxRoutes < 0:
-		return c, fmt.Errorf("quota: max buckets and max routes must be ≥ 1 (0 takes the default)")
+	case c.MaxBuckets < 0 || c.MaxRoutes < 0 || c.MaxBuckets > maxCap || c.MaxRoutes > maxCap:
+		return c, fmt.Errorf("quota: max buckets and max routes must be from 1 to %d (0 takes the default)", maxCap)
 	}
 	return c, nil
 }
@@ -198,9 +201,7 @@ type view struct {
 type route struct {
 	b       *bucket
 	lastUse atomic.Int64 // ms, updated at most once a second to avoid cache-line traffic
-	id      ident        // its key in the route maps
 	slot    int          // index in the route ring; guarded by Engine.mu
-	seen    int64        // lastUse when the eviction hand last passed; Engine.mu
 }
 
 func (r *route) touch(nowMs int64) {
@@ -240,10 +241,10 @@ type bucket struct {
 	// inflight is bytes of requests forwarded but not yet answered:
 	// fetch reservations (ReserveFetch) or produce requests (HoldProduce).
 	inflight float64
-	dead     bool   // expired or evicted; written with both Engine.mu and mu held
-	seen     int64  // lastActive when the eviction hand last passed; mu
-	slot     int    // index in the bucket ring; guarded by Engine.mu
-	route    *route // the route it was created for; guarded by Engine.mu
+	dead     bool  // expired or evicted; written with both Engine.mu and mu held
+	slot     int32 // index in the bucket ring; guarded by Engine.mu
+	rslot    int32 // route ring slot of one of its routes, -1: none; Engine.mu
+	seen     int64 // lastActive when the eviction hand last passed; mu
 	_        cacheLinePad
 }
 
@@ -327,30 +328,27 @@ func (e *Engine) SetQuotas(q Quotas) {
 // the slow path at once; routes that need a new bucket are dropped and
 // rebuilt lazily, so that idle clients do not get buckets. Engine.mu must
 // be held.
-func (m *manager) reroute(t *table) (map[ident]*route, []*route) {
+func (m *manager) reroute(t *table) (map[ident]*route, []routeSlot) {
 	en := t.enabled()
 	src := m.routes()
 	if en == 0 || len(src) == 0 {
 		return nil, nil
 	}
 	routes := make(map[ident]*route, len(src))
-	order := make([]*route, 0, len(src))
-	for _, r := range m.clk.rring {
-		if r == nil || src[r.id] != r {
+	order := make([]routeSlot, 0, len(src))
+	for _, rs := range m.clk.rring {
+		if rs.r == nil || src[rs.id] != rs.r {
 			continue
 		}
-		ut, ct := t.tags(en, r.id.user, r.id.client)
+		ut, ct := t.tags(en, rs.id.user, rs.id.client)
 		b := m.buckets[ident{ut, ct}]
 		if b == nil {
 			continue
 		}
-		nr := &route{b: b, id: r.id}
-		nr.lastUse.Store(r.lastUse.Load())
-		if b.route == r {
-			b.route = nr
-		}
-		routes[r.id] = nr
-		order = append(order, nr)
+		nr := &route{b: b}
+		nr.lastUse.Store(rs.r.lastUse.Load())
+		routes[rs.id] = nr
+		order = append(order, routeSlot{r: nr, id: rs.id, seen: rs.seen})
 	}
 	return routes, order
 }
@@ -395,16 +393,14 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 	ut, ct := t.tags(t.enabled(), user, client)
 	m.ensureDirty()
 	b := m.buckets[ident{ut, ct}]
-	r := &route{b: b, id: ident{strings.Clone(user), strings.Clone(client)}}
-	r.lastUse.Store(nowMs)
 	if b == nil {
 		b = e.newBucket(m.key, t, ut, ct, nowMs)
 		e.addBucket(m, b, nowMs)
-		r.b, b.route = b, r
 	}
-	// Clone the strings (above): callers may hand in views of request
-	// buffers.
-	e.addRoute(m, r)
+	r := &route{b: b}
+	r.lastUse.Store(nowMs)
+	// Clone the strings: callers may hand in views of request buffers.
+	b.rslot = int32(e.addRoute(m, ident{strings.Clone(user), strings.Clone(client)}, r))
 	m.miss(v)
 	return b
 }
@@ -430,6 +426,7 @@ func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int
 		entity:     ent,
 		quota:      v,
 		created:    nowMs,
+		rslot:      -1,
 		lastActive: nowMs,
 	}
 	if k == ControllerMutationRate {
