@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+// t0ms is an unaligned, wall-clock-like start: Kafka's MockTime starts at the
+// current time, so windows never line up with whole seconds in its tests.
+const t0ms int64 = 1_700_000_000_123
+
 // base is t0ms as a time.Time; every test clock is an explicit offset from it.
 var base = time.UnixMilli(t0ms)
 

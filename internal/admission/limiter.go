@@ -146,12 +146,14 @@ func (l *Limiter) Update(s Settings, now time.Time) error {
 
 	if win != l.win {
 		l.win = win
-		l.gatewayRate.rate.reset()
+		l.gatewayRate.restart(win)
 		for _, ln := range l.listeners {
-			ln.rate.rate.reset()
+			ln.rate.restart(win)
 		}
 		for _, e := range l.ips {
-			e.sensor.rate.reset()
+			if e.hasSensor {
+				e.sensor.restart(win)
+			}
 		}
 	}
 	l.gatewayRate.bound = float64(s.MaxConnectionCreationRate)
@@ -167,6 +169,7 @@ func (l *Limiter) Update(s Settings, now time.Time) error {
 		ln := l.listeners[ls.Name]
 		if ln == nil {
 			ln = &listener{name: ls.Name, meter: newMeter(now)}
+			ln.rate.restart(win)
 			l.listeners[ls.Name] = ln
 		}
 		ln.exempt = ls.Exempt
@@ -377,15 +380,15 @@ func (l *Limiter) AdmitIP(t *Ticket, ip netip.Addr, c *Conn, now time.Time) Deci
 	if e.rateLimit != Unlimited {
 		if !e.hasSensor {
 			e.hasSensor = true
-			e.sensor.rate.reset()
+			e.sensor.restart(l.win)
 		}
 		e.sensor.bound = float64(e.rateLimit)
 		if tip := e.sensor.recordThrottle(l.win, nowMs); tip > 0 {
-			e.sensor.unrecord(l.win, nowMs)
+			e.sensor.unrecord(nowMs)
 			if !protected {
-				l.gatewayRate.unrecord(l.win, nowMs)
+				l.gatewayRate.unrecord(nowMs)
 			}
-			ln.rate.unrecord(l.win, nowMs)
+			ln.rate.unrecord(nowMs)
 			d := time.Duration(tip) * time.Millisecond
 			ln.c.ipAcceptThrottle.add(d)
 			ln.c.parkedIPRate++
@@ -505,9 +508,10 @@ func (l *Limiter) dropIfIdle(ip netip.Addr, e *ipEntry) {
 	}
 	delete(l.ips, ip)
 	if len(l.free) < maxFreeEntries {
-		samples := e.sensor.rate.samples[:0]
+		r := e.sensor.rate // keeps its slots for the next address
+		r.Reset()
 		*e = ipEntry{}
-		e.sensor.rate.samples = samples
+		e.sensor.rate = r
 		l.free = append(l.free, e)
 	}
 }
@@ -523,7 +527,7 @@ func (l *Limiter) maybeSweep(nowMs int64) {
 	for ip, e := range l.ips {
 		if e.hasSensor && nowMs-e.sensor.lastRecord > ipSensorExpiryMs {
 			e.hasSensor = false
-			e.sensor.rate.reset()
+			e.sensor.rate.Reset()
 		}
 		l.dropIfIdle(ip, e)
 	}

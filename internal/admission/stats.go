@@ -116,7 +116,7 @@ func (l *Limiter) Stats(now time.Time) Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nowMs := l.ms(now)
-	rate, _ := l.gatewayRate.rate.measure(l.win, nowMs)
+	rate := l.gatewayRate.measure(nowMs)
 	s := Stats{
 		Generation:           l.gen,
 		Active:               l.total,
@@ -128,7 +128,7 @@ func (l *Limiter) Stats(now time.Time) Stats {
 		TopIPs:               l.top.snapshot(),
 	}
 	for _, ln := range l.order {
-		r, _ := ln.rate.rate.measure(l.win, nowMs)
+		r := ln.rate.measure(nowMs)
 		mean, m1, m5, m15 := ln.meter.snapshot(now)
 		s.Listeners = append(s.Listeners, ListenerStats{
 			Name:                      ln.name,
@@ -171,8 +171,7 @@ func (l *Limiter) IPConnectionAcceptRate(ip netip.Addr, now time.Time) (float64,
 	if e == nil || !e.hasSensor {
 		return 0, false
 	}
-	r, _ := e.sensor.rate.measure(l.win, l.ms(now))
-	return r, true
+	return e.sensor.measure(l.ms(now)), true
 }
 
 // IPConnections is the number of counted connections from ip.

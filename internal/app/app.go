@@ -125,7 +125,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if o.Now != nil {
 		a.quotaFilter.Now = o.Now
 	}
-	a.metrics.RegisterQuotas(eng)
+	a.metrics.RegisterQuotas(eng, cfg.Quota.metricsMaxBuckets())
 	as, err := admissionSettings(&cfg, nil, nil)
 	if err != nil {
 		return nil, err

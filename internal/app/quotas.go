@@ -28,12 +28,57 @@ type QuotaSettings struct {
 	// measure a client: "token_bucket" (default) or "sampled" (Kafka's
 	// arithmetic exactly). See docs/quotas.md.
 	ByteRateAlgorithm string `yaml:"byte_rate_algorithm"`
+	// MaxBuckets and MaxRoutes bound the quota state of each quota type:
+	// buckets (one per client Kafka keeps a sensor for) and cached
+	// (user, client-id) resolutions (defaults 100 000 and 200 000). A
+	// client choosing a new client-id per request cannot grow either; at
+	// the cap the least recently used unthrottled entries are evicted.
+	// See docs/quotas.md.
+	MaxBuckets int `yaml:"max_buckets"`
+	MaxRoutes  int `yaml:"max_routes"`
+	// MetricsMaxBuckets bounds the buckets exported with per-bucket series
+	// on /metrics, the busiest first (default 1000).
+	MetricsMaxBuckets int `yaml:"metrics_max_buckets"`
 }
 
 // DefaultByteRateAlgorithm is quota.byte_rate_algorithm's default.
 const DefaultByteRateAlgorithm = "token_bucket"
 
+// DefaultMetricsMaxBuckets is quota.metrics_max_buckets's default.
+const DefaultMetricsMaxBuckets = 1000
+
+// Validate checks the settings that have no meaning below zero; the rest is
+// checked by engineConfig (the algorithm name) and quota.NewEngine.
+func (s QuotaSettings) Validate() error {
+	var errs []error
+	for _, c := range []struct {
+		key string
+		v   int
+		def int
+	}{
+		{"quota.max_buckets", s.MaxBuckets, quota.DefaultMaxBuckets},
+		{"quota.max_routes", s.MaxRoutes, quota.DefaultMaxRoutes},
+		{"quota.metrics_max_buckets", s.MetricsMaxBuckets, DefaultMetricsMaxBuckets},
+	} {
+		if c.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: %d, want at least 1 (absent or 0: the default, %d)", c.key, c.v, c.def))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metricsMaxBuckets is quota.metrics_max_buckets with its default.
+func (s QuotaSettings) metricsMaxBuckets() int {
+	if s.MetricsMaxBuckets == 0 {
+		return DefaultMetricsMaxBuckets
+	}
+	return s.MetricsMaxBuckets
+}
+
 func (s QuotaSettings) engineConfig() (quota.EngineConfig, error) {
+	if err := s.Validate(); err != nil {
+		return quota.EngineConfig{}, err
+	}
 	name := s.ByteRateAlgorithm
 	if name == "" {
 		name = DefaultByteRateAlgorithm
@@ -49,6 +94,8 @@ func (s QuotaSettings) engineConfig() (quota.EngineConfig, error) {
 		MaxThrottle:          s.MaxThrottle,
 		ControllerWindowNum:  s.ControllerWindowNum,
 		ControllerWindowSize: s.ControllerWindowSize,
+		MaxBuckets:           s.MaxBuckets,
+		MaxRoutes:            s.MaxRoutes,
 		// One bucket, many connections: hold them all to one deadline.
 		SharedDeadline: true,
 	}, nil

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -76,6 +77,63 @@ func BenchmarkPolicyProduceParallel(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkPolicyProduceBuckets is BenchmarkPolicyProduce with n live
+// buckets, one per client-id under the default client-id quota, each request
+// from the next client-id in turn: the per-request cost once the route map
+// and the buckets no longer fit in the CPU caches (buckets=1 is the same loop
+// on one client-id).
+func BenchmarkPolicyProduceBuckets(b *testing.B) {
+	for _, n := range []int{1, 100_000} {
+		for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
+			b.Run("buckets="+strconv.Itoa(n)+"/alg="+alg.String(), func(b *testing.B) {
+				p := benchPolicy(b, alg, quota.ProducerByteRate)
+				// An explicit clock, 1 µs a request: no 30 s expiry sweep
+				// lands in the loop, and the numbers repeat.
+				now := time.UnixMilli(1_700_000_000_123)
+				p.Now = func() time.Time { return now }
+				// One connection per client-id, each with its filter
+				// instance, as clients are.
+				ci := &proxytest.Conn{ConnInfo: principal.ConnInfo{Principal: principal.AnonymousPrincipal}}
+				conns := make([]*conn, n)
+				for i := range conns {
+					conns[i] = p.ForConn(ci).(*conn)
+				}
+				reqs := make([]proxy.Request, n)
+				for i := range reqs {
+					reqs[i] = proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench-" + strconv.Itoa(i), Size: 1 << 20, Acks: 1}
+				}
+				// The first round creates the buckets, the second has every
+				// route published to the lock-free map.
+				for range 2 {
+					for i := range reqs {
+						conns[i].OnRequest(ci, &reqs[i])
+						conns[i].Throttle(ci, &reqs[i], 100)
+						now = now.Add(time.Microsecond)
+					}
+				}
+				if got := p.Engine.Stats()[quota.ProducerByteRate].Buckets; got != n {
+					b.Fatalf("%d buckets, want %d", got, n)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					r, q := &reqs[i], conns[i]
+					if i++; i == n {
+						i = 0
+					}
+					if v := q.OnRequest(ci, r); v.Hold != 0 {
+						b.Fatal("held under a quota never reached")
+					}
+					if t := q.Throttle(ci, r, 100); t != 0 {
+						b.Fatal("throttled under a quota never reached")
+					}
+					now = now.Add(time.Microsecond)
+				}
+			})
+		}
 	}
 }
 

@@ -155,7 +155,7 @@ func TestQuotaCollector(t *testing.T) {
 	}
 	eng.SetQuotas(q)
 	m := metrics.New()
-	m.RegisterQuotas(eng)
+	m.RegisterQuotas(eng, 1000)
 	reg := m.Registry
 	for _, k := range quota.Keys() {
 		expect(t, reg, 0, "tollgate_quota_buckets", "quota", k.String())
@@ -328,7 +328,7 @@ func TestLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New()
-	m.RegisterQuotas(eng)
+	m.RegisterQuotas(eng, 1000)
 	m.RegisterAdmission(lim)
 	m.RegisterAcceptorProcess(func() bool { return true }, func() uint64 { return 0 })
 	m.Opened(conn("PLAINTEXT"))

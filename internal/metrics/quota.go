@@ -9,22 +9,35 @@ import (
 )
 
 // quotaCollector reads the quota engine's live buckets at scrape time.
-// Buckets expire after an hour idle (as Kafka's sensors), so the label
-// cardinality stays bounded by the active (user, client-id) pairs.
+// Buckets are named by strings clients choose (their client-id), so the
+// per-bucket series are bounded twice: the engine caps and expires its
+// buckets (quota.max_buckets, an hour idle), and only the maxBuckets busiest
+// are exported (quota.metrics_max_buckets); the per-key totals cover all.
 type quotaCollector struct {
-	eng *quota.Engine
-	now func() time.Time
+	eng        *quota.Engine
+	now        func() time.Time
+	maxBuckets int
 
-	rate, limit, util, throttled, throttleSec, buckets *prometheus.Desc
+	rate, limit, util, throttled, throttleSec *prometheus.Desc
+	buckets, unexported, routes               *prometheus.Desc
+	evictions, expired                        *prometheus.Desc
 }
 
 var bucketLabels = []string{"quota", "user", "client_id"}
 
-// RegisterQuotas adds the per-bucket quota metrics of eng.
-func (m *Metrics) RegisterQuotas(eng *quota.Engine) {
+// RegisterQuotas adds the quota metrics of eng, with per-bucket series for
+// at most maxBuckets buckets (the busiest; at least 1).
+func (m *Metrics) RegisterQuotas(eng *quota.Engine, maxBuckets int) {
+	m.RegisterQuotasAt(eng, maxBuckets, time.Now)
+}
+
+// RegisterQuotasAt is RegisterQuotas reading the buckets at now() on each
+// scrape: for an engine driven by an explicit clock.
+func (m *Metrics) RegisterQuotasAt(eng *quota.Engine, maxBuckets int, now func() time.Time) {
 	m.Registry.MustRegister(&quotaCollector{
-		eng: eng,
-		now: time.Now,
+		eng:        eng,
+		now:        now,
+		maxBuckets: max(maxBuckets, 1),
 		rate: prometheus.NewDesc("tollgate_quota_rate",
 			"Current rate of a quota bucket, per second: bytes for byte rates, partitions for controller_mutation_rate.", bucketLabels, nil),
 		limit: prometheus.NewDesc("tollgate_quota_limit",
@@ -37,22 +50,29 @@ func (m *Metrics) RegisterQuotas(eng *quota.Engine) {
 			"Total throttle time imposed by this bucket.", bucketLabels, nil),
 		buckets: prometheus.NewDesc("tollgate_quota_buckets",
 			"Live quota buckets (idle buckets expire after an hour).", []string{"quota"}, nil),
+		unexported: prometheus.NewDesc("tollgate_quota_buckets_unexported",
+			"Live quota buckets left out of the per-bucket series by quota.metrics_max_buckets (the least busy).", []string{"quota"}, nil),
+		routes: prometheus.NewDesc("tollgate_quota_routes",
+			"Cached (user, client-id) to bucket resolutions (bounded by quota.max_routes).", []string{"quota"}, nil),
+		evictions: prometheus.NewDesc("tollgate_quota_evictions_total",
+			"Quota state evicted to stay within quota.max_buckets and quota.max_routes: kind bucket, throttled_bucket (a throttled client let off: raise quota.max_buckets) or route.", []string{"quota", "kind"}, nil),
+		expired: prometheus.NewDesc("tollgate_quota_expired_total",
+			"Quota state dropped after an hour idle, as Kafka expires its sensors: kind bucket or route.", []string{"quota", "kind"}, nil),
 	})
 }
 
 func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.rate, c.limit, c.util, c.throttled, c.throttleSec, c.buckets} {
+	for _, d := range []*prometheus.Desc{c.rate, c.limit, c.util, c.throttled, c.throttleSec,
+		c.buckets, c.unexported, c.routes, c.evictions, c.expired} {
 		ch <- d
 	}
 }
 
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[quota.Key]int{}
-	for _, k := range quota.Keys() {
-		counts[k] = 0
-	}
-	for _, u := range c.eng.Usage(c.now()) {
-		counts[u.Key]++
+	top, live := c.eng.Busiest(c.now(), c.maxBuckets)
+	exported := map[quota.Key]int{}
+	for _, u := range top {
+		exported[u.Key]++
 		lv := []string{u.Key.String(), u.User, u.ClientID}
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, u.Rate, lv...)
 		if u.Level != quota.LevelNone {
@@ -62,7 +82,21 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.throttled, prometheus.CounterValue, float64(u.Throttles), lv...)
 		ch <- prometheus.MustNewConstMetric(c.throttleSec, prometheus.CounterValue, u.ThrottleTotal.Seconds(), lv...)
 	}
-	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.buckets, prometheus.GaugeValue, float64(n), k.String())
+	gauge := func(d *prometheus.Desc, v int, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), lv...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	for _, s := range c.eng.Stats() {
+		k := s.Key.String()
+		gauge(c.buckets, live[s.Key], k)
+		gauge(c.unexported, live[s.Key]-exported[s.Key], k)
+		gauge(c.routes, s.Routes, k)
+		counter(c.evictions, s.EvictedBuckets-s.EvictedThrottledBuckets, k, "bucket")
+		counter(c.evictions, s.EvictedThrottledBuckets, k, "throttled_bucket")
+		counter(c.evictions, s.EvictedRoutes, k, "route")
+		counter(c.expired, s.ExpiredBuckets, k, "bucket")
+		counter(c.expired, s.ExpiredRoutes, k, "route")
 	}
 }

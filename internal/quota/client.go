@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/rate"
 )
 
 // Client is one (user, client-id)'s handle on an Engine. It remembers the
@@ -35,6 +37,7 @@ func (c *Client) ClientID() string { return c.clientID }
 
 // bucket returns the client's bucket for key k, nil when k is disabled.
 func (c *Client) bucket(k Key, nowMs int64) *bucket {
+	c.e.maybeSweep(nowMs)
 	m := &c.e.mgr[k]
 	g := m.gen.Load()
 	if cb := &c.cache[k]; cb.b != nil && cb.gen == g {
@@ -74,10 +77,10 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	var t int64
 	if b.useTokens {
 		b.tokens.Record(v, nowMs)
-		t = tokenThrottleMs(b.tokens.tokens, b.quota, capMs)
+		t = tokenThrottleMs(b.tokens.Balance(), b.quota, capMs)
 	} else {
-		total, w := b.rate.measure(nowMs)
-		t = int64(ThrottleMs(total/(float64(w)/1000), b.quota, w, capMs))
+		observed, w := b.rate.Measure(nowMs)
+		t = int64(rate.ThrottleMs(observed, b.quota, w, capMs))
 	}
 	if c.e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
@@ -90,13 +93,13 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
 
 // tokenThrottleMs is the throttle of a byte-rate token bucket holding
-// tokens: the time to earn the deficit back, round(−tokens/Q × 1000) as
-// Kafka's mutation throttle, 0 without a deficit, capped at capMs > 0.
+// tokens: the time to earn the deficit back, Kafka's mutation throttle
+// round(−tokens/Q × 1000), 0 without a deficit, capped at capMs > 0.
 func tokenThrottleMs(tokens, quota float64, capMs int64) int64 {
 	if !(tokens < 0) {
 		return 0
 	}
-	t := MutationThrottleMs(tokens, quota)
+	t := rate.TokenThrottleTime(tokens, quota)
 	if capMs > 0 && t > capMs {
 		t = capMs
 	}
@@ -232,12 +235,12 @@ func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
 	defer b.mu.Unlock()
 	hold := max(b.until-nowMs, 0)
 	if b.level != LevelNone && b.inflight > 0 && b.useTokens {
-		t := tokenThrottleMs(b.tokens.peek(nowMs)-b.inflight, b.quota, c.e.maxThrottleMs)
+		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight, b.quota, c.e.maxThrottleMs)
 		hold = max(hold, t)
 	} else if b.level != LevelNone && b.inflight > 0 {
-		rate, w := b.rate.Peek(nowMs)
-		observed := (rate*float64(w)/1000 + b.inflight) / (float64(w) / 1000)
-		t := int64(ThrottleMs(observed, b.quota, w, c.e.maxThrottleMs))
+		r, w := b.rate.Peek(nowMs)
+		observed := (r*float64(w)/1000 + b.inflight) / (float64(w) / 1000)
+		t := int64(rate.ThrottleMs(observed, b.quota, w, c.e.maxThrottleMs))
 		hold = max(hold, t)
 	}
 	b.inflight += float64(size)
@@ -278,10 +281,10 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 	static := b.quota * float64(c.e.cfg.WindowNum-1) * win
 	var room float64
 	if b.useTokens {
-		room = b.tokens.peek(now.UnixMilli()) - b.inflight
+		room = b.tokens.Peek(now.UnixMilli()) - b.inflight
 	} else {
-		rate, w := b.rate.Peek(now.UnixMilli())
-		room = b.quota*float64(w)/1000 - rate*float64(w)/1000 - b.inflight
+		r, w := b.rate.Peek(now.UnixMilli())
+		room = b.quota*float64(w)/1000 - r*float64(w)/1000 - b.inflight
 	}
 	v := min(float64(requested), static, max(room, 1))
 	clamp = int32(max(v, 1))
@@ -324,10 +327,10 @@ func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
 	if b == nil {
 		return 0, false
 	}
-	tok, q := b.tokens.Tokens(nowMs), b.tokens.quota
+	tok, q := b.tokens.Tokens(nowMs), b.tokens.Quota()
 	b.mu.Unlock()
 	if tok < 0 {
-		return ms(max(MutationThrottleMs(tok, q), 0)), true
+		return ms(max(rate.TokenThrottleTime(tok, q), 0)), true
 	}
 	return 0, false
 }

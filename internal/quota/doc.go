@@ -4,12 +4,10 @@
 //
 // The package owns:
 //
-//   - the sampled rate of Kafka ≥ 3.8 (Rate): N samples of W, a ring of N+1
-//     slots, purge by last event, a window never shorter than (N−1)·W;
-//   - the throttle formula round((O−Q)/Q × window) with Java Math.round
-//     semantics (ThrottleMs);
-//   - the controller-mutation token bucket and its strict and permissive
-//     modes (TokenBucket, Mutation);
+//   - the byte-rate, request and controller-mutation quotas built on the
+//     arithmetic of package rate (Kafka's sampled rate, throttle formula
+//     and token bucket), with the caps Tollgate adds, and the strict and
+//     permissive mutation modes (Mutation);
 //   - quota entities, the eight user/client-id levels and Kafka's two-step
 //     precedence algorithm, including the enabled-levels bitmask as changed
 //     by KAFKA-19282 and the empty client-id quirk (Entity, Quotas);
@@ -20,10 +18,10 @@
 //   - Kafka's user-name sanitization for metric tags (Sanitize).
 //
 // The package is pure: it does no I/O, starts no goroutines and has no global
-// state. Time is always a parameter (a time.Time, or int64 milliseconds for
-// the low-level types), so every behaviour is reproducible in a test without
-// sleeping. It must not import anything from the rest of the project; the
-// gateway depends on it, never the reverse.
+// state. Time is always a parameter (a time.Time here, int64 milliseconds in
+// package rate), so every behaviour is reproducible in a test without
+// sleeping. It must not import anything from the rest of the project but the
+// leaf package rate; the gateway depends on it, never the reverse.
 //
 // Where Tollgate departs from Kafka on purpose it says so: byte-rate
 // throttles are capped at EngineConfig.MaxThrottle (quota.max.throttle.ms),

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/rate"
 )
 
 // Defaults of EngineConfig, Kafka's except MaxThrottle.
@@ -16,9 +18,12 @@ const (
 	DefaultExpiry      = time.Hour // Kafka's quota sensor expiry, 3600 s
 )
 
-// sweepEveryMs is how often the slow path expires idle buckets by itself,
-// like Kafka's 30-second ExpireSensorTask, so that cardinality stays bounded
-// even if the caller never calls Expire.
+// maxCap bounds MaxBuckets and MaxRoutes (ring slots are int32).
+const maxCap = 1 << 30
+
+// sweepEveryMs is how often the engine expires idle buckets and routes by
+// itself, like Kafka's 30-second ExpireSensorTask, so that cardinality stays
+// bounded even if the caller never calls Expire.
 const sweepEveryMs = 30_000
 
 // EngineConfig configures an Engine. Zero fields take the defaults.
@@ -39,7 +44,15 @@ type EngineConfig struct {
 	ControllerWindowSize time.Duration
 	// Expiry drops a bucket after this long without a record, so that
 	// bucket cardinality stays bounded. Its state is then lost, as in Kafka.
+	// A cached route unused as long is dropped too.
 	Expiry time.Duration
+	// MaxBuckets bounds the buckets of each key (quota.max_buckets) and
+	// MaxRoutes its cached (user, client-id) resolutions
+	// (quota.max_routes): a client choosing a new client-id per request
+	// cannot grow either. At the cap, the least valuable entries are
+	// evicted first (see bound.go); zero takes DefaultMaxBuckets and
+	// DefaultMaxRoutes.
+	MaxBuckets, MaxRoutes int
 	// SharedDeadline holds every record into a throttled bucket until the
 	// bucket's throttle deadline, not just for its own formula. A gateway
 	// sees one bucket through several connections (one per broker at
@@ -110,6 +123,12 @@ func (c EngineConfig) normalize() (EngineConfig, error) {
 	if c.Expiry == 0 {
 		c.Expiry = DefaultExpiry
 	}
+	if c.MaxBuckets == 0 {
+		c.MaxBuckets = DefaultMaxBuckets
+	}
+	if c.MaxRoutes == 0 {
+		c.MaxRoutes = DefaultMaxRoutes
+	}
 	switch {
 	case c.WindowNum < 1 || c.ControllerWindowNum < 1:
 		return c, fmt.Errorf("quota: window numbers must be ≥ 1")
@@ -120,6 +139,8 @@ func (c EngineConfig) normalize() (EngineConfig, error) {
 		return c, fmt.Errorf("quota: unknown byte-rate algorithm %d", c.ByteRate)
 	case c.Expiry < 0:
 		return c, fmt.Errorf("quota: expiry must not be negative")
+	case c.MaxBuckets < 0 || c.MaxRoutes < 0 || c.MaxBuckets > maxCap || c.MaxRoutes > maxCap:
+		return c, fmt.Errorf("quota: max buckets and max routes must be from 1 to %d (0 takes the default)", maxCap)
 	}
 	return c, nil
 }
@@ -143,9 +164,11 @@ type Engine struct {
 
 	mgr [numKeys]manager
 
-	mu          sync.Mutex // serializes everything but the hot path
-	quotas      Quotas     // guarded by mu
-	lastSweepMs int64      // guarded by mu; 0 until the first slow path
+	mu     sync.Mutex // serializes everything but the hot path
+	quotas Quotas     // guarded by mu
+	// nextSweepMs is when the expiry sweep is due; 0 until the first slow
+	// path. Written under mu, read without it by the hot path.
+	nextSweepMs atomic.Int64
 }
 
 // manager is one Kafka quota manager: one key's buckets and route cache.
@@ -161,6 +184,8 @@ type manager struct {
 	dirty   map[ident]*route // superset of view.routes while not nil
 	misses  int
 	buckets map[ident]*bucket // by tags
+	clk     clock
+	ev      evictions
 }
 
 // ident is a (user, client-id) pair or a (user tag, client tag) pair.
@@ -176,6 +201,7 @@ type view struct {
 type route struct {
 	b       *bucket
 	lastUse atomic.Int64 // ms, updated at most once a second to avoid cache-line traffic
+	slot    int          // index in the route ring; guarded by Engine.mu
 }
 
 func (r *route) touch(nowMs int64) {
@@ -199,9 +225,9 @@ type bucket struct {
 	level        Level
 	entity       Entity
 	quota        float64
-	rate         Rate
-	tokens       TokenBucket // ControllerMutationRate; byte rates under ByteRateTokenBucket
-	useTokens    bool        // a byte-rate bucket throttled by tokens, not by rate
+	rate         rate.Sampled
+	tokens       rate.TokenBucket // ControllerMutationRate; byte rates under ByteRateTokenBucket
+	useTokens    bool             // a byte-rate bucket throttled by tokens, not by rate
 	created      int64
 	lastActive   int64 // last record, ms
 	throttles    int64
@@ -215,7 +241,10 @@ type bucket struct {
 	// inflight is bytes of requests forwarded but not yet answered:
 	// fetch reservations (ReserveFetch) or produce requests (HoldProduce).
 	inflight float64
-	dead     bool // expired; written with both Engine.mu and mu held
+	dead     bool  // expired or evicted; written with both Engine.mu and mu held
+	slot     int32 // index in the bucket ring; guarded by Engine.mu
+	rslot    int32 // route ring slot of one of its routes, -1: none; Engine.mu
+	seen     int64 // lastActive when the eviction hand last passed; mu
 	_        cacheLinePad
 }
 
@@ -285,8 +314,8 @@ func (e *Engine) SetQuotas(q Quotas) {
 			b.tokens.SetQuota(v)
 			b.mu.Unlock()
 		}
-		m.view.Store(&view{enabled: t.enabled() != 0, routes: m.reroute(t)})
-		m.dirty, m.misses = nil, 0
+		routes, order := m.reroute(t)
+		m.rebuildRoutes(t.enabled() != 0, routes, order)
 		// After the view: a Client that sees the new gen resolves against
 		// the new view.
 		m.gen.Add(1)
@@ -294,29 +323,34 @@ func (e *Engine) SetQuotas(q Quotas) {
 }
 
 // reroute re-resolves every cached route under the new table t, keeping
-// those whose bucket already exists. Value-only changes thus keep the whole
-// cache and do not send every client through the slow path at once; routes
-// that need a new bucket are dropped and rebuilt lazily, so that idle
-// clients do not get buckets. Engine.mu must be held.
-func (m *manager) reroute(t *table) map[ident]*route {
-	src := m.dirty
-	if src == nil {
-		src = m.view.Load().routes
-	}
+// those whose bucket already exists, in eviction-ring order. Value-only
+// changes thus keep the whole cache and do not send every client through
+// the slow path at once; routes that need a new bucket are dropped and
+// rebuilt lazily, so that idle clients do not get buckets. Engine.mu must
+// be held.
+func (m *manager) reroute(t *table) (map[ident]*route, []routeSlot) {
 	en := t.enabled()
+	src := m.routes()
 	if en == 0 || len(src) == 0 {
-		return nil
+		return nil, nil
 	}
 	routes := make(map[ident]*route, len(src))
-	for id, r := range src {
-		ut, ct := t.tags(en, id.user, id.client)
-		if b := m.buckets[ident{ut, ct}]; b != nil {
-			nr := &route{b: b}
-			nr.lastUse.Store(r.lastUse.Load())
-			routes[id] = nr
+	order := make([]routeSlot, 0, len(src))
+	for _, rs := range m.clk.rring {
+		if rs.r == nil || src[rs.id] != rs.r {
+			continue
 		}
+		ut, ct := t.tags(en, rs.id.user, rs.id.client)
+		b := m.buckets[ident{ut, ct}]
+		if b == nil {
+			continue
+		}
+		nr := &route{b: b}
+		nr.lastUse.Store(rs.r.lastUse.Load())
+		routes[rs.id] = nr
+		order = append(order, routeSlot{r: nr, id: rs.id, seen: rs.seen})
 	}
-	return routes
+	return routes, order
 }
 
 // bucketFor returns the bucket of (user, client) for m, or nil when the
@@ -338,43 +372,35 @@ func (e *Engine) bucketFor(m *manager, user, client string, nowMs int64) *bucket
 func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucket {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lastSweepMs == 0 {
-		e.lastSweepMs = nowMs
-	} else if nowMs-e.lastSweepMs >= sweepEveryMs {
-		e.expireLocked(nowMs)
-	}
+	e.sweepLocked(nowMs)
 	v := m.view.Load()
 	if !v.enabled {
 		return nil
 	}
 	id := ident{user, client}
-	// Under e.mu neither the view nor the dirty map holds a dead bucket.
-	if r, ok := v.routes[id]; ok {
+	// A route may lead to a bucket evicted since (dead is stable under
+	// e.mu); it is then replaced like a missing one.
+	if r, ok := v.routes[id]; ok && !r.b.dead {
 		r.touch(nowMs)
 		return r.b
 	}
-	if r, ok := m.dirty[id]; ok {
+	if r, ok := m.dirty[id]; ok && !r.b.dead {
 		m.miss(v)
 		r.touch(nowMs)
 		return r.b
 	}
 	t := e.quotas.keys[m.key]
 	ut, ct := t.tags(t.enabled(), user, client)
+	m.ensureDirty()
 	b := m.buckets[ident{ut, ct}]
 	if b == nil {
 		b = e.newBucket(m.key, t, ut, ct, nowMs)
-		m.buckets[ident{b.user, b.client}] = b
+		e.addBucket(m, b, nowMs)
 	}
 	r := &route{b: b}
 	r.lastUse.Store(nowMs)
-	if m.dirty == nil {
-		m.dirty = make(map[ident]*route, len(v.routes)+1)
-		for k, r := range v.routes {
-			m.dirty[k] = r
-		}
-	}
 	// Clone the strings: callers may hand in views of request buffers.
-	m.dirty[ident{strings.Clone(user), strings.Clone(client)}] = r
+	b.rslot = int32(e.addRoute(m, ident{strings.Clone(user), strings.Clone(client)}, r))
 	m.miss(v)
 	return b
 }
@@ -400,16 +426,17 @@ func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int
 		entity:     ent,
 		quota:      v,
 		created:    nowMs,
+		rslot:      -1,
 		lastActive: nowMs,
 	}
 	if k == ControllerMutationRate {
-		b.rate = NewRate(e.cfg.ControllerWindowNum, e.ctlWindowMs)
-		b.tokens = NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.tokens = rate.NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
-		b.rate = NewRate(e.cfg.WindowNum, e.windowMs)
+		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
 		if e.cfg.ByteRate == ByteRateTokenBucket && k.byteRate() {
 			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
-			b.tokens = NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
+			b.tokens = rate.NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
 			b.useTokens = true
 		}
 	}

@@ -8,6 +8,18 @@ import (
 	"time"
 )
 
+// t0 is an arbitrary, unaligned wall-clock-like start: Kafka's MockTime
+// starts at the current time, which is not aligned to windows either.
+const t0 int64 = 1_700_000_000_123
+
+// sensorStep is one record: at t0+at, record value, and expect the throttle
+// in ms (0: not throttled).
+type sensorStep struct {
+	at       int64
+	value    float64
+	throttle int32
+}
+
 func newTestEngine(t testing.TB, cfg EngineConfig) *Engine {
 	t.Helper()
 	e, err := NewEngine(cfg)
@@ -22,6 +34,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 	want := EngineConfig{
 		WindowNum: 11, WindowSize: time.Second, MaxThrottle: 30 * time.Second,
 		ControllerWindowNum: 11, ControllerWindowSize: time.Second, Expiry: time.Hour,
+		MaxBuckets: 100_000, MaxRoutes: 200_000,
 	}
 	if got := e.Config(); got != want {
 		t.Errorf("Config = %+v, want %+v", got, want)
@@ -29,6 +42,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 	for _, bad := range []EngineConfig{
 		{WindowNum: -1}, {WindowSize: -time.Second}, {WindowSize: 1500 * time.Microsecond},
 		{ControllerWindowNum: -3}, {ControllerWindowSize: time.Microsecond}, {Expiry: -time.Hour},
+		{MaxBuckets: -1}, {MaxRoutes: -5},
 	} {
 		if _, err := NewEngine(bad); err == nil {
 			t.Errorf("NewEngine(%+v) accepted", bad)

@@ -23,44 +23,6 @@ func mutationEngine(t *testing.T, q float64) *Engine {
 	return e
 }
 
-func TestTokenBucket(t *testing.T) {
-	b := NewTokenBucket(10, 10, 1000)
-	if got := b.Burst(); got != 100 {
-		t.Fatalf("burst = %v, want 100", got)
-	}
-	steps := []struct {
-		at     int64
-		record float64
-		tokens float64
-	}{
-		{0, 0, 100},     // starts full
-		{0, 90, 10},     // 100 − 90
-		{0, 90, -80},    // may go negative
-		{1000, 0, -70},  // refills 10/s
-		{20000, 0, 100}, // never beyond the burst
-		{20000, 250, -150},
-		{20500, 0, -145}, // fractional refill
-	}
-	for i, s := range steps {
-		b.Record(s.record, t0+s.at)
-		if got := b.Tokens(t0 + s.at); got != s.tokens {
-			t.Errorf("step %d: tokens %v, want %v", i, got, s.tokens)
-		}
-	}
-}
-
-// TV6 testThrottleTime: tokens 0, −5, −10 with quota 10.
-func TestMutationThrottleMs(t *testing.T) {
-	for _, c := range []struct {
-		tokens float64
-		want   int64
-	}{{0, 0}, {-5, 500}, {-10, 1000}} {
-		if got := MutationThrottleMs(c.tokens, 10); got != c.want {
-			t.Errorf("MutationThrottleMs(%v, 10) = %d, want %d", c.tokens, got, c.want)
-		}
-	}
-}
-
 // TV4 StrictControllerMutationQuotaTest and TV5
 // PermissiveControllerMutationQuotaTest: Q=10, N=10, W=1 s, burst 100; one
 // request records 90 three times, then its throttle is read 5 s later.

@@ -48,7 +48,7 @@ func (b *bucket) snapshot(nowMs int64) Usage {
 	}
 	u.Rate, _ = b.rate.Peek(nowMs)
 	if b.key == ControllerMutationRate {
-		u.Tokens = b.tokens.peek(nowMs)
+		u.Tokens = b.tokens.Peek(nowMs)
 	}
 	if b.level != LevelNone {
 		u.Utilization = u.Rate / b.quota
@@ -73,9 +73,7 @@ func (e *Engine) Usage(now time.Time) []Usage {
 			b.mu.Unlock()
 		}
 	}
-	slices.SortFunc(out, func(a, b Usage) int {
-		return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID))
-	})
+	slices.SortFunc(out, byTags)
 	return out
 }
 
@@ -102,53 +100,44 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 	return r
 }
 
-// Expire drops every bucket idle (no record) for Expiry or longer at now,
-// and every cached resolution idle as long, and returns how many buckets it
-// dropped. A dropped bucket's history is lost: the client starts afresh, as
-// when Kafka expires a sensor. The engine also does this by itself every
-// 30 s of slow-path traffic; calling it periodically keeps memory tight.
-func (e *Engine) Expire(now time.Time) int {
+// Busiest returns at most n live buckets, the busiest at now: the highest
+// utilization first, then the highest rate, then the most throttles (ties go
+// by key and tags), ordered like Usage; and the number of live buckets of
+// each key. It is what a bounded metrics export needs: one pass over the
+// buckets and O(n) memory however many there are. Reading never changes a
+// bucket.
+func (e *Engine) Busiest(now time.Time, n int) (top []Usage, live map[Key]int) {
+	nowMs := now.UnixMilli()
+	live = make(map[Key]int, numKeys)
+	sel := newSmallest(n, busier)
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.expireLocked(now.UnixMilli())
-}
-
-func (e *Engine) expireLocked(nowMs int64) int {
-	e.lastSweepMs = nowMs
-	dropped := 0
 	for k := range e.mgr {
-		m := &e.mgr[k]
-		for id, b := range m.buckets {
+		live[Key(k)] = 0
+		for _, b := range e.mgr[k].buckets {
 			b.mu.Lock()
-			if nowMs-b.lastActive >= e.expiryMs {
-				b.dead = true
-				delete(m.buckets, id)
-				dropped++
+			if nowMs-b.lastActive < e.expiryMs {
+				live[Key(k)]++
+				sel.offer(b.snapshot(nowMs))
 			}
 			b.mu.Unlock()
 		}
-		v := m.view.Load()
-		src := m.dirty
-		if src == nil {
-			src = v.routes
-		}
-		stale := 0
-		for _, r := range src {
-			if r.b.dead || nowMs-r.lastUse.Load() >= e.expiryMs {
-				stale++
-			}
-		}
-		if stale == 0 {
-			continue
-		}
-		routes := make(map[ident]*route, len(src)-stale)
-		for id, r := range src {
-			if !r.b.dead && nowMs-r.lastUse.Load() < e.expiryMs {
-				routes[id] = r
-			}
-		}
-		m.view.Store(&view{enabled: v.enabled, routes: routes})
-		m.dirty, m.misses = nil, 0
 	}
-	return dropped
+	e.mu.Unlock()
+	top = sel.items
+	slices.SortFunc(top, byTags)
+	return top, live
+}
+
+// busier orders usage by how much an operator wants to see it.
+func busier(a, b Usage) bool {
+	c := cmp.Or(cmp.Compare(b.Utilization, a.Utilization), cmp.Compare(b.Rate, a.Rate),
+		cmp.Compare(b.Throttles, a.Throttles))
+	if c == 0 {
+		c = byTags(a, b)
+	}
+	return c < 0
+}
+
+func byTags(a, b Usage) int {
+	return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID))
 }

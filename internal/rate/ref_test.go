@@ -1,4 +1,4 @@
-package quota
+package rate
 
 import (
 	"math/rand/v2"
@@ -6,8 +6,8 @@ import (
 )
 
 // refRate is a literal transcription of Kafka's ≥ 3.8 SampledStat and Rate
-// (§1.2), scanning every sample on every call, used to check that Rate's
-// caches change nothing.
+// (§1.2 of the spec), scanning every sample on every call, used to check that
+// Sampled's caches change nothing.
 type refRate struct {
 	n       int
 	w       int64
@@ -63,13 +63,14 @@ func (r *refRate) measure(now int64) (float64, int64) {
 	return total, max(elapsed, 1)
 }
 
-func TestRateMatchesReference(t *testing.T) {
+func TestSampledMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 300 {
 		n := 1 + rng.IntN(12)
 		w := int64(1 + rng.IntN(1500))
 		fractional := round%3 == 0
-		r := NewRate(n, w)
+		connections := round%3 == 1 // admission's records: +1, and −1 to un-record
+		r := NewSampled(n, w)
 		ref := &refRate{n: n, w: w}
 		now := t0
 		for step := range 400 {
@@ -85,6 +86,9 @@ func TestRateMatchesReference(t *testing.T) {
 				v := float64(rng.IntN(5000) - 500)
 				if fractional && rng.IntN(2) == 0 {
 					v = rng.Float64() * 7.3
+				}
+				if connections {
+					v = float64(1 - 2*rng.IntN(2))
 				}
 				r.Record(v, now)
 				ref.record(v, now)

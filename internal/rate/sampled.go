@@ -1,8 +1,8 @@
-package quota
+package rate
 
 import "math"
 
-// Rate is Kafka's sampled rate (SampledStat + WindowedSum + Rate) as of
+// Sampled is Kafka's sampled rate (SampledStat + WindowedSum + Rate) as of
 // Kafka 3.8.0, per second. It keeps up to N+1 samples of W milliseconds;
 // samples are not aligned to the clock: a new one starts at the first record
 // after the current one has lasted W.
@@ -13,15 +13,16 @@ import "math"
 // its start, and the window measured from the oldest live sample's start.
 //
 // Kafka scans every sample on every measure. On the hot path that scan costs
-// more than everything else together, so Rate caches the sum, the oldest
+// more than everything else together, so Sampled caches the sum, the oldest
 // start and the earliest time a purge can be due, and scans only when one of
 // them may have changed: about once per W. The numbers are the same: sums of
-// integral values (bytes) are exact in any order, and once a fractional value
-// is recorded the sum is taken in Kafka's slot order again.
+// integral values (bytes, connections) are exact in any order, and once a
+// fractional value is recorded the sum is taken in Kafka's slot order again.
 //
-// Times are Unix milliseconds, like Kafka's Time.milliseconds(). A Rate is
-// not safe for concurrent use, and copies of it share samples.
-type Rate struct {
+// Times are Unix milliseconds, like Kafka's Time.milliseconds(). Make one
+// with NewSampled; the zero value has no shape and must not be used. A
+// Sampled is not safe for concurrent use, and copies of it share samples.
+type Sampled struct {
 	n        int
 	windowMs int64
 	expireMs int64    // N·W: a sample whose last event is this old is purged
@@ -34,6 +35,7 @@ type Rate struct {
 	purgeAt int64   // no purge is due before this: ≤ min(last) + N·W
 }
 
+// sample is one slot of a WindowedSum.
 type sample struct {
 	value  float64
 	events int64
@@ -48,29 +50,31 @@ func (s *sample) reset(nowMs int64) {
 	s.last = nowMs
 }
 
-// NewRate returns an empty rate over n samples of windowMs milliseconds
-// (quota.window.num and quota.window.size.seconds × 1000). Both must be ≥ 1.
-func NewRate(n int, windowMs int64) Rate {
+// NewSampled returns an empty rate over n samples of windowMs milliseconds
+// (quota.window.num and quota.window.size.seconds × 1000). Both must be ≥ 1;
+// callers pass validated configuration, so anything else panics.
+func NewSampled(n int, windowMs int64) Sampled {
 	if n < 1 || windowMs < 1 {
-		panic("quota: NewRate needs n ≥ 1 and windowMs ≥ 1")
+		panic("rate: NewSampled needs n ≥ 1 and windowMs ≥ 1")
 	}
 	// Two spare samples on each side (80 bytes) keep the ring, written on
 	// every record, off cache lines shared with other allocations.
 	buf := make([]sample, n+5)
-	return Rate{n: n, windowMs: windowMs, expireMs: int64(n) * windowMs, samples: buf[2 : 2 : n+3]}
+	return Sampled{n: n, windowMs: windowMs, expireMs: int64(n) * windowMs, samples: buf[2 : 2 : n+3]}
 }
 
-// Samples returns N, the configured number of samples.
-func (r *Rate) Samples() int { return r.n }
+// Samples returns N, the configured number of samples (0 for the zero
+// value).
+func (r *Sampled) Samples() int { return r.n }
 
 // SampleMs returns W, the length of one sample in milliseconds.
-func (r *Rate) SampleMs() int64 { return r.windowMs }
+func (r *Sampled) SampleMs() int64 { return r.windowMs }
 
 // exactLimit bounds the values whose running sum stays exact in a float64.
 const exactLimit = 1 << 52
 
 // add appends a sample starting at nowMs.
-func (r *Rate) add(nowMs int64) {
+func (r *Sampled) add(nowMs int64) {
 	if len(r.samples) == 0 {
 		r.oldest, r.purgeAt = nowMs, nowMs+r.expireMs
 	}
@@ -82,12 +86,12 @@ func (r *Rate) add(nowMs int64) {
 
 // lastMoved keeps purgeAt a lower bound after a sample's last event moved to
 // nowMs, which can only lower it if the clock went backwards.
-func (r *Rate) lastMoved(nowMs int64) {
+func (r *Sampled) lastMoved(nowMs int64) {
 	r.purgeAt = min(r.purgeAt, nowMs+r.expireMs)
 }
 
 // resetSample resets sample i at nowMs and keeps the caches exact.
-func (r *Rate) resetSample(i int, nowMs int64) {
+func (r *Sampled) resetSample(i int, nowMs int64) {
 	s := &r.samples[i]
 	r.total -= s.value
 	wasOldest := s.start == r.oldest
@@ -104,7 +108,7 @@ func (r *Rate) resetSample(i int, nowMs int64) {
 
 // Record adds v at nowMs. A negative v is how Kafka un-records a value (a
 // throttled fetch, a parked connection).
-func (r *Rate) Record(v float64, nowMs int64) {
+func (r *Sampled) Record(v float64, nowMs int64) {
 	if len(r.samples) == 0 {
 		r.add(nowMs)
 	}
@@ -130,9 +134,10 @@ func (r *Rate) Record(v float64, nowMs int64) {
 	r.lastMoved(nowMs)
 }
 
-// purge resets every sample whose last event is N·W or more in the past and
-// recomputes the caches.
-func (r *Rate) purge(nowMs int64) {
+// purge resets every sample whose last event is N·W or more in the past
+// (SampledStat.purgeObsoleteSamples: the slot stays, its start moves to
+// nowMs) and recomputes the caches.
+func (r *Sampled) purge(nowMs int64) {
 	minLast := int64(math.MaxInt64)
 	r.total, r.oldest = 0, math.MaxInt64
 	for i := range r.samples {
@@ -148,9 +153,9 @@ func (r *Rate) purge(nowMs int64) {
 }
 
 // window turns the time since the oldest sample's start into the measuring
-// window. The (N−1)·W floor is what gives a fresh client a burst allowance
-// of Q·(N−1)·W; max(…, 1) guards the division.
-func (r *Rate) window(oldestStart, nowMs int64) int64 {
+// window (Rate.windowSize). The (N−1)·W floor is what gives a fresh client a
+// burst allowance of Q·(N−1)·W; max(…, 1) guards the division.
+func (r *Sampled) window(oldestStart, nowMs int64) int64 {
 	elapsed := nowMs - oldestStart
 	full := elapsed / r.windowMs
 	if minFull := int64(r.n - 1); full < minFull {
@@ -162,7 +167,7 @@ func (r *Rate) window(oldestStart, nowMs int64) int64 {
 // measure purges, then returns the sum of all samples and the window in ms.
 // Kafka computes both with separate purges at the same instant; a purge is
 // idempotent at a fixed time, so one purge gives the same numbers.
-func (r *Rate) measure(nowMs int64) (total float64, windowMs int64) {
+func (r *Sampled) measure(nowMs int64) (total float64, windowMs int64) {
 	if len(r.samples) == 0 {
 		// Kafka's oldest() creates a sample when there is none, and later
 		// records land in it.
@@ -182,23 +187,24 @@ func (r *Rate) measure(nowMs int64) (total float64, windowMs int64) {
 }
 
 // WindowSize returns the window in milliseconds that Measure divides by at
-// nowMs. Like Kafka it purges first.
-func (r *Rate) WindowSize(nowMs int64) int64 {
+// nowMs (Rate.windowSize). Like Kafka it purges first.
+func (r *Sampled) WindowSize(nowMs int64) int64 {
 	_, w := r.measure(nowMs)
 	return w
 }
 
-// Measure returns the rate per second at nowMs. Like Kafka it purges
-// obsolete samples, which moves their start to nowMs.
-func (r *Rate) Measure(nowMs int64) float64 {
+// Measure returns the rate per second at nowMs (Rate.measure) and the window
+// it was computed over, which the throttle formulas must reuse. Like Kafka
+// it purges obsolete samples, which moves their start to nowMs.
+func (r *Sampled) Measure(nowMs int64) (perSecond float64, windowMs int64) {
 	total, w := r.measure(nowMs)
-	return total / (float64(w) / 1000)
+	return total / (float64(w) / 1000), w
 }
 
-// Peek returns what Measure would return at nowMs, and the window, without
-// changing the rate. Observers (metrics, Resolve) use it so that looking at
-// a bucket never shifts its sample boundaries.
-func (r *Rate) Peek(nowMs int64) (rate float64, windowMs int64) {
+// Peek returns what Measure would return at nowMs without changing the
+// rate. Observers (metrics, Resolve) use it so that looking at a rate never
+// shifts its sample boundaries.
+func (r *Sampled) Peek(nowMs int64) (perSecond float64, windowMs int64) {
 	if len(r.samples) == 0 {
 		return 0, r.window(nowMs, nowMs)
 	}
@@ -218,8 +224,9 @@ func (r *Rate) Peek(nowMs int64) (rate float64, windowMs int64) {
 	return total / (float64(w) / 1000), w
 }
 
-// Reset forgets all samples, as when Kafka drops an expired sensor.
-func (r *Rate) Reset() {
+// Reset forgets all samples, as when Kafka drops an expired sensor, and
+// keeps the shape and the allocated slots.
+func (r *Sampled) Reset() {
 	r.samples = r.samples[:0]
 	r.cur, r.total, r.inexact = 0, 0, false
 }

@@ -1,4 +1,4 @@
-package quota
+package rate
 
 import (
 	"math"
@@ -20,26 +20,16 @@ type sensorStep struct {
 // recordAndCheck is Kafka's Sensor.record(v, now, checkQuotas=true) on a
 // sensor with one Rate: record first, then measure and compare with the
 // bound, computing the throttle over the same window.
-func recordAndCheck(r *Rate, v, bound float64, nowMs, capMs int64) int32 {
+func recordAndCheck(r *Sampled, v, bound float64, nowMs, capMs int64) int32 {
 	r.Record(v, nowMs)
-	rate := r.Measure(nowMs)
-	return ThrottleMs(rate, bound, r.WindowSize(nowMs), capMs)
-}
-
-func runSensor(t *testing.T, name string, r Rate, bound float64, capMs int64, steps []sensorStep) {
-	t.Helper()
-	for i, s := range steps {
-		got := recordAndCheck(&r, s.value, bound, t0+s.at, capMs)
-		if got != s.throttle {
-			t.Errorf("%s step %d (t0+%d, record %v): throttle %d ms, want %d", name, i, s.at, s.value, got, s.throttle)
-		}
-	}
+	rate, w := r.Measure(nowMs)
+	return ThrottleMs(rate, bound, w, capMs)
 }
 
 // TV1, ClientQuotaManagerTest.testQuotaViolation: N=11, W=1 s, quota 500 B/s.
 // The 2100 ms and the final 0 are asserted by Kafka; the values in between
 // are derived from the same algorithm (spec oracle).
-func TestRateTV1QuotaViolation(t *testing.T) {
+func TestSampledTV1QuotaViolation(t *testing.T) {
 	steps := []sensorStep{
 		{0, 400, 0}, {1000, 400, 0}, {2000, 400, 0}, {3000, 400, 0}, {4000, 400, 0},
 		{5000, 400, 0}, {6000, 400, 0}, {7000, 400, 0}, {8000, 400, 0}, {9000, 400, 0},
@@ -52,14 +42,19 @@ func TestRateTV1QuotaViolation(t *testing.T) {
 		// The burst has aged out. [test]
 		{22600, 0, 0},
 	}
-	runSensor(t, "TV1", NewRate(11, 1000), 500, 0, steps)
+	r := NewSampled(11, 1000)
+	for i, s := range steps {
+		if got := recordAndCheck(&r, s.value, 500, t0+s.at, 0); got != s.throttle {
+			t.Errorf("step %d (t0+%d, record %v): throttle %d ms, want %d", i, s.at, s.value, got, s.throttle)
+		}
+	}
 }
 
 // TV2, ClientRequestQuotaManagerTest.testRequestPercentageQuotaViolation:
 // request_percentage = 1 (10 ms of thread time per second), throttle capped
 // at the 1000 ms window. Values are in ms of thread time; Kafka records
 // nanoseconds × 100 / 1e9.
-func TestRateTV2RequestPercentage(t *testing.T) {
+func TestSampledTV2RequestPercentage(t *testing.T) {
 	type step struct {
 		at       int64
 		threadMs float64
@@ -81,25 +76,25 @@ func TestRateTV2RequestPercentage(t *testing.T) {
 		{27710, 0, 1000}, {28710, 0, 1000}, {29710, 0, 1000}, {30710, 0, 1000}, {31710, 0, 1000},
 		{32710, 0, 0}, // [test]
 	}
-	r := NewRate(11, 1000)
+	r := NewSampled(11, 1000)
 	for i, s := range steps {
 		v := float64(int64(s.threadMs*1e6)) * (100.0 / 1e9)
-		got := recordAndCheck(&r, v, 1, t0+s.at, 1000)
-		if got != s.throttle {
-			t.Errorf("TV2 step %d (t0+%d, %v ms): throttle %d, want %d", i, s.at, s.threadMs, got, s.throttle)
+		if got := recordAndCheck(&r, v, 1, t0+s.at, 1000); got != s.throttle {
+			t.Errorf("step %d (t0+%d, %v ms): throttle %d, want %d", i, s.at, s.threadMs, got, s.throttle)
 		}
 	}
 	// The uncapped value of the 500 ms spike on a fresh sensor.
-	fresh := NewRate(11, 1000)
+	fresh := NewSampled(11, 1000)
 	fresh.Record(500e6*(100.0/1e9), t0)
-	if got := throttleTime(fresh.Measure(t0), 1, fresh.WindowSize(t0)); got != 40000 {
-		t.Errorf("TV2 uncapped spike = %d, want 40000", got)
+	spike, w := fresh.Measure(t0)
+	if got := ThrottleTime(spike, 1, w); got != 40000 {
+		t.Errorf("uncapped spike = %d, want 40000", got)
 	}
 }
 
 // TV11, RateTest.testRateWithNoPriorAvailableSamples: record 50 at t0,
 // measure at t0 + W − 1 ms: 50 / ((W − 1 ms) + (N−1)·W).
-func TestRateTV11NoPriorSamples(t *testing.T) {
+func TestSampledTV11NoPriorSamples(t *testing.T) {
 	cases := []struct {
 		n    int
 		wSec int64
@@ -111,10 +106,9 @@ func TestRateTV11NoPriorSamples(t *testing.T) {
 		{11, 11, 0.413227},
 	}
 	for _, c := range cases {
-		r := NewRate(c.n, c.wSec*1000)
+		r := NewSampled(c.n, c.wSec*1000)
 		r.Record(50, t0)
-		now := t0 + c.wSec*1000 - 1
-		got := r.Measure(now)
+		got, _ := r.Measure(t0 + c.wSec*1000 - 1)
 		exact := 50 / (float64(c.wSec*1000-1)/1000 + float64(c.n-1)*float64(c.wSec))
 		if math.Abs(got-exact) > 1e-12 || math.Abs(got-c.want) > 5e-6 {
 			t.Errorf("N=%d W=%ds: rate %.9f, want %.6f (exact %.9f)", c.n, c.wSec, got, c.want, exact)
@@ -125,14 +119,14 @@ func TestRateTV11NoPriorSamples(t *testing.T) {
 // TV12, RateTest.testRateIsConsistentAfterTheFirstWindow: N=2, W=1 s. The
 // rate must stay in [10, 11] through the second round; the legacy (pre-3.8)
 // algorithm drops to 5.503 at the last step.
-func TestRateTV12ConsistentAfterFirstWindow(t *testing.T) {
+func TestSampledTV12ConsistentAfterFirstWindow(t *testing.T) {
 	gaps := []int64{0, 99, 100, 100, 100, 100, 100, 100, 100, 100, 100}
 	want := []float64{ // Kafka ≥ 3.8, [derived]
 		10.909090909090908, 10.842368640533778, 10.777521170130871, 10.72194424588992,
 		10.67378252168112, 10.631644777986242, 10.59446733372572, 10.56142301278488,
 		10.5318588730911, 10.505252626313156, 10.481181515007146,
 	}
-	r := NewRate(2, 1000)
+	r := NewSampled(2, 1000)
 	now := t0
 	for _, g := range gaps {
 		now += g
@@ -142,7 +136,7 @@ func TestRateTV12ConsistentAfterFirstWindow(t *testing.T) {
 	for i, g := range gaps {
 		now += g
 		r.Record(1, now)
-		got := r.Measure(now)
+		got, _ := r.Measure(now)
 		if got < 10 || got > 11 {
 			t.Errorf("step %d: rate %.3f outside [10, 11]", i, got)
 		}
@@ -154,7 +148,7 @@ func TestRateTV12ConsistentAfterFirstWindow(t *testing.T) {
 
 // liveSamples counts samples holding at least one event after a purge at
 // nowMs: what SampledStatTest's SampleCount stat measures.
-func liveSamples(r *Rate, nowMs int64) int {
+func liveSamples(r *Sampled, nowMs int64) int {
 	r.purge(nowMs)
 	n := 0
 	for _, s := range r.samples {
@@ -166,10 +160,10 @@ func liveSamples(r *Rate, nowMs int64) int {
 }
 
 // TV13, SampledStatTest: N=2, W=1 s; purge by last event, N+1 slots.
-func TestRateTV13SampledStat(t *testing.T) {
+func TestSampledTV13SampledStat(t *testing.T) {
 	// completeSample records at the start and the end of a sample and
 	// leaves the clock at its end.
-	completeSample := func(r *Rate, now int64) int64 {
+	completeSample := func(r *Sampled, now int64) int64 {
 		r.Record(1, now)
 		now += 999
 		r.Record(1, now)
@@ -177,16 +171,16 @@ func TestRateTV13SampledStat(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		run  func(r *Rate) int64 // returns the measuring time
+		run  func(r *Sampled) int64 // returns the measuring time
 		want int
 	}{
-		{"purged 2.5 s after its end", func(r *Rate) int64 {
+		{"purged 2.5 s after its end", func(r *Sampled) int64 {
 			return completeSample(r, t0) + 2500
 		}, 0},
-		{"kept 1.5 s after its end", func(r *Rate) int64 {
+		{"kept 1.5 s after its end", func(r *Sampled) int64 {
 			return completeSample(r, t0) + 1500
 		}, 1},
-		{"kept as the N+1-th sample", func(r *Rate) int64 {
+		{"kept as the N+1-th sample", func(r *Sampled) int64 {
 			now := completeSample(r, t0) + 100
 			now = completeSample(r, now) + 100
 			r.Record(1, now)
@@ -194,7 +188,7 @@ func TestRateTV13SampledStat(t *testing.T) {
 		}, 3},
 	}
 	for _, c := range cases {
-		r := NewRate(2, 1000)
+		r := NewSampled(2, 1000)
 		now := c.run(&r)
 		if got := liveSamples(&r, now); got != c.want {
 			t.Errorf("%s: %d live samples, want %d", c.name, got, c.want)
@@ -204,48 +198,83 @@ func TestRateTV13SampledStat(t *testing.T) {
 
 // The window never drops below (N−1)·W, so a fresh client gets a burst of
 // Q·(N−1)·W: 10 000 B at 1000 B/s passes, 10 001 B is throttled 1 ms.
-func TestRateBurstAllowance(t *testing.T) {
+func TestSampledBurstAllowance(t *testing.T) {
 	for _, c := range []struct {
 		bytes float64
 		want  int32
 	}{{10000, 0}, {10001, 1}} {
-		r := NewRate(11, 1000)
+		r := NewSampled(11, 1000)
 		if got := recordAndCheck(&r, c.bytes, 1000, t0, 0); got != c.want {
 			t.Errorf("burst %v: throttle %d, want %d", c.bytes, got, c.want)
 		}
 	}
 }
 
-// Negative records un-record, as for throttled fetches.
-func TestRateUnrecord(t *testing.T) {
-	r := NewRate(11, 1000)
+// Negative records un-record, as for throttled fetches and parked
+// connections.
+func TestSampledUnrecord(t *testing.T) {
+	r := NewSampled(11, 1000)
 	r.Record(20000, t0)
 	r.Record(-20000, t0)
-	if got := r.Measure(t0); got != 0 {
+	if got, _ := r.Measure(t0); got != 0 {
 		t.Errorf("rate after unrecord = %v, want 0", got)
 	}
 }
 
 // Peek reports what Measure would, without moving purged samples' starts.
-func TestRatePeekDoesNotMutate(t *testing.T) {
-	a, b := NewRate(2, 1000), NewRate(2, 1000)
-	for _, r := range []*Rate{&a, &b} {
+func TestSampledPeekDoesNotMutate(t *testing.T) {
+	a, b := NewSampled(2, 1000), NewSampled(2, 1000)
+	for _, r := range []*Sampled{&a, &b} {
 		r.Record(5, t0)
 		r.Record(5, t0+1500)
 	}
 	peekAt := t0 + 4000
 	rate, w := a.Peek(peekAt)
-	if want := b.Measure(peekAt); rate != want || w != b.WindowSize(peekAt) {
-		t.Errorf("Peek = %v/%d, Measure = %v/%d", rate, w, want, b.WindowSize(peekAt))
+	if want, ww := b.Measure(peekAt); rate != want || w != ww {
+		t.Errorf("Peek = %v/%d, Measure = %v/%d", rate, w, want, ww)
 	}
 	// b was purged at peekAt, a was not: a record 600 ms later opens a new
 	// sample in a but lands in b's reset sample.
 	a.Record(1, peekAt+600)
-	c := NewRate(2, 1000)
+	c := NewSampled(2, 1000)
 	c.Record(5, t0)
 	c.Record(5, t0+1500)
 	c.Record(1, peekAt+600)
-	if ra, rc := a.Measure(peekAt+700), c.Measure(peekAt+700); ra != rc {
+	ra, _ := a.Measure(peekAt + 700)
+	rc, _ := c.Measure(peekAt + 700)
+	if ra != rc {
 		t.Errorf("Peek changed the rate: %v vs untouched %v", ra, rc)
+	}
+}
+
+// Reset forgets the samples and keeps the shape: the next record starts a
+// fresh window with the (N−1)·W floor again.
+func TestSampledReset(t *testing.T) {
+	r := NewSampled(3, 500)
+	r.Record(100, t0)
+	r.Record(100, t0+700)
+	r.Reset()
+	if r.Samples() != 3 || r.SampleMs() != 500 {
+		t.Fatalf("shape after Reset: N=%d W=%d", r.Samples(), r.SampleMs())
+	}
+	r.Record(10, t0+800)
+	if got, w := r.Measure(t0 + 800); got != 10 || w != 1000 {
+		t.Errorf("after Reset: %v/s over %d ms, want 10/s over 1000 ms", got, w)
+	}
+}
+
+func TestNewSampledRefusesNoShape(t *testing.T) {
+	for _, c := range []struct {
+		n int
+		w int64
+	}{{0, 1000}, {11, 0}, {-1, 1000}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewSampled(%d, %d) did not panic", c.n, c.w)
+				}
+			}()
+			NewSampled(c.n, c.w)
+		}()
 	}
 }
