@@ -50,7 +50,7 @@ func TestHandlers(t *testing.T) {
 	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
 	q.Set(quota.ClientEntity(quota.Default()), quota.ConsumerByteRate, 5000)
 	eng.SetQuotas(q)
-	eng.RecordProduce("alice", "app", 20000, now) // twice the 10 s burst: throttled
+	eng.Client("alice", "app").RecordProduce(20000, now) // twice the 10 s burst: throttled
 	as := admission.DefaultSettings()
 	as.Listeners = []admission.ListenerSettings{{Name: "PLAINTEXT", MaxConnections: 10}}
 	lim, err := admission.New(as, now)

@@ -167,10 +167,10 @@ func TestQuotaCollector(t *testing.T) {
 	// The collector's clock is the wall clock: record at it. 1 MB against
 	// 1000 B/s is throttled for the cap, 30 s.
 	now := time.Now()
-	if th := eng.RecordProduce("alice", "app", 1<<20, now); th != quota.DefaultMaxThrottle {
+	if th := eng.Client("alice", "app").RecordProduce(1<<20, now); th != quota.DefaultMaxThrottle {
 		t.Fatalf("throttle %v, want the cap %v", th, quota.DefaultMaxThrottle)
 	}
-	eng.RecordProduce("alice", "other", 10, now) // no quota for this client-id
+	eng.Client("alice", "other").RecordProduce(10, now) // no quota for this client-id
 	lv := []string{"quota", "producer_byte_rate", "user", "", "client_id", "app"}
 	if r := value(t, reg, "tollgate_quota_rate", lv...); r <= 0 {
 		t.Errorf("rate %v after 1 MB", r)
@@ -198,7 +198,7 @@ func TestQuotaCollector(t *testing.T) {
 	expect(t, reg, 0, "tollgate_quota_throttled_total", other...)
 
 	// A second throttle adds up.
-	eng.RecordProduce("alice", "app", 1<<20, now)
+	eng.Client("alice", "app").RecordProduce(1<<20, now)
 	expect(t, reg, 2, "tollgate_quota_throttled_total", lv...)
 	expect(t, reg, 2*quota.DefaultMaxThrottle.Seconds(), "tollgate_quota_throttle_seconds_total", lv...)
 }

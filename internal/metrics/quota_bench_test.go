@@ -19,7 +19,7 @@ func BenchmarkQuotaScrape(b *testing.B) {
 	const buckets = 100_000
 	eng := clientQuotaEngine(b, quota.EngineConfig{}, 1e6)
 	for i := range buckets {
-		eng.RecordProduce("u", "client-"+strconv.Itoa(i), 1000+i%5000, t0.Add(time.Duration(i)*time.Microsecond*100))
+		eng.Client("u", "client-"+strconv.Itoa(i)).RecordProduce(1000+i%5000, t0.Add(time.Duration(i)*time.Microsecond*100))
 	}
 	now := func() time.Time { return t0.Add(20 * time.Second) }
 	for _, series := range []int{1000, buckets} {

@@ -71,9 +71,9 @@ func TestQuotaSeriesBounded(t *testing.T) {
 	const series = 10
 	m.RegisterQuotasAt(eng, series, func() time.Time { return t0.Add(2 * time.Second) })
 	for i := range 1000 {
-		eng.RecordProduce("mallory", fmt.Sprintf("id-%04d", i), 100, t0.Add(time.Duration(i)*time.Millisecond))
+		eng.Client("mallory", fmt.Sprintf("id-%04d", i)).RecordProduce(100, t0.Add(time.Duration(i)*time.Millisecond))
 	}
-	eng.RecordProduce("alice", "heavy", 9000, t0.Add(time.Second)) // the busiest
+	eng.Client("alice", "heavy").RecordProduce(9000, t0.Add(time.Second)) // the busiest
 	fams := gather(t, m)
 	if n := len(fams["tollgate_quota_rate"].GetMetric()); n != series {
 		t.Errorf("%d tollgate_quota_rate series, want %d", n, series)

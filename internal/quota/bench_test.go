@@ -29,13 +29,15 @@ func byAlgorithm(b *testing.B, f func(b *testing.B, a ByteRateAlgorithm)) {
 	}
 }
 
-// One client, the clock advancing 1 ms per call so samples roll over.
+// One client (a connection's Client handle, as the quota filter holds
+// one), the clock advancing 1 ms per call so samples roll over.
 func BenchmarkRecordProduce(b *testing.B) {
 	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
 		e := benchEngine(b, a)
+		c := e.Client("userA", "client1")
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			e.RecordProduce("userA", "client1", 1000, time.UnixMilli(t0+int64(i)))
+			c.RecordProduce(1000, time.UnixMilli(t0+int64(i)))
 		}
 	})
 }
@@ -48,27 +50,29 @@ func BenchmarkRecordProduceParallel(b *testing.B) {
 		var next atomic.Int64
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
-			user := "user-" + strconv.FormatInt(next.Add(1), 10)
+			c := e.Client("user-"+strconv.FormatInt(next.Add(1), 10), "client1")
 			now := t0
 			for pb.Next() {
 				now++
-				e.RecordProduce(user, "client1", 1000, time.UnixMilli(now))
+				c.RecordProduce(1000, time.UnixMilli(now))
 			}
 		})
 	})
 }
 
-// Every goroutine hits the same bucket: the worst case, bound by the
-// bucket's mutex (Kafka synchronizes on the sensor the same way).
+// Every goroutine (a connection each) hits the same bucket: the worst
+// case, bound by the bucket's mutex (Kafka synchronizes on the sensor the
+// same way).
 func BenchmarkRecordProduceParallelShared(b *testing.B) {
 	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
 		e := benchEngine(b, a)
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
+			c := e.Client("userA", "client1")
 			now := t0
 			for pb.Next() {
 				now++
-				e.RecordProduce("userA", "client1", 1000, time.UnixMilli(now))
+				c.RecordProduce(1000, time.UnixMilli(now))
 			}
 		})
 	})
@@ -89,7 +93,7 @@ func BenchmarkQuotasResolve(b *testing.B) {
 // Engine.Resolve: resolution plus the bucket's current rate.
 func BenchmarkEngineResolve(b *testing.B) {
 	e := benchEngine(b)
-	e.RecordProduce("userD", "client2", 1000, time.UnixMilli(t0))
+	e.Client("userD", "client2").RecordProduce(1000, time.UnixMilli(t0))
 	b.ReportAllocs()
 	for b.Loop() {
 		e.Resolve(ProducerByteRate, "userD", "client2", time.UnixMilli(t0))
@@ -101,34 +105,9 @@ func BenchmarkFetchMaxBytes(b *testing.B) {
 	var q Quotas
 	_ = q.Set(Entity{User: Default()}, ConsumerByteRate, 5000)
 	e.SetQuotas(q)
+	c := e.Client("alice", "consumer-1")
 	b.ReportAllocs()
 	for b.Loop() {
-		e.FetchMaxBytes("alice", "consumer-1", time.UnixMilli(t0))
+		c.FetchMaxBytes(time.UnixMilli(t0))
 	}
-}
-
-// A connection's Client handle: no map lookup.
-func BenchmarkClientRecordProduce(b *testing.B) {
-	e := benchEngine(b)
-	c := e.Client("userA", "client1")
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		c.RecordProduce(1000, time.UnixMilli(t0+int64(i)))
-	}
-}
-
-func BenchmarkClientRecordProduceParallel(b *testing.B) {
-	byAlgorithm(b, func(b *testing.B, a ByteRateAlgorithm) {
-		e := benchEngine(b, a)
-		var next atomic.Int64
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			c := e.Client("user-"+strconv.FormatInt(next.Add(1), 10), "client1")
-			now := t0
-			for pb.Next() {
-				now++
-				c.RecordProduce(1000, time.UnixMilli(now))
-			}
-		})
-	})
 }

@@ -22,7 +22,7 @@ func TestEngineMaxBucketsManyClientIDs(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxBuckets: maxBuckets, MaxRoutes: 1000})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
 	for i := range clients {
-		e.RecordProduce("mallory", fmt.Sprintf("id-%d", i), 100, at(int64(i)))
+		e.Client("mallory", fmt.Sprintf("id-%d", i)).RecordProduce(100, at(int64(i)))
 		if b, r := counts(e, ProducerByteRate); b > maxBuckets || r > maxBuckets {
 			t.Fatalf("after %d client-ids: %d buckets, %d routes; cap %d", i+1, b, r, maxBuckets)
 		}
@@ -58,7 +58,7 @@ func TestEngineMaxRoutesManyClientIDs(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxRoutes: maxRoutes})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1e9}))
 	for i := range clients {
-		e.RecordProduce("mallory", fmt.Sprintf("id-%d", i), 100, at(int64(i)*1000))
+		e.Client("mallory", fmt.Sprintf("id-%d", i)).RecordProduce(100, at(int64(i)*1000))
 		if b, r := counts(e, ProducerByteRate); b != 1 || r > maxRoutes {
 			t.Fatalf("after %d client-ids: %d buckets, %d routes; cap %d", i+1, b, r, maxRoutes)
 		}
@@ -88,18 +88,18 @@ func TestEngineEvictionKeepsThrottledBuckets(t *testing.T) {
 			e := newTestEngine(t, EngineConfig{MaxBuckets: 10, ByteRate: alg, SharedDeadline: true, MaxThrottle: time.Minute})
 			e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
 			// 40 000 B at 1000 B/s over the 10 s burst: throttled for 30 s.
-			if d := e.RecordProduce("u", "victim", 40_000, at(0)); d != 30*time.Second {
+			if d := e.Client("u", "victim").RecordProduce(40_000, at(0)); d != 30*time.Second {
 				t.Fatalf("victim throttle %v, want 30s", d)
 			}
 			for i := range 1000 {
-				e.RecordProduce("u", fmt.Sprintf("one-off-%d", i), 1, at(int64(i)))
+				e.Client("u", fmt.Sprintf("one-off-%d", i)).RecordProduce(1, at(int64(i)))
 			}
 			s := e.Stats()[ProducerByteRate]
 			if s.Buckets != 10 || s.EvictedBuckets != 991 || s.EvictedThrottledBuckets != 0 {
 				t.Fatalf("stats %+v, want 10 buckets, 991 evictions, no throttled one", s)
 			}
 			// Still throttled, on its old history: 1 s later 29 s remain.
-			if d := e.Hold(ProducerByteRate, "u", "victim", at(1000)); d != 29*time.Second {
+			if d := e.Client("u", "victim").Hold(ProducerByteRate, at(1000)); d != 29*time.Second {
 				t.Errorf("victim hold after the flood %v, want 29s", d)
 			}
 		})
@@ -116,11 +116,11 @@ func TestEngineEvictionAllThrottled(t *testing.T) {
 		id    string
 		bytes int
 	}{{"a", 20_000}, {"b", 15_000}, {"c", 30_000}} {
-		if d := e.RecordProduce("u", c.id, c.bytes, at(0)); d == 0 {
+		if d := e.Client("u", c.id).RecordProduce(c.bytes, at(0)); d == 0 {
 			t.Fatalf("%s not throttled", c.id)
 		}
 	}
-	e.RecordProduce("u", "d", 1, at(100))
+	e.Client("u", "d").RecordProduce(1, at(100))
 	s := e.Stats()[ProducerByteRate]
 	if s.Buckets != 3 || s.EvictedBuckets != 1 || s.EvictedThrottledBuckets != 1 {
 		t.Fatalf("stats %+v, want one throttled eviction", s)
@@ -139,11 +139,11 @@ func TestEngineEvictionLRU(t *testing.T) {
 	for _, alg := range []ByteRateAlgorithm{ByteRateSampled, ByteRateTokenBucket} {
 		e := newTestEngine(t, EngineConfig{MaxBuckets: 3, ByteRate: alg})
 		e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
-		e.RecordProduce("u", "a", 100, at(0))
-		e.RecordProduce("u", "b", 100, at(1000))
-		e.RecordProduce("u", "c", 100, at(2000))
-		e.RecordProduce("u", "a", 100, at(5000))
-		e.RecordProduce("u", "d", 100, at(6000))
+		e.Client("u", "a").RecordProduce(100, at(0))
+		e.Client("u", "b").RecordProduce(100, at(1000))
+		e.Client("u", "c").RecordProduce(100, at(2000))
+		e.Client("u", "a").RecordProduce(100, at(5000))
+		e.Client("u", "d").RecordProduce(100, at(6000))
 		left := map[string]bool{}
 		for _, u := range e.Usage(at(6000)) {
 			left[u.ClientID] = true
@@ -160,7 +160,7 @@ func TestEngineEvictedClientHandle(t *testing.T) {
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
 	c := e.Client("u", "first")
 	c.RecordProduce(5000, at(0))
-	e.RecordProduce("u", "second", 1, at(1)) // evicts first
+	e.Client("u", "second").RecordProduce(1, at(1)) // evicts first
 	if d := c.RecordProduce(6000, at(2)); d != 0 {
 		t.Errorf("the evicted bucket's history throttled the handle: %v", d)
 	}
@@ -174,27 +174,27 @@ func TestEngineEvictedClientHandle(t *testing.T) {
 func TestEngineRouteExpiry(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{Expiry: time.Minute})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1e9}))
-	e.RecordProduce("u", "gone", 1, at(0))
-	e.RecordProduce("u", "kept", 1, at(0))
+	e.Client("u", "gone").RecordProduce(1, at(0))
+	e.Client("u", "kept").RecordProduce(1, at(0))
 	for range 3 { // publish the routes to the read-only view
-		e.RecordProduce("u", "kept", 1, at(0))
+		e.Client("u", "kept").RecordProduce(1, at(0))
 	}
-	e.RecordProduce("u", "kept", 1, at(40_000)) // sweep clock started at 0: not due until 30 s; it runs here
+	e.Client("u", "kept").RecordProduce(1, at(40_000)) // sweep clock started at 0: not due until 30 s; it runs here
 	if s := e.Stats()[ProducerByteRate]; s.Routes != 2 || s.ExpiredRoutes != 0 {
 		t.Fatalf("at 40 s: %+v, want both routes", s)
 	}
 	// At 60 s "gone" has been idle a minute; the next sweep is due at 70 s.
-	e.RecordProduce("u", "kept", 1, at(69_999))
+	e.Client("u", "kept").RecordProduce(1, at(69_999))
 	if s := e.Stats()[ProducerByteRate]; s.Routes != 2 {
 		t.Fatalf("before the sweep is due: %+v", s)
 	}
-	e.RecordProduce("u", "kept", 1, at(70_000))
+	e.Client("u", "kept").RecordProduce(1, at(70_000))
 	s := e.Stats()[ProducerByteRate]
 	if s.Routes != 1 || s.ExpiredRoutes != 1 || s.Buckets != 1 || s.ExpiredBuckets != 0 {
 		t.Fatalf("at 70 s: %+v, want the idle route expired and the shared bucket kept", s)
 	}
 	// Then the bucket goes too, a minute after its last record.
-	e.RecordProduce("v", "other", 1, at(200_000))
+	e.Client("v", "other").RecordProduce(1, at(200_000))
 	if s := e.Stats()[ProducerByteRate]; s.ExpiredBuckets != 1 || s.Buckets != 1 {
 		t.Errorf("at 200 s: %+v, want u's bucket expired and v's alone", s)
 	}
@@ -205,7 +205,7 @@ func TestEngineBusiest(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
 	for i := range 20 {
-		e.RecordProduce("u", fmt.Sprintf("c%02d", i), 100*(i+1), at(0))
+		e.Client("u", fmt.Sprintf("c%02d", i)).RecordProduce(100*(i+1), at(0))
 	}
 	top, live := e.Busiest(at(0), 3)
 	if live[ProducerByteRate] != 20 || live[ConsumerByteRate] != 0 {
@@ -234,8 +234,8 @@ func TestEngineCapsConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				e.RecordProduce("u", fmt.Sprintf("w%d-%d", w, i), 10, at(int64(i)))
-				e.RecordProduce("u", "steady", 10, at(int64(i)))
+				e.Client("u", fmt.Sprintf("w%d-%d", w, i)).RecordProduce(10, at(int64(i)))
+				e.Client("u", "steady").RecordProduce(10, at(int64(i)))
 				if i%200 == 0 {
 					e.Busiest(at(int64(i)), 5)
 					if b, r := counts(e, ProducerByteRate); b > maxBuckets || r > maxBuckets {
@@ -312,7 +312,7 @@ func TestEngineCapsRandom(t *testing.T) {
 			user, client := fmt.Sprintf("u%d", rng.IntN(4)), fmt.Sprintf("c%d", rng.IntN(30))
 			switch x := rng.IntN(100); {
 			case x < 70:
-				e.RecordProduce(user, client, 1+rng.IntN(3000), at(now))
+				e.Client(user, client).RecordProduce(1+rng.IntN(3000), at(now))
 			case x < 85:
 				h := handles[user+"/"+client]
 				if h == nil {
@@ -345,17 +345,17 @@ func TestEngineCapsRandom(t *testing.T) {
 func TestEngineStaleRouteAfterEviction(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxBuckets: 1, ByteRate: ByteRateSampled})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
-	e.RecordProduce("a", "c1", 5000, at(0))
-	e.RecordProduce("a", "c2", 5000, at(0)) // a's bucket is full: 10 000 B
+	e.Client("a", "c1").RecordProduce(5000, at(0))
+	e.Client("a", "c2").RecordProduce(5000, at(0)) // a's bucket is full: 10 000 B
 	for range 3 {                           // publish both routes to the view
-		e.RecordProduce("a", "c2", 0, at(0))
+		e.Client("a", "c2").RecordProduce(0, at(0))
 	}
-	e.RecordProduce("b", "c1", 1, at(1000)) // evicts a's bucket
+	e.Client("b", "c1").RecordProduce(1, at(1000)) // evicts a's bucket
 	if s := e.Stats()[ProducerByteRate]; s.EvictedBuckets != 1 || s.Buckets != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 	// a starts afresh: 10 000 B pass, as for a new client.
-	if d := e.RecordProduce("a", "c2", 10_000, at(2000)); d != 0 {
+	if d := e.Client("a", "c2").RecordProduce(10_000, at(2000)); d != 0 {
 		t.Errorf("a's history survived its eviction: throttle %v", d)
 	}
 	checkClock(t, e)

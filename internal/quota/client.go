@@ -10,9 +10,10 @@ import (
 
 // Client is one (user, client-id)'s handle on an Engine. It remembers the
 // client's bucket per key until the quota set changes, so its calls skip the
-// engine's map lookup; a gateway keeps one per connection (or per
-// connection and client-id). The Engine's own methods make a throwaway
-// Client per call. A Client is cheap, but not safe for concurrent use.
+// engine's map lookup; a gateway keeps one per connection (the quota
+// filter: one per connection and side). It is the only way to record: the
+// Engine has no per-call forms. A Client is cheap, but not safe for
+// concurrent use.
 type Client struct {
 	e              *Engine
 	user, clientID string
@@ -344,92 +345,4 @@ func (c *Client) RecordMutation(n float64, strict bool, now time.Time) (time.Dur
 	mu := c.Mutation(strict, now)
 	ok := mu.Record(n, now)
 	return mu.Throttle(now), !ok
-}
-
-// The Engine's per-call forms, for callers without a Client at hand. Each
-// makes a Client on the stack, so they cost one map lookup more and no
-// allocation.
-
-// RecordProduce is Client.RecordProduce for (user, clientID).
-func (e *Engine) RecordProduce(user, clientID string, bytes int, now time.Time) time.Duration {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.RecordProduce(bytes, now)
-}
-
-// Hold is Client.Hold for (user, clientID).
-func (e *Engine) Hold(k Key, user, clientID string, now time.Time) time.Duration {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.Hold(k, now)
-}
-
-// HoldProduce is Client.HoldProduce for (user, clientID).
-func (e *Engine) HoldProduce(user, clientID string, size int, now time.Time) (time.Duration, int64) {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.HoldProduce(size, now)
-}
-
-// ReleaseProduce is Client.ReleaseProduce for (user, clientID).
-func (e *Engine) ReleaseProduce(user, clientID string, reserved int64, now time.Time) {
-	c := Client{e: e, user: user, clientID: clientID}
-	c.ReleaseProduce(reserved, now)
-}
-
-// ReserveFetch is Client.ReserveFetch for (user, clientID).
-func (e *Engine) ReserveFetch(user, clientID string, requested int32, now time.Time) (int32, int64) {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.ReserveFetch(requested, now)
-}
-
-// ReleaseFetch is Client.ReleaseFetch for (user, clientID).
-func (e *Engine) ReleaseFetch(user, clientID string, reserved int64, now time.Time) {
-	c := Client{e: e, user: user, clientID: clientID}
-	c.ReleaseFetch(reserved, now)
-}
-
-// RecordFetch is Client.RecordFetch for (user, clientID).
-func (e *Engine) RecordFetch(user, clientID string, bytes int, now time.Time) time.Duration {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.RecordFetch(bytes, now)
-}
-
-// UnrecordFetch is Client.UnrecordFetch for (user, clientID).
-func (e *Engine) UnrecordFetch(user, clientID string, bytes int, now time.Time) {
-	c := Client{e: e, user: user, clientID: clientID}
-	c.UnrecordFetch(bytes, now)
-}
-
-// Unrecord is Client.Unrecord for (user, clientID).
-func (e *Engine) Unrecord(k Key, user, clientID string, v float64, now time.Time) {
-	c := Client{e: e, user: user, clientID: clientID}
-	c.Unrecord(k, v, now)
-}
-
-// RecordRequest is Client.RecordRequest for (user, clientID).
-func (e *Engine) RecordRequest(user, clientID string, d time.Duration, now time.Time) time.Duration {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.RecordRequest(d, now)
-}
-
-// FetchMaxBytes is Client.FetchMaxBytes for (user, clientID).
-func (e *Engine) FetchMaxBytes(user, clientID string, now time.Time) int32 {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.FetchMaxBytes(now)
-}
-
-// Mutation is Client.Mutation for (user, clientID).
-func (e *Engine) Mutation(user, clientID string, strict bool, now time.Time) Mutation {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.Mutation(strict, now)
-}
-
-// CheckMutation is Client.CheckMutation for (user, clientID).
-func (e *Engine) CheckMutation(user, clientID string, now time.Time) (time.Duration, bool) {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.CheckMutation(now)
-}
-
-// RecordMutation is Client.RecordMutation for (user, clientID).
-func (e *Engine) RecordMutation(user, clientID string, n float64, strict bool, now time.Time) (time.Duration, bool) {
-	c := Client{e: e, user: user, clientID: clientID}
-	return c.RecordMutation(n, strict, now)
 }

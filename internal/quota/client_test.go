@@ -69,7 +69,7 @@ func TestClientSharesBuckets(t *testing.T) {
 	if d, ex := c.RecordMutation(110, true, at(0)); d != 0 || ex {
 		t.Fatalf("first: %v %v", d, ex)
 	}
-	if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(0)); d != time.Second || !ex {
+	if d, ex := e.Client("ANONYMOUS", "test-client").CheckMutation(at(0)); d != time.Second || !ex {
 		t.Errorf("CheckMutation %v %v", d, ex)
 	}
 	if d, ex := c.CheckMutation(at(0)); d != time.Second || !ex {
@@ -86,7 +86,7 @@ func TestClientMutationAfterExpiry(t *testing.T) {
 	e.Expire(at(hour))
 	m := c.Mutation(true, at(hour))
 	m.Record(150, at(hour))
-	if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(hour)); !ex || d != 5*time.Second {
+	if d, ex := e.Client("ANONYMOUS", "test-client").CheckMutation(at(hour)); !ex || d != 5*time.Second {
 		t.Errorf("charge lost: %v %v", d, ex)
 	}
 }

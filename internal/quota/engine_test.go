@@ -63,7 +63,7 @@ func TestEngineTV1(t *testing.T) {
 		{20600, 400, 1700}, {21600, 400, 0}, {22600, 0, 0},
 	}
 	for i, s := range steps {
-		got := e.RecordProduce("ANONYMOUS", "unknown", int(s.value), at(s.at))
+		got := e.Client("ANONYMOUS", "unknown").RecordProduce(int(s.value), at(s.at))
 		if want := ms(int64(s.throttle)); got != want {
 			t.Errorf("step %d: throttle %v, want %v", i, got, want)
 		}
@@ -90,7 +90,7 @@ func TestEngineTV2RequestPercentage(t *testing.T) {
 		{21710, 500 * time.Millisecond, time.Second}, // capped; 40 000 ms uncapped
 	}
 	for i, s := range steps {
-		if got := e.RecordRequest("ANONYMOUS", "test-client", s.thread, at(s.at)); got != s.throttle {
+		if got := e.Client("ANONYMOUS", "test-client").RecordRequest(s.thread, at(s.at)); got != s.throttle {
 			t.Errorf("step %d: throttle %v, want %v", i, got, s.throttle)
 		}
 	}
@@ -111,7 +111,7 @@ func TestEngineTV9Precedence(t *testing.T) {
 			t.Errorf("step %d %s/%s: bound %v tags (%q, %q), want %v (%q, %q)",
 				i+1, s.user, s.client, r.Quota, r.UserTag, r.ClientTag, s.bound, s.userTag, s.cTag)
 		}
-		got := e.RecordProduce(s.user, s.client, s.value*11, at(0))
+		got := e.Client(s.user, s.client).RecordProduce(s.value*11, at(0))
 		if got != ms(s.throttleMs) {
 			t.Errorf("step %d %s/%s: throttle %v, want %v ms", i+1, s.user, s.client, got, s.throttleMs)
 		}
@@ -137,7 +137,7 @@ func TestEngineTV10FetchMaxBytes(t *testing.T) {
 	for _, c := range cases {
 		e := newTestEngine(t, c.cfg)
 		e.SetQuotas(c.q)
-		if got := e.FetchMaxBytes("alice", "consumer-1", at(0)); got != c.want {
+		if got := e.Client("alice", "consumer-1").FetchMaxBytes(at(0)); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
@@ -160,10 +160,10 @@ func TestEngineMaxThrottle(t *testing.T) {
 	for _, c := range cases {
 		e := newTestEngine(t, EngineConfig{MaxThrottle: c.max})
 		e.SetQuotas(q)
-		if got := e.RecordProduce("u", "c", 1e6, at(0)); got != c.want {
+		if got := e.Client("u", "c").RecordProduce(1e6, at(0)); got != c.want {
 			t.Errorf("MaxThrottle %v: produce throttle %v, want %v", c.max, got, c.want)
 		}
-		if got := e.RecordFetch("u", "c", 1e6, at(0)); got != c.want {
+		if got := e.Client("u", "c").RecordFetch(1e6, at(0)); got != c.want {
 			t.Errorf("MaxThrottle %v: fetch throttle %v, want %v", c.max, got, c.want)
 		}
 	}
@@ -192,7 +192,7 @@ func TestEngineQuotaChanges(t *testing.T) {
 	}
 	for i, s := range steps {
 		set(s.change...)
-		if got := e.RecordProduce("alice", "app", s.bytes, at(0)); got != s.want {
+		if got := e.Client("alice", "app").RecordProduce(s.bytes, at(0)); got != s.want {
 			t.Errorf("step %d (%s): throttle %v, want %v", i, s.comment, got, s.want)
 		}
 	}
@@ -207,9 +207,9 @@ func TestEngineExpiry(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1000}))
 	hour := time.Hour.Milliseconds()
-	e.RecordProduce("idle", "c", 20000, at(0))
-	e.RecordProduce("busy", "c", 20000, at(0))
-	e.RecordProduce("busy", "c", 1, at(hour-1000))
+	e.Client("idle", "c").RecordProduce(20000, at(0))
+	e.Client("busy", "c").RecordProduce(20000, at(0))
+	e.Client("busy", "c").RecordProduce(1, at(hour-1000))
 	if n := e.Expire(at(hour - 1)); n != 0 {
 		t.Errorf("expired %d buckets before an hour", n)
 	}
@@ -220,7 +220,7 @@ func TestEngineExpiry(t *testing.T) {
 		t.Errorf("expired %d buckets at 1 h, want 1", n)
 	}
 	// The dropped bucket's throttle history is gone: a new bucket starts.
-	e.RecordProduce("idle", "c", 0, at(hour))
+	e.Client("idle", "c").RecordProduce(0, at(hour))
 	for _, u := range e.Usage(at(hour)) {
 		if u.User == "idle" && (u.Throttles != 0 || u.Created != at(hour)) {
 			t.Errorf("idle bucket came back with history: %+v", u)
@@ -233,9 +233,9 @@ func TestEngineExpiry(t *testing.T) {
 	// Cardinality: many one-off clients all go away by themselves once a
 	// later slow-path call sweeps.
 	for i := range 500 {
-		e.RecordProduce(fmt.Sprintf("user-%d", i), "c", 1, at(2*hour))
+		e.Client(fmt.Sprintf("user-%d", i), "c").RecordProduce(1, at(2*hour))
 	}
-	e.RecordProduce("late", "c", 1, at(3*hour+30_000))
+	e.Client("late", "c").RecordProduce(1, at(3*hour+30_000))
 	if u := e.Usage(at(3*hour + 30_000)); len(u) != 1 || u[0].User != "late" {
 		t.Errorf("after the automatic sweep: %d buckets", len(u))
 	}
@@ -260,7 +260,7 @@ func TestEngineResolve(t *testing.T) {
 	if u := e.Usage(at(0)); len(u) != 0 {
 		t.Errorf("Resolve created buckets: %+v", u)
 	}
-	e.RecordProduce("alice", "app", 20000, at(0))
+	e.Client("alice", "app").RecordProduce(20000, at(0))
 	r = e.Resolve(ProducerByteRate, "alice", "other", at(0))
 	if r.Level != LevelUser || r.Entity != ent(ex("alice"), none) || r.Rate != 2000 || r.Utilization != 0.5 {
 		t.Errorf("alice: %+v", r)
@@ -276,11 +276,11 @@ func TestEngineResolve(t *testing.T) {
 func TestEngineUnrecordFetch(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
-	if d := e.RecordFetch("u", "c", 15000, at(0)); d != 5*time.Second {
+	if d := e.Client("u", "c").RecordFetch(15000, at(0)); d != 5*time.Second {
 		t.Fatalf("throttle %v", d)
 	}
-	e.UnrecordFetch("u", "c", 15000, at(0))
-	if d := e.RecordFetch("u", "c", 10000, at(0)); d != 0 {
+	e.Client("u", "c").UnrecordFetch(15000, at(0))
+	if d := e.Client("u", "c").RecordFetch(10000, at(0)); d != 0 {
 		t.Errorf("after unrecord: throttle %v", d)
 	}
 }
@@ -291,11 +291,11 @@ func TestEngineUnrecordFetch(t *testing.T) {
 func TestEngineUnlimitedBucketsRecord(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, ex("C1")), 1000}))
-	if d := e.RecordProduce("u", "C2", 30000, at(0)); d != 0 {
+	if d := e.Client("u", "C2").RecordProduce(30000, at(0)); d != 0 {
 		t.Fatalf("unlimited client throttled %v", d)
 	}
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, ex("C1")), 1000}, entry{ent(none, ex("C2")), 1000}))
-	if d := e.RecordProduce("u", "C2", 0, at(0)); d != 20*time.Second {
+	if d := e.Client("u", "C2").RecordProduce(0, at(0)); d != 20*time.Second {
 		t.Errorf("history not kept: throttle %v", d)
 	}
 }
@@ -313,9 +313,9 @@ func TestEngineConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perWorker {
-				e.RecordProduce("shared", fmt.Sprintf("c%d", (w+i)%50), 10, at(0))
+				e.Client("shared", fmt.Sprintf("c%d", (w+i)%50)).RecordProduce(10, at(0))
 				if i%500 == 0 {
-					e.FetchMaxBytes("shared", "c", at(0))
+					e.Client("shared", "c").FetchMaxBytes(at(0))
 					e.Usage(at(0))
 				}
 			}
@@ -342,12 +342,12 @@ func TestEngineRoutePromotion(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1e9}))
 	for i := range 100 {
-		e.RecordProduce("u", fmt.Sprintf("c%d", i), 1, at(0))
+		e.Client("u", fmt.Sprintf("c%d", i)).RecordProduce(1, at(0))
 	}
 	// A client whose route sits in the dirty map is a miss each time, so a
 	// busy one gets it published quickly.
 	for range 13 {
-		e.RecordProduce("u", "c99", 1, at(0))
+		e.Client("u", "c99").RecordProduce(1, at(0))
 	}
 	m := &e.mgr[ProducerByteRate]
 	if n := len(m.view.Load().routes); n != 100 {
@@ -361,7 +361,7 @@ func TestEngineSetQuotasKeepsRoutes(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
 	for i := range 10 {
-		e.RecordProduce(fmt.Sprintf("u%d", i), "c", 1, at(0))
+		e.Client(fmt.Sprintf("u%d", i), "c").RecordProduce(1, at(0))
 	}
 	routes := func() int {
 		e.mu.Lock()
@@ -384,9 +384,9 @@ func TestEngineAutomaticSweep(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{Expiry: time.Minute})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
 	for i := range 100 {
-		e.RecordProduce(fmt.Sprintf("u%d", i), "c", 1, at(0))
+		e.Client(fmt.Sprintf("u%d", i), "c").RecordProduce(1, at(0))
 	}
-	e.RecordProduce("late", "c", 1, at(61_000))
+	e.Client("late", "c").RecordProduce(1, at(61_000))
 	e.mu.Lock()
 	n := len(e.mgr[ProducerByteRate].buckets)
 	e.mu.Unlock()
@@ -400,10 +400,10 @@ func TestEngineOddNames(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	user, client := "<default>", "a/b=c d:ü"
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(ex(user), ex(client)), 1000}))
-	if d := e.RecordProduce(user, client, 20000, at(0)); d != 10*time.Second {
+	if d := e.Client(user, client).RecordProduce(20000, at(0)); d != 10*time.Second {
 		t.Errorf("throttle %v", d)
 	}
-	if d := e.RecordProduce("someone", client, 20000, at(0)); d != 0 {
+	if d := e.Client("someone", client).RecordProduce(20000, at(0)); d != 0 {
 		t.Errorf("literal <default> acted as the default: %v", d)
 	}
 	r := e.Resolve(ProducerByteRate, user, client, at(0))
@@ -424,18 +424,18 @@ func TestEngineSharedDeadline(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{SharedDeadline: true})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
 	// The first response takes the bucket 5 s into debt.
-	if d := e.RecordProduce("u", "a", 15000, at(0)); d != 5*time.Second {
+	if d := e.Client("u", "a").RecordProduce(15000, at(0)); d != 5*time.Second {
 		t.Fatalf("first throttle %v", d)
 	}
 	// Another connection's tiny request 1 s later: on its own the rate is
 	// still over the quota, but its own formula would give less than the
 	// 4 s left; it must wait for the shared deadline.
-	if d := e.RecordProduce("u", "a", 1, at(1000)); d < 4*time.Second {
+	if d := e.Client("u", "a").RecordProduce(1, at(1000)); d < 4*time.Second {
 		t.Fatalf("second connection throttled %v, want at least the 4 s left", d)
 	}
 	// After the deadline the bucket is not throttled for traffic within
 	// the quota.
-	if d := e.RecordProduce("u", "a", 1, at(30000)); d != 0 {
+	if d := e.Client("u", "a").RecordProduce(1, at(30000)); d != 0 {
 		t.Fatalf("after the deadline: %v", d)
 	}
 }
@@ -444,20 +444,20 @@ func TestEngineSharedDeadline(t *testing.T) {
 // second and third parallel fetch get what is left, at least 1 byte.
 func TestEngineReserveFetch(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	if c, r := e.ReserveFetch("u", "c", 50<<20, at(0)); c != 50<<20 || r != 0 {
+	if c, r := e.Client("u", "c").ReserveFetch(50<<20, at(0)); c != 50<<20 || r != 0 {
 		t.Fatalf("no quota: clamp %d reserved %d", c, r)
 	}
 	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
-	c1, r1 := e.ReserveFetch("u", "c", 50<<20, at(0))
+	c1, r1 := e.Client("u", "c").ReserveFetch(50<<20, at(0))
 	if c1 != 10000 || r1 != 10000 {
 		t.Fatalf("first fetch: clamp %d reserved %d, want Kafka's Q·(N−1)·W = 10000", c1, r1)
 	}
-	if c2, _ := e.ReserveFetch("u", "c", 50<<20, at(0)); c2 != 1 {
+	if c2, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0)); c2 != 1 {
 		t.Fatalf("second parallel fetch: clamp %d, want 1 (the window is reserved)", c2)
 	}
-	e.ReleaseFetch("u", "c", r1, at(10))
-	e.RecordFetch("u", "c", 4000, at(10))
-	if c3, _ := e.ReserveFetch("u", "c", 50<<20, at(10)); c3 < 5000 || c3 > 6000 {
+	e.Client("u", "c").ReleaseFetch(r1, at(10))
+	e.Client("u", "c").RecordFetch(4000, at(10))
+	if c3, _ := e.Client("u", "c").ReserveFetch(50<<20, at(10)); c3 < 5000 || c3 > 6000 {
 		t.Fatalf("after 4000 B were used: clamp %d, want the rest of the window", c3)
 	}
 }
@@ -469,21 +469,21 @@ func TestEngineHold(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		e := newTestEngine(t, EngineConfig{SharedDeadline: shared})
 		e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
-		if d := e.Hold(ProducerByteRate, "u", "c", at(0)); d != 0 {
+		if d := e.Client("u", "c").Hold(ProducerByteRate, at(0)); d != 0 {
 			t.Fatalf("hold before any traffic: %v", d)
 		}
-		e.RecordProduce("u", "c", 15000, at(0)) // 5 s of debt
+		e.Client("u", "c").RecordProduce(15000, at(0)) // 5 s of debt
 		want := time.Duration(0)
 		if shared {
 			want = 4 * time.Second
 		}
-		if d := e.Hold(ProducerByteRate, "u", "c", at(1000)); d != want {
+		if d := e.Client("u", "c").Hold(ProducerByteRate, at(1000)); d != want {
 			t.Fatalf("shared=%v: hold %v, want %v", shared, d, want)
 		}
-		if d := e.Hold(ProducerByteRate, "u", "c", at(6000)); d != 0 {
+		if d := e.Client("u", "c").Hold(ProducerByteRate, at(6000)); d != 0 {
 			t.Fatalf("hold after the deadline: %v", d)
 		}
-		if d := e.Hold(ConsumerByteRate, "u", "c", at(1000)); d != 0 {
+		if d := e.Client("u", "c").Hold(ConsumerByteRate, at(1000)); d != 0 {
 			t.Fatalf("another key's hold: %v", d)
 		}
 	}
@@ -496,29 +496,29 @@ func TestEngineHoldProduceCountsInFlight(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{SharedDeadline: true})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
 	// A fresh bucket: the first request is not held.
-	h1, r1 := e.HoldProduce("u", "c", 15000, at(0))
+	h1, r1 := e.Client("u", "c").HoldProduce(15000, at(0))
 	if h1 != 0 || r1 != 15000 {
 		t.Fatalf("first: hold %v reserved %d", h1, r1)
 	}
 	// The second, pipelined behind it, is held as if the first were
 	// recorded: 15000 B over the 10 s window floor at 1000 B/s is 5 s.
-	h2, r2 := e.HoldProduce("u", "c", 1, at(0))
+	h2, r2 := e.Client("u", "c").HoldProduce(1, at(0))
 	if h2 != 5*time.Second {
 		t.Fatalf("pipelined: hold %v, want 5s", h2)
 	}
-	e.ReleaseProduce("u", "c", r1, at(10))
-	e.ReleaseProduce("u", "c", r2, at(10))
+	e.Client("u", "c").ReleaseProduce(r1, at(10))
+	e.Client("u", "c").ReleaseProduce(r2, at(10))
 	// Nothing in flight and nothing recorded: no hold.
-	if h, r := e.HoldProduce("u", "c", 1, at(20)); h != 0 {
+	if h, r := e.Client("u", "c").HoldProduce(1, at(20)); h != 0 {
 		t.Fatalf("after release: hold %v", h)
 	} else {
-		e.ReleaseProduce("u", "c", r, at(20))
+		e.Client("u", "c").ReleaseProduce(r, at(20))
 	}
 	// Without SharedDeadline (Kafka's arithmetic alone) nothing is held.
 	k := newTestEngine(t, EngineConfig{})
 	k.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
-	k.HoldProduce("u", "c", 15000, at(0))
-	if h, _ := k.HoldProduce("u", "c", 1, at(0)); h != 0 {
+	k.Client("u", "c").HoldProduce(15000, at(0))
+	if h, _ := k.Client("u", "c").HoldProduce(1, at(0)); h != 0 {
 		t.Fatalf("without SharedDeadline: hold %v", h)
 	}
 }

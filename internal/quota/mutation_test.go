@@ -51,7 +51,7 @@ func TestMutationTV4TV5StrictPermissive(t *testing.T) {
 	}
 	for _, c := range cases {
 		e := mutationEngine(t, 10)
-		m := e.Mutation("ANONYMOUS", "test-client", c.strict, at(0))
+		m := e.Client("ANONYMOUS", "test-client").Mutation(c.strict, at(0))
 		for i, s := range c.steps {
 			ok := m.Record(90, at(0))
 			if ok != s.accepted || m.Throttle(at(0)) != s.throttle {
@@ -93,10 +93,10 @@ func TestMutationTV6ManagerViolation(t *testing.T) {
 		{11000, 110, 0, false},          // refilled to 0: accepted
 	}
 	for i, s := range steps {
-		if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(s.at)); ex != s.exceeded || d != s.throttle {
+		if d, ex := e.Client("ANONYMOUS", "test-client").CheckMutation(at(s.at)); ex != s.exceeded || d != s.throttle {
 			t.Errorf("step %d: CheckMutation = %v %v, want %v %v", i, d, ex, s.throttle, s.exceeded)
 		}
-		d, ex := e.RecordMutation("ANONYMOUS", "test-client", s.n, true, at(s.at))
+		d, ex := e.Client("ANONYMOUS", "test-client").RecordMutation(s.n, true, at(s.at))
 		if d != s.throttle || ex != s.exceeded {
 			t.Errorf("step %d: RecordMutation = %v %v, want %v %v", i, d, ex, s.throttle, s.exceeded)
 		}
@@ -109,14 +109,14 @@ func TestMutationUnbounded(t *testing.T) {
 	e := mutationEngine(t, 10)
 	for _, c := range []struct{ user, client string }{{"ANONYMOUS", "other"}, {"bob", "test-client"}} {
 		for i := 0; i < 3; i++ {
-			if d, ex := e.RecordMutation(c.user, c.client, 1e6, true, at(0)); d != 0 || ex {
+			if d, ex := e.Client(c.user, c.client).RecordMutation(1e6, true, at(0)); d != 0 || ex {
 				t.Errorf("%v: RecordMutation = %v %v", c, d, ex)
 			}
 		}
 	}
 	empty, _ := NewEngine(EngineConfig{})
 	var m Mutation
-	for _, mu := range []Mutation{m, empty.Mutation("a", "b", true, at(0))} {
+	for _, mu := range []Mutation{m, empty.Client("a", "b").Mutation(true, at(0))} {
 		if !mu.Record(1e9, at(0)) || mu.Throttle(at(0)) != 0 || mu.Exceeded() {
 			t.Errorf("unbounded mutation throttled")
 		}
@@ -126,14 +126,14 @@ func TestMutationUnbounded(t *testing.T) {
 // A quota value change keeps the tokens; the burst follows the new value.
 func TestMutationQuotaChangeKeepsTokens(t *testing.T) {
 	e := mutationEngine(t, 10)
-	if _, ex := e.RecordMutation("ANONYMOUS", "test-client", 150, true, at(0)); ex {
+	if _, ex := e.Client("ANONYMOUS", "test-client").RecordMutation(150, true, at(0)); ex {
 		t.Fatal("first mutation rejected")
 	}
 	var qs Quotas
 	_ = qs.Set(UserClientEntity(Exact("ANONYMOUS"), Exact("test-client")), ControllerMutationRate, 5)
 	e.SetQuotas(qs)
 	// −50 tokens at a refill of 5/s: 10 s of throttle.
-	if d, ex := e.CheckMutation("ANONYMOUS", "test-client", at(0)); !ex || d != 10*time.Second {
+	if d, ex := e.Client("ANONYMOUS", "test-client").CheckMutation(at(0)); !ex || d != 10*time.Second {
 		t.Errorf("CheckMutation = %v %v, want 10s true", d, ex)
 	}
 }

@@ -228,11 +228,11 @@ func TestQuotasSharingRules(t *testing.T) {
 		e := newTestEngine(t, EngineConfig{})
 		e.SetQuotas(q)
 		first := c.probes[0]
-		if d := e.RecordProduce(first.user, first.client, 20000, at(0)); d == 0 {
+		if d := e.Client(first.user, first.client).RecordProduce(20000, at(0)); d == 0 {
 			t.Fatalf("%s: burst not throttled", name)
 		}
 		for _, p := range c.probes[1:] {
-			d := e.RecordProduce(p.user, p.client, 0, at(0))
+			d := e.Client(p.user, p.client).RecordProduce(0, at(0))
 			if (d > 0) != (p.group == first.group) {
 				t.Errorf("%s: %s/%s throttle %v, shares with %s/%s: %v", name, p.user, p.client, d, first.user, first.client, p.group == first.group)
 			}
@@ -268,10 +268,10 @@ func TestQuotasEmptyClientID(t *testing.T) {
 	// Behaviour: an unlimited empty client-id is never throttled.
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 2000}))
-	if d := e.RecordProduce("alice", "", 1<<30, at(0)); d != 0 {
+	if d := e.Client("alice", "").RecordProduce(1<<30, at(0)); d != 0 {
 		t.Errorf("empty client-id throttled %v", d)
 	}
-	if d := e.RecordProduce("alice", "app", 1<<30, at(0)); d == 0 {
+	if d := e.Client("alice", "app").RecordProduce(1<<30, at(0)); d == 0 {
 		t.Error("named client-id not throttled")
 	}
 }
@@ -326,12 +326,12 @@ func TestQuotasEnabledBitClearing(t *testing.T) {
 	// In the engine, a disabled key records nothing.
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(ex("userA"), none), 4000}))
-	e.RecordProduce("userB", "C1", 1000, at(0))
+	e.Client("userB", "C1").RecordProduce(1000, at(0))
 	if u := e.Usage(at(0)); len(u) != 1 || u[0].User != "userB" || u[0].ClientID != "" {
 		t.Fatalf("usage with the user bit: %+v", u)
 	}
 	e.SetQuotas(Quotas{})
-	e.RecordProduce("userC", "C1", 1000, at(0))
+	e.Client("userC", "C1").RecordProduce(1000, at(0))
 	if u := e.Usage(at(0)); len(u) != 1 {
 		t.Errorf("disabled key created buckets: %+v", u)
 	}

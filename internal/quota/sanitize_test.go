@@ -58,7 +58,7 @@ func TestDesanitize(t *testing.T) {
 func TestEngineClientIDNotSanitized(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
-	e.RecordProduce("ANONYMOUS", "client@#$%", 100, at(0))
+	e.Client("ANONYMOUS", "client@#$%").RecordProduce(100, at(0))
 	u := e.Usage(at(0))
 	if len(u) != 1 {
 		t.Fatalf("usage %+v", u)

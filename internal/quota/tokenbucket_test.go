@@ -25,14 +25,14 @@ func TestParseByteRateAlgorithm(t *testing.T) {
 func TestTokenBucketByteRateBurstAndThrottle(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket})
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
-	if d := e.RecordProduce("u", "c", 10000, at(0)); d != 0 {
+	if d := e.Client("u", "c").RecordProduce(10000, at(0)); d != 0 {
 		t.Fatalf("the 10 000 B burst (Q·(N−1)·W) was throttled %v", d)
 	}
-	if d := e.RecordProduce("u", "c", 1, at(0)); d != time.Millisecond {
+	if d := e.Client("u", "c").RecordProduce(1, at(0)); d != time.Millisecond {
 		t.Fatalf("one byte over the burst: throttle %v, want 1ms", d)
 	}
 	// 500 ms later 500 tokens came back; 2500 B more leave a 2001 B deficit.
-	if d := e.RecordProduce("u", "c", 2500, at(500)); d != 2001*time.Millisecond {
+	if d := e.Client("u", "c").RecordProduce(2500, at(500)); d != 2001*time.Millisecond {
 		t.Fatalf("throttle %v, want 2.001s", d)
 	}
 	// Where the two differ: 10 001 B, then 2500 B five seconds later. The
@@ -44,18 +44,18 @@ func TestTokenBucketByteRateBurstAndThrottle(t *testing.T) {
 	}{{ByteRateTokenBucket, 0}, {ByteRateSampled, 2501 * time.Millisecond}} {
 		x := newTestEngine(t, EngineConfig{ByteRate: c.a})
 		x.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
-		x.RecordProduce("u", "c", 10001, at(0))
-		if d := x.RecordProduce("u", "c", 2500, at(5000)); d != c.want {
+		x.Client("u", "c").RecordProduce(10001, at(0))
+		if d := x.Client("u", "c").RecordProduce(2500, at(5000)); d != c.want {
 			t.Fatalf("%v: throttle %v, want %v", c.a, d, c.want)
 		}
 	}
 	// Taking bytes back (a fetch answered empty) gives the tokens back.
-	e.Unrecord(ProducerByteRate, "u", "c", 2001, at(500))
-	if d := e.RecordProduce("u", "c", 1, at(500)); d != time.Millisecond {
+	e.Client("u", "c").Unrecord(ProducerByteRate, 2001, at(500))
+	if d := e.Client("u", "c").RecordProduce(1, at(500)); d != time.Millisecond {
 		t.Fatalf("after the unrecord: throttle %v, want 1ms", d)
 	}
 	// The throttle is capped at MaxThrottle.
-	if d := e.RecordProduce("u", "c", 1<<30, at(500)); d != DefaultMaxThrottle {
+	if d := e.Client("u", "c").RecordProduce(1<<30, at(500)); d != DefaultMaxThrottle {
 		t.Fatalf("huge deficit: throttle %v, want the %v cap", d, DefaultMaxThrottle)
 	}
 }
@@ -67,7 +67,7 @@ func greedy(e *Engine, size int, d time.Duration) []float64 {
 	now := time.Duration(0)
 	for now < d {
 		secs[int(now/time.Second)] += float64(size)
-		t := e.RecordProduce("u", "c", size, at(now.Milliseconds()))
+		t := e.Client("u", "c").RecordProduce(size, at(now.Milliseconds()))
 		now += max(t, time.Millisecond)
 	}
 	return secs
@@ -141,21 +141,21 @@ func TestTokenBucketByteRateInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.SetQuotas(q)
-	h1, r1 := e.HoldProduce("u", "c", 15000, at(0))
+	h1, r1 := e.Client("u", "c").HoldProduce(15000, at(0))
 	if h1 != 0 {
 		t.Fatalf("first: hold %v", h1)
 	}
 	// 15 000 B in flight against 10 000 tokens: 5 s.
-	if h2, _ := e.HoldProduce("u", "c", 1, at(0)); h2 != 5*time.Second {
+	if h2, _ := e.Client("u", "c").HoldProduce(1, at(0)); h2 != 5*time.Second {
 		t.Fatalf("pipelined: hold %v, want 5s", h2)
 	}
-	e.ReleaseProduce("u", "c", r1, at(0))
+	e.Client("u", "c").ReleaseProduce(r1, at(0))
 
-	c1, _ := e.ReserveFetch("u", "c", 50<<20, at(0))
+	c1, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0))
 	if c1 != 10000 {
 		t.Fatalf("first fetch clamp %d, want the 10 000 token burst", c1)
 	}
-	if c2, _ := e.ReserveFetch("u", "c", 50<<20, at(0)); c2 != 1 {
+	if c2, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0)); c2 != 1 {
 		t.Fatalf("second parallel fetch: clamp %d, want 1", c2)
 	}
 }
