@@ -347,7 +347,7 @@ func TestEngineStaleRouteAfterEviction(t *testing.T) {
 	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
 	e.Client("a", "c1").RecordProduce(5000, at(0))
 	e.Client("a", "c2").RecordProduce(5000, at(0)) // a's bucket is full: 10 000 B
-	for range 3 {                           // publish both routes to the view
+	for range 3 {                                  // publish both routes to the view
 		e.Client("a", "c2").RecordProduce(0, at(0))
 	}
 	e.Client("b", "c1").RecordProduce(1, at(1000)) // evicts a's bucket
