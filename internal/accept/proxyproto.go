@@ -49,8 +49,10 @@ func (p *proxyListener) run() {
 	for {
 		c, err := p.Listener.Accept()
 		if err != nil {
-			p.err = err
-			p.once.Do(func() { close(p.done) })
+			p.once.Do(func() {
+				p.err = err // before done closes: Accept reads it after
+				close(p.done)
+			})
 			return
 		}
 		go p.header(c)
@@ -94,8 +96,8 @@ func (p *proxyListener) Accept() (net.Conn, error) {
 	case c := <-p.conns:
 		return c, nil
 	case <-p.done:
-		if p.err == nil {
-			p.err = net.ErrClosed
+		if p.err == nil { // closed by Close, not by a failed accept
+			return nil, net.ErrClosed
 		}
 		return nil, p.err
 	}
