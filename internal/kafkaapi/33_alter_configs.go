@@ -56,13 +56,11 @@ func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *k
 	}
 	merge := func(resp kmsg.Response) {
 		ar := resp.(*kmsg.AlterConfigsResponse)
-		for _, br := range results {
-			if br.whole {
-				rr := kmsg.NewAlterConfigsResponseResource()
-				rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
-				ar.Resources = append(ar.Resources, rr)
-			}
-		}
+		ar.Resources = whole(ar.Resources, results, func(br brokerResult) kmsg.AlterConfigsResponseResource {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
+			return rr
+		})
 	}
 	req.Resources = fwd
 	return answerOrForward(req, len(fwd), merge)

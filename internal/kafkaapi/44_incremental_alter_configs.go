@@ -70,16 +70,14 @@ func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initia
 	}
 	merge := func(resp kmsg.Response) {
 		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		for _, br := range results {
-			if br.whole {
-				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-				rr.ResourceType, rr.ResourceName, rr.ErrorCode = kmsg.ConfigResourceTypeBroker, br.name, br.code
-				if br.code != 0 {
-					rr.ErrorMessage = kmsg.StringPtr(br.msg)
-				}
-				ar.Resources = append(ar.Resources, rr)
+		ar.Resources = whole(ar.Resources, results, func(br brokerResult) kmsg.IncrementalAlterConfigsResponseResource {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = kmsg.ConfigResourceTypeBroker, br.name, br.code
+			if br.code != 0 {
+				rr.ErrorMessage = kmsg.StringPtr(br.msg)
 			}
-		}
+			return rr
+		})
 	}
 	req.Resources = fwd
 	return answerOrForward(req, len(fwd), merge)

@@ -38,22 +38,17 @@ func (b *brokerConfigs) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict 
 	if b.owner == nil {
 		return proxy.Verdict{}
 	}
-	kr, err := r.Decode()
-	if err != nil {
-		return proxy.Verdict{Close: proxy.ReasonBadFrame}
-	}
-	who := control.FromConn(c.Info(), r.ClientID)
-	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
-	defer cancel()
-	switch k := kr.(type) {
-	case *kmsg.DescribeConfigsRequest:
-		return b.describe(who, k)
-	case *kmsg.AlterConfigsRequest:
-		return b.alter(ctx, who, k)
-	case *kmsg.IncrementalAlterConfigsRequest:
-		return b.incrementalAlter(ctx, who, k)
-	}
-	return proxy.Verdict{}
+	return answer(c, r, func(ctx context.Context, who control.Initiator, kr kmsg.Request) proxy.Verdict {
+		switch k := kr.(type) {
+		case *kmsg.DescribeConfigsRequest:
+			return b.describe(who, k)
+		case *kmsg.AlterConfigsRequest:
+			return b.alter(ctx, who, k)
+		case *kmsg.IncrementalAlterConfigsRequest:
+			return b.incrementalAlter(ctx, who, k)
+		}
+		return proxy.Verdict{}
+	})
 }
 
 func (b *brokerConfigs) OnResponse(c proxy.Conn, r *proxy.Response) error {
@@ -69,6 +64,17 @@ type brokerResult struct {
 	code  int16
 	msg   string
 	whole bool // answered entirely here (not forwarded)
+}
+
+// whole appends to rs, in order, the resources Tollgate answered entirely
+// (refused, or naming only its own keys), built by mk.
+func whole[R any](rs []R, results []brokerResult, mk func(brokerResult) R) []R {
+	for _, br := range results {
+		if br.whole {
+			rs = append(rs, mk(br))
+		}
+	}
+	return rs
 }
 
 // answerOrForward answers req locally when nothing is left to forward,

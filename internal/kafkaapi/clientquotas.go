@@ -22,20 +22,28 @@ func (*clientQuotas) Keys() []int16 {
 }
 
 func (q *clientQuotas) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	return answer(c, r, func(ctx context.Context, who control.Initiator, kr kmsg.Request) proxy.Verdict {
+		switch k := kr.(type) {
+		case *kmsg.DescribeClientQuotasRequest:
+			return q.describe(ctx, who, k)
+		case *kmsg.AlterClientQuotasRequest:
+			return q.alter(ctx, who, k)
+		}
+		return proxy.Verdict{}
+	})
+}
+
+// answer decodes a control-plane request and has fn answer it for the
+// connection's principal, within controlTimeout (an audited, durable
+// change); a body kmsg cannot read closes the connection.
+func answer(c proxy.Conn, r *proxy.Request, fn func(context.Context, control.Initiator, kmsg.Request) proxy.Verdict) proxy.Verdict {
 	kr, err := r.Decode()
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
-	who := control.FromConn(c.Info(), r.ClientID)
-	switch k := kr.(type) {
-	case *kmsg.DescribeClientQuotasRequest:
-		return q.describe(ctx, who, k)
-	case *kmsg.AlterClientQuotasRequest:
-		return q.alter(ctx, who, k)
-	}
-	return proxy.Verdict{}
+	return fn(ctx, control.FromConn(c.Info(), r.ClientID), kr)
 }
 
 // scramCredentials answers the SCRAM credential APIs (KIP-554) from the
@@ -50,18 +58,13 @@ func (*scramCredentials) Keys() []int16 {
 }
 
 func (s *scramCredentials) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
-	kr, err := r.Decode()
-	if err != nil {
-		return proxy.Verdict{Close: proxy.ReasonBadFrame}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
-	defer cancel()
-	who := control.FromConn(c.Info(), r.ClientID)
-	switch k := kr.(type) {
-	case *kmsg.DescribeUserSCRAMCredentialsRequest:
-		return s.describe(ctx, who, k)
-	case *kmsg.AlterUserSCRAMCredentialsRequest:
-		return s.alter(ctx, who, k)
-	}
-	return proxy.Verdict{}
+	return answer(c, r, func(ctx context.Context, who control.Initiator, kr kmsg.Request) proxy.Verdict {
+		switch k := kr.(type) {
+		case *kmsg.DescribeUserSCRAMCredentialsRequest:
+			return s.describe(ctx, who, k)
+		case *kmsg.AlterUserSCRAMCredentialsRequest:
+			return s.alter(ctx, who, k)
+		}
+		return proxy.Verdict{}
+	})
 }
