@@ -245,3 +245,34 @@ func prune(dir string, now time.Time, retention time.Duration) ([]string, error)
 	}
 	return removed, errors.Join(errs...)
 }
+
+// Minutes calls fn with each readable minute in dir that starts after
+// after, oldest first, with its line (newline included). Unreadable lines
+// are skipped (Read names them).
+func Minutes(dir string, after time.Time, fn func(m *Minute, line []byte) error) error {
+	days, err := listDays(dir)
+	if err != nil {
+		return err
+	}
+	for _, d := range days {
+		if !d.day.Add(24 * time.Hour).After(after) {
+			continue
+		}
+		f, err := os.Open(d.path)
+		if err != nil {
+			return err
+		}
+		_, err = scanFile(f, func(_ int, line []byte) error {
+			m, err := decodeMinute(line)
+			if err != nil || !m.Minute.After(after) {
+				return nil
+			}
+			return fn(&m, append(append([]byte(nil), line...), '\n'))
+		})
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.path, err)
+		}
+	}
+	return nil
+}

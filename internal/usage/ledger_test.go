@@ -464,3 +464,23 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("file changed to %d bytes", st.Size())
 	}
 }
+
+func TestMinutesAfter(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, t0)
+	for i := 0; i < 3; i++ {
+		l.Record("u", "c", wire.KeyProduce, 10, 0, 0, t0.Add(time.Duration(i)*24*time.Hour))
+	}
+	l.Close()
+	var got []string
+	err := Minutes(dir, t0, func(m *Minute, line []byte) error {
+		if !bytes.HasSuffix(line, []byte("\n")) || !bytes.Contains(line, []byte(m.Minute.Format(time.RFC3339))) {
+			t.Errorf("line %q for %s", line, m.Minute)
+		}
+		got = append(got, m.Minute.Format(time.RFC3339))
+		return nil
+	})
+	if err != nil || strings.Join(got, " ") != "2025-06-02T12:00:00Z 2025-06-03T12:00:00Z" {
+		t.Fatalf("minutes after %s: %v %v", t0, got, err)
+	}
+}
