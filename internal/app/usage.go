@@ -173,9 +173,13 @@ func (a *App) Usage() *usage.Ledger {
 	return a.usage.l
 }
 
+// usageDrain bounds how long a stop waits for the publisher.
+const usageDrain = 5 * time.Second
+
 // stopUsage writes every minute counted, the open one included, once the
-// gateway has stopped serving, and gives the publisher until ctx ends to
-// produce what is left (the rest is produced after the next start).
+// gateway has stopped serving, and gives the publisher up to usageDrain
+// (within ctx) to produce what is left (the rest is produced after the
+// next start).
 func (a *App) stopUsage(ctx context.Context) error {
 	u := a.usage
 	if u == nil {
@@ -188,6 +192,8 @@ func (a *App) stopUsage(ctx context.Context) error {
 		}
 		u.err = u.l.Close()
 		if u.pub != nil {
+			ctx, cancel := context.WithTimeout(ctx, usageDrain)
+			defer cancel()
 			u.pub.close(ctx, u.started)
 		}
 	})
@@ -586,17 +592,11 @@ func (p *usagePublisher) produce(r *usageRecord) error {
 }
 
 // ensureTopic creates the topic compacted if it does not exist; a broker
-// that refuses (no permission) leaves it to the operator.
+// that refuses (no permission) leaves it to the operator. A stop that
+// cannot wait cuts it short (p.ctx).
 func (p *usagePublisher) ensureTopic() {
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
-	go func() { // a stop does not wait for an unreachable cluster
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	compact := "compact"
 	resp, err := kadm.NewClient(p.cl).CreateTopic(ctx, -1, -1, map[string]*string{"cleanup.policy": &compact}, p.topic)
 	if err == nil {

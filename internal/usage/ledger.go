@@ -19,6 +19,10 @@ import (
 // of different keys rarely meet on one.
 const nShards = 32
 
+// maxPending bounds the minutes kept in memory while they cannot be
+// written (a day): beyond it the oldest is dropped, with an error logged.
+const maxPending = 24 * 60
+
 // Options configure a Ledger.
 type Options struct {
 	// Dir holds the day files (<data_dir>/usage).
@@ -314,6 +318,11 @@ func (l *Ledger) harvest(cur int64) {
 			return strings.Compare(a.ClientID, b.ClientID)
 		})
 		l.pending = append(l.pending, out)
+	}
+	for len(l.pending) > maxPending {
+		l.o.Log.Error("usage ledger: a minute that could not be written for a day is dropped", "minute", l.pending[0].Minute)
+		l.pending[0] = nil
+		l.pending = l.pending[1:]
 	}
 }
 

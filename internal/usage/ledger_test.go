@@ -427,6 +427,28 @@ func TestWriteFailureKeepsTheMinute(t *testing.T) {
 	l.Close()
 }
 
+// A disk that never takes the minutes again costs a bounded memory: a day
+// of minutes, then the oldest go.
+func TestPendingMinutesBounded(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, t0)
+	for d := 0; d < 3; d++ {
+		os.MkdirAll(filepath.Join(dir, t0.Add(time.Duration(d)*24*time.Hour).Format(dayLayout)+fileExt), 0o700)
+	}
+	at := t0
+	for i := 0; i < maxPending+10; i++ {
+		l.Record("u", "c", wire.KeyProduce, 1, 0, 0, at)
+		at = at.Add(time.Minute)
+		l.Flush(at)
+	}
+	if n := len(l.pending); n != maxPending {
+		t.Fatalf("%d minutes pending, want %d", n, maxPending)
+	}
+	if got := l.pending[0].Minute; !got.Equal(t0.Add(10 * time.Minute)) {
+		t.Fatalf("oldest pending %s, want the 11th minute", got)
+	}
+}
+
 func TestWrittenHook(t *testing.T) {
 	var got []string
 	l := open(t, t.TempDir(), t0, func(o *Options) {
