@@ -491,7 +491,10 @@ func (a *App) newUsagePublisher(upstream []string, dir, topic, instance string) 
 // enqueue is the ledger's Written hook: it must not block.
 func (p *usagePublisher) enqueue(m *usage.Minute, line []byte) {
 	p.mu.Lock()
-	if len(p.queue) >= usageQueueMax {
+	// Once full, nothing more is queued until a restart: the marker must
+	// not move past a minute left out (the next start reads the files
+	// from the marker on, in order).
+	if p.full || len(p.queue) >= usageQueueMax {
 		if !p.full {
 			p.log.Warn("usage.topic: too many minutes waiting for the topic; the rest are produced after a restart", "waiting", len(p.queue))
 		}
