@@ -57,6 +57,7 @@ type App struct {
 	metrics     *metrics.Metrics
 	httpLn      net.Listener
 	httpSrv     *http.Server
+	usage       *usageRun // nil when usage.enabled is false (usage.go)
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
 	apiKeys auth.APIKeys
@@ -77,7 +78,7 @@ type Options struct {
 	ConfigPath string
 	// WatchInterval is how often ConfigPath is checked (default 1s).
 	WatchInterval time.Duration
-	// Now is the quota clock (default time.Now).
+	// Now is the quota and usage clock (default time.Now).
 	Now func() time.Time
 	// AcceptorExe is the binary started as the acceptor helper when
 	// socket.acceptor_process is on (tollgate serve passes its own; the
@@ -155,6 +156,10 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		a.closeAll()
 		return nil, err
 	}
+	if err := a.openUsage(upstream); err != nil {
+		a.closeAll()
+		return nil, err
+	}
 	pcfg := proxy.Config{
 		Listeners:          cfg.Listeners,
 		Upstream:           upstream,
@@ -175,8 +180,9 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		BrokerConfigs: a.brokers,
 		Quota:         a.quotaFilter,
 	})
-	chain = append(chain, o.Filters...)
+	chain = append(append(chain, a.usageFilters()...), o.Filters...)
 	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithHooks(&observer{a}), proxy.WithChain(chain), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+	popts = append(popts, a.usageHooks()...)
 	if o.UpstreamDial != nil {
 		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
 	}
@@ -198,6 +204,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	// Before Start: the first CreateTopics may arrive as soon as the
 	// listeners accept.
 	a.quotaFilter.Topics = gw
+	a.startUsage(gw)
 	if err := gw.Start(ctx); err != nil {
 		a.closeAll()
 		return nil, err
@@ -293,6 +300,9 @@ func (a *App) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("gateway shutdown: %w", err))
 		}
 	}
+	if err := a.stopUsage(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if a.httpSrv != nil {
 		if err := a.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -304,6 +314,7 @@ func (a *App) Stop(ctx context.Context) error {
 
 // closeAll closes the embedded cluster, the audit log and the store.
 func (a *App) closeAll() {
+	a.stopUsage(context.Background())
 	a.closeDev()
 	if a.audit != nil {
 		a.audit.Close()

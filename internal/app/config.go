@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/usage"
 )
 
 // Config is the whole tollgate.yaml. Every key is documented in
@@ -63,6 +64,8 @@ type Config struct {
 	// SASL logins (salted and hashed, never plaintext), in addition to
 	// those kept in the store.
 	CredentialsFile string `yaml:"credentials_file"`
+	// Usage is the usage ledger (docs/usage.md).
+	Usage usage.Config `yaml:"usage"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -234,6 +237,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("shutdown_timeout must not be negative"))
 	}
 	if _, err := buildQuotas(c.Quotas); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Usage.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := admissionSettings(c, nil, nil); err != nil {

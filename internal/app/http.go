@@ -188,6 +188,7 @@ func (a *App) startHTTP() error {
 		Ready:    a.gw.Ready,
 		Registry: a.metrics.Registry,
 		APIKeys:  a.creds,
+		Usage:    a.usageSource(),
 		Access: httpapi.Access{
 			Keys:          a.apiKeys,
 			Authz:         a.creds.Authz, // the Kafka API's authorizer (control.go)

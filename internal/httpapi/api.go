@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/usage"
 )
 
 // Sources are what the API reads. Any field may be nil; its endpoints then
@@ -34,6 +35,9 @@ type Sources struct {
 	Now      func() time.Time
 	// APIKeys manages API keys (/api/v1/apikeys, apikeys.go).
 	APIKeys APIKeyManager
+	// Usage answers usage queries from the usage ledger (/api/v1/usage,
+	// usage.go).
+	Usage func(usage.Query) (*usage.Report, error)
 	// Access is who may do what (access.go). The zero value lets nobody
 	// change anything and ANONYMOUS read nothing.
 	Access Access
@@ -65,6 +69,7 @@ func Handler(s Sources) http.Handler {
 	mux.Handle("GET /api/v1/resolve", g.read(s.resolve))
 	mux.Handle("GET /api/v1/connections", g.read(s.connections))
 	mux.Handle("GET /api/v1/audit", g.read(s.audit))
+	mux.Handle("GET /api/v1/usage", g.read(s.usage))
 	keys := apiKeys{s.APIKeys}
 	mux.Handle("POST /api/v1/apikeys", g.change(keys.create))
 	mux.Handle("GET /api/v1/apikeys", g.read(keys.list))

@@ -1,0 +1,365 @@
+package usage
+
+import (
+	"cmp"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+)
+
+// What a query groups by.
+const (
+	ByUser         = "user"
+	ByClientID     = "client-id"
+	ByUserClientID = "user,client-id"
+	ByTenant       = "tenant"
+)
+
+// Output formats.
+const (
+	FormatTable = "table"
+	FormatCSV   = "csv"
+	FormatJSON  = "json"
+)
+
+// ErrNoTenants answers a query by tenant: the ledger has no tenants to
+// group by until they are configured.
+var ErrNoTenants = errors.New("tenants are not configured yet: the ledger counts per user and client-id; group by user, client-id or user,client-id")
+
+// maxWarnings bounds the unreadable lines a report names.
+const maxWarnings = 20
+
+// Query selects the minutes that start in [Since, Until) and groups them.
+type Query struct {
+	Since, Until time.Time
+	By           string
+}
+
+// Validate checks the query; a query by tenant is ErrNoTenants.
+func (q Query) Validate() error {
+	switch q.By {
+	case ByUser, ByClientID, ByUserClientID:
+	case ByTenant:
+		return ErrNoTenants
+	default:
+		return fmt.Errorf("by %q: want %s, %s or %s", q.By, ByUser, ByClientID, ByUserClientID)
+	}
+	if q.Since.IsZero() || q.Until.IsZero() {
+		return errors.New("since and until are required")
+	}
+	if !q.Since.Before(q.Until) {
+		return fmt.Errorf("since %s is not before until %s", q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// ParseTime reads a query bound: a time ago ("24h", "90m", "7d"), an
+// RFC 3339 time ("2025-06-01T12:00:00Z"), a UTC minute
+// ("2025-06-01T12:00") or a UTC day ("2025-06-01").
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, errors.New("empty time")
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil {
+			if n <= 0 || n > 100*366 {
+				return time.Time{}, fmt.Errorf("%q: want between 1d and 36600d", s)
+			}
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("%q: a time ago must be positive", s)
+		}
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04", dayLayout} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is neither a time ago (24h, 90m, 7d) nor a time (2025-06-01T12:00:00Z, 2025-06-01)", s)
+}
+
+// ReportRow is one group's totals. Only the fields the query groups by
+// are set.
+type ReportRow struct {
+	User     *string `json:"user,omitempty"`
+	ClientID *string `json:"client_id,omitempty"`
+	// Overflow marks client ids counted beyond usage.max_keys.
+	Overflow bool `json:"overflow,omitempty"`
+	Counters
+}
+
+// Report is a query's answer.
+type Report struct {
+	By    string    `json:"by"`
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Instances are the instance ids whose minutes were read.
+	Instances []string `json:"instances"`
+	// Minutes is how many minute records were read.
+	Minutes int         `json:"minutes"`
+	Rows    []ReportRow `json:"rows"`
+	Total   Counters    `json:"total"`
+	// Warnings name lines that could not be read (skipped).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+type groupKey struct {
+	user, clientID string
+	overflow       bool
+}
+
+// Read answers q from the ledger in dir.
+func Read(dir string, q Query) (*Report, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	since := q.Since.UTC().Truncate(time.Minute)
+	if !since.Equal(q.Since.UTC()) {
+		since = since.Add(time.Minute) // minutes that start at or after Since
+	}
+	r := &Report{By: q.By, Since: q.Since.UTC(), Until: q.Until.UTC(), Instances: []string{}, Rows: []ReportRow{}}
+	days, err := listDays(dir)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[groupKey]*Counters{}
+	instances := map[string]bool{}
+	skipped := 0
+	for _, d := range days {
+		if !d.day.Add(24*time.Hour).After(since) || !d.day.Before(q.Until) {
+			continue
+		}
+		f, err := os.Open(d.path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = scanFile(f, func(n int, line []byte) error {
+			m, err := decodeMinute(line)
+			if err != nil {
+				if skipped++; skipped <= maxWarnings {
+					r.Warnings = append(r.Warnings, fmt.Sprintf("%s:%d: %v (skipped)", d.path, n, err))
+				}
+				return nil
+			}
+			if m.Minute.Before(since) || !m.Minute.Before(q.Until) {
+				return nil
+			}
+			r.Minutes++
+			instances[m.Instance] = true
+			for _, row := range m.Rows {
+				var g groupKey
+				switch q.By {
+				case ByUser:
+					g.user = row.User
+				case ByClientID:
+					g.clientID, g.overflow = row.ClientID, row.Overflow
+				default:
+					g = groupKey{user: row.User, clientID: row.ClientID, overflow: row.Overflow}
+				}
+				c := groups[g]
+				if c == nil {
+					c = &Counters{}
+					groups[g] = c
+				}
+				c.Add(row.Counters)
+				r.Total.Add(row.Counters)
+			}
+			return nil
+		})
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.path, err)
+		}
+	}
+	if skipped > maxWarnings {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("... and %d more unreadable lines", skipped-maxWarnings))
+	}
+	for id := range instances {
+		r.Instances = append(r.Instances, id)
+	}
+	slices.Sort(r.Instances)
+	for g, c := range groups {
+		row := ReportRow{Counters: *c, Overflow: g.overflow}
+		if q.By != ByClientID {
+			row.User = &g.user
+		}
+		if q.By != ByUser {
+			row.ClientID = &g.clientID
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	// Biggest first, then by name: what a bill lists.
+	slices.SortFunc(r.Rows, func(a, b ReportRow) int {
+		if c := cmp.Compare(b.ProduceBytes+b.FetchBytes, a.ProduceBytes+a.FetchBytes); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Requests, a.Requests); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(deref(a.User), deref(b.User)); c != 0 {
+			return c
+		}
+		if a.Overflow != b.Overflow {
+			if a.Overflow {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(deref(a.ClientID), deref(b.ClientID))
+	})
+	return r, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// ValidFormat checks an output format name.
+func ValidFormat(f string) error {
+	switch f {
+	case FormatTable, FormatCSV, FormatJSON:
+		return nil
+	}
+	return fmt.Errorf("format %q: want %s, %s or %s", f, FormatTable, FormatCSV, FormatJSON)
+}
+
+// Write writes the report as a table, CSV or JSON.
+func (r *Report) Write(w io.Writer, format string) error {
+	switch format {
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case FormatCSV:
+		return r.writeCSV(w)
+	case FormatTable:
+		return r.writeTable(w)
+	}
+	return ValidFormat(format)
+}
+
+func (r *Report) groupColumns() (user, client bool) {
+	return r.By != ByClientID, r.By != ByUser
+}
+
+func counterCells(c Counters) []string {
+	return []string{
+		strconv.FormatInt(c.ProduceBytes, 10), strconv.FormatInt(c.FetchBytes, 10),
+		strconv.FormatInt(c.Requests, 10), strconv.FormatInt(c.ThrottleMs, 10),
+		strconv.FormatInt(c.PartitionMutations, 10),
+	}
+}
+
+// writeCSV writes one header line and one line per row. Names come from
+// clients (any client picks its client id): a cell a spreadsheet would
+// read as a formula is prefixed with a quote (OWASP's CSV injection
+// advice).
+func (r *Report) writeCSV(w io.Writer) error {
+	user, client := r.groupColumns()
+	cw := csv.NewWriter(w)
+	var head []string
+	if user {
+		head = append(head, "user")
+	}
+	if client {
+		head = append(head, "client_id", "overflow")
+	}
+	head = append(head, "produce_bytes", "fetch_bytes", "requests", "throttle_ms", "partition_mutations")
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	for _, row := range r.Rows {
+		var rec []string
+		if user {
+			rec = append(rec, csvCell(deref(row.User)))
+		}
+		if client {
+			rec = append(rec, csvCell(deref(row.ClientID)), strconv.FormatBool(row.Overflow))
+		}
+		if err := cw.Write(append(rec, counterCells(row.Counters)...)); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func csvCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// writeTable writes a summary line and an aligned table with a total.
+// Names with unprintable characters (a terminal's escape sequences) are
+// shown quoted.
+func (r *Report) writeTable(w io.Writer) error {
+	user, client := r.groupColumns()
+	inst := "none"
+	if len(r.Instances) > 0 {
+		inst = strings.Join(r.Instances, ", ")
+	}
+	fmt.Fprintf(w, "Usage by %s from %s to %s: %d minutes (instances: %s)\n\n", r.By,
+		r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339), r.Minutes, inst)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var head []string
+	if user {
+		head = append(head, "USER")
+	}
+	if client {
+		head = append(head, "CLIENT-ID")
+	}
+	head = append(head, "PRODUCE BYTES", "FETCH BYTES", "REQUESTS", "THROTTLE MS", "PARTITION MUTATIONS")
+	line := func(cells []string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
+	line(head)
+	for _, row := range r.Rows {
+		var cells []string
+		if user {
+			cells = append(cells, tableName(deref(row.User)))
+		}
+		if client {
+			if row.Overflow {
+				cells = append(cells, "(beyond usage.max_keys)")
+			} else {
+				cells = append(cells, tableName(deref(row.ClientID)))
+			}
+		}
+		line(append(cells, counterCells(row.Counters)...))
+	}
+	total := []string{"TOTAL"}
+	if user && client {
+		total = append(total, "")
+	}
+	line(append(total, counterCells(r.Total)...))
+	return tw.Flush()
+}
+
+func tableName(s string) string {
+	if s == "" {
+		return `""`
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) || c == '\t' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
