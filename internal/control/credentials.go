@@ -30,7 +30,7 @@ type Credentials struct {
 	// refused.
 	Audit *audit.Logger
 	// Authz decides who may describe and alter; nil is Admins{} (nobody
-	// alters, authenticated principals describe).
+	// alters or lists users).
 	Authz Authorizer
 
 	mu     sync.Mutex // serialises alterations: validation through commit
