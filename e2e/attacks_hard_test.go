@@ -2,17 +2,31 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
 
 // Rows of the attacks table (attacks_test.go) for points 7, 9, 10 and 11
@@ -24,6 +38,9 @@ var attacksHard = []struct {
 	point string
 	run   func(t *testing.T)
 }{
+	{"audit: a flood of failed logins and denied alterations is a few events, and holds up no change", "7", attackAuditFlood},
+	{"audit: the file rotates by size without losing or splitting an event", "7", attackAuditRotation},
+	{"audit: the topic sink reaches an upstream that requires TLS and SASL", "7", attackAuditTopicSecured},
 	{"DescribeUserScramCredentials: a tenant cannot list who can log in", "9", attackListUsers},
 }
 
@@ -101,4 +118,253 @@ type fromDialer struct{ ip string }
 
 func (d *fromDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	return fromIP(d.ip)(ctx, network, addr)
+}
+
+// aggregateCount is the number of denials an aggregated audit event stands
+// for, 0 for any other event.
+func aggregateCount(ev map[string]any) uint64 {
+	ag, ok := ev["aggregate"].(map[string]any)
+	if !ok {
+		return 0
+	}
+	n, _ := ag["count"].(float64)
+	return uint64(n)
+}
+
+// An unauthenticated client floods the SASL listener with failed logins
+// while an authenticated tenant floods it with AlterClientQuotas it may
+// not make; meanwhile the quota admin makes changes, with audit.required.
+// What the flood gets: every attempt refused, and the audit log grows by
+// a few events per interval (the first of each principal and source, then
+// one count per interval) instead of one fsync'd line per attempt. Every
+// denial is accounted for (written or counted), every change of the admin
+// is applied and audited, and the dashboard's recent events still show
+// them all.
+func attackAuditFlood(t *testing.T) {
+	dataDir := t.TempDir()
+	const interval = 500 * time.Millisecond
+	env, keys := startTerminate(t, map[string]string{"alice": "alice-secret", "admin": "admin-secret"}, []string{"admin"}, func(c *app.Config) {
+		c.DataDir = dataDir
+		c.Audit.Required = true
+		c.Audit.AggregateInterval = interval
+		c.Authorization.QuotaAdmins = []string{"admin"}
+		c.Listeners[0].SASL.FailedAuthenticationDelay = time.Millisecond
+	})
+	ctx := ctxT(t, 60*time.Second)
+	start := time.Now()
+	const logins, alters, changes = 200, 200, 10
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // failed logins, 4 at a time
+		defer wg.Done()
+		sem := make(chan struct{}, 4)
+		var lw sync.WaitGroup
+		for i := range logins {
+			sem <- struct{}{}
+			lw.Add(1)
+			go func() {
+				defer func() { <-sem; lw.Done() }()
+				rc := dialRawVia(t, ctx, &net.Dialer{}, env.Bootstrap)
+				if hs, err := rc.roundTrip(handshakeReq("PLAIN")); err != nil || hs.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+					t.Errorf("handshake %d: %v", i, err)
+					return
+				}
+				resp, err := rc.roundTrip(saslAuthenticate(1, []byte(fmt.Sprintf("\x00admin\x00guess-%d", i))))
+				if err != nil || resp.(*kmsg.SASLAuthenticateResponse).ErrorCode != kerr.SaslAuthenticationFailed.Code {
+					t.Errorf("guess %d: %v %+v", i, err, resp)
+				}
+			}()
+		}
+		lw.Wait()
+	}()
+	go func() { // alice's denied alterations
+		defer wg.Done()
+		alice := kadm.NewClient(franzClient(t, franzOpts(env.Bootstrap, nil, "PLAIN", "alice", "alice-secret")...))
+		for i := range alters {
+			res, err := alice.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+				Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kmsg.StringPtr("victim")}},
+				Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: float64(1 + i)}},
+			}})
+			if err != nil || len(res) != 1 || !errors.Is(res[0].Err, kerr.ClusterAuthorizationFailed) {
+				t.Errorf("alice's alteration %d: %v %+v", i, err, res)
+				return
+			}
+		}
+	}()
+	admin := kadm.NewClient(franzClient(t, franzOpts(env.Bootstrap, nil, "PLAIN", "admin", "admin-secret")...))
+	for i := range changes {
+		res, err := admin.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: kmsg.StringPtr(fmt.Sprintf("svc-%d", i))}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 4096}},
+		}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("the admin's change %d during the flood: %v %+v", i, err, res)
+		}
+	}
+	wg.Wait()
+	floodEnd := time.Since(start)
+	if q := env.App.Engine().Quotas(); q.Len() != changes {
+		t.Fatalf("%d quota entities, want the admin's %d (nothing of alice's)", q.Len(), changes)
+	}
+
+	// Every denial is accounted for: written, or counted in an aggregated
+	// event at the end of its interval.
+	var written, summed, lines map[string]uint64
+	var applied int
+	var elapsed time.Duration
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		elapsed = time.Since(start)
+		_, events := auditLines(t, filepath.Join(dataDir, "audit.log"))
+		written, summed, lines, applied = map[string]uint64{}, map[string]uint64{}, map[string]uint64{}, 0
+		for _, ev := range events {
+			if ev["outcome"] == "applied" {
+				applied++
+				continue
+			}
+			if ev["outcome"] != "denied" {
+				continue
+			}
+			lines[ev["action"].(string)]++
+			if n := aggregateCount(ev); n > 0 {
+				summed[ev["action"].(string)] += n
+			} else {
+				written[ev["action"].(string)]++
+			}
+		}
+		if written["authenticate"]+summed["authenticate"] >= logins && written["alter_client_quotas"]+summed["alter_client_quotas"] >= alters ||
+			time.Now().After(deadline) {
+			break
+		}
+	}
+	t.Logf("flood over after %v; audit: written %v, counted %v, %d applied", floodEnd.Round(time.Millisecond), written, summed, applied)
+	for action, n := range map[string]uint64{"authenticate": logins, "alter_client_quotas": alters} {
+		if got := written[action] + summed[action]; got != n {
+			t.Errorf("%s: %d denials in the audit log, want %d", action, got, n)
+		}
+		// One principal and source each: the first as it came, then one
+		// event per interval (two if the flood paused for an interval).
+		if bound := 2 * uint64(1+elapsed/interval); lines[action] > bound {
+			t.Errorf("%s: %d audit lines for %d denials in %v, want at most %d (one per interval)", action, lines[action], n, elapsed, bound)
+		}
+	}
+	if applied != changes {
+		t.Errorf("%d applied changes audited, want %d", applied, changes)
+	}
+	if m := scrapeMetric(t, env, "tollgate_audit_denials_aggregated_total"); m != float64(summed["authenticate"]+summed["alter_client_quotas"]) {
+		t.Errorf("tollgate_audit_denials_aggregated_total = %v, want %d", m, summed["authenticate"]+summed["alter_client_quotas"])
+	}
+
+	// The dashboard's recent events still hold every change.
+	req, _ := http.NewRequest("GET", env.App.HTTPURL()+"/api/v1/audit", nil)
+	req.Header.Set("Authorization", "Bearer "+keys[0])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/api/v1/audit: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	var recent struct{ Events []map[string]any }
+	json.NewDecoder(resp.Body).Decode(&recent)
+	shown := 0
+	for _, ev := range recent.Events {
+		if ev["outcome"] == "applied" {
+			shown++
+		}
+	}
+	if shown != changes {
+		t.Errorf("/api/v1/audit shows %d of the admin's %d changes among %d events", shown, changes, len(recent.Events))
+	}
+}
+
+func handshakeReq(mech string) *kmsg.SASLHandshakeRequest {
+	r := kmsg.NewPtrSASLHandshakeRequest()
+	r.Version, r.Mechanism = 1, mech
+	return r
+}
+
+// audit.max_file_size and audit.max_files: the quota admin's changes fill
+// several files; every change is in exactly one of them, whole, and no
+// file is over the size.
+func attackAuditRotation(t *testing.T) {
+	dataDir := t.TempDir()
+	const maxSize, changes = 2048, 30
+	env := startControl(t, func(c *app.Config) {
+		c.DataDir = dataDir
+		c.Audit.Required = true
+		c.Audit.MaxFileSize = maxSize
+		c.Audit.MaxFiles = 50
+	})
+	ctx := ctxT(t, 30*time.Second)
+	admin := adminAs(t, env, "127.0.0.2")
+	for i := range changes {
+		res, err := admin.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: kmsg.StringPtr(fmt.Sprintf("svc-%02d", i))}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 4096}},
+		}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("change %d: %v %+v", i, err, res)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dataDir, "audit.log*"))
+	seen := map[string]int{}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Size() > maxSize {
+			t.Errorf("%s: %v bytes (max %d), %v", f, fi.Size(), maxSize, err)
+		}
+		_, events := auditLines(t, f)
+		for _, ev := range events {
+			ent := ev["target"].(map[string]any)["entity"].([]any)[0].(map[string]any)
+			seen[ent["name"].(string)]++
+		}
+	}
+	if len(files) < 3 || len(seen) != changes {
+		t.Fatalf("%d changes found in %d files, want %d in several", len(seen), len(files), changes)
+	}
+	for name, n := range seen {
+		if n != 1 {
+			t.Errorf("%s audited %d times", name, n)
+		}
+	}
+}
+
+// audit.topic on an upstream cluster that requires TLS (with a client
+// certificate) and SASL: the sink connects as the gateway does, with
+// upstream.tls and upstream.sasl, and a required audit log keeps working.
+func attackAuditTopicSecured(t *testing.T) {
+	pki := testpki.NewCA(t, "upstream-ca")
+	server := pki.Server(t, "broker", "127.0.0.1")
+	client := pki.Client(t, pkix.Name{CommonName: "tollgate"})
+	brokerTLS := pki.ServerConfig(server)
+	brokerTLS.ClientAuth = tls.RequireAndVerifyClientCert
+	env := testkit.Start(t, app.Options{DevClusterOpts: []kfake.Opt{kfake.TLS(brokerTLS), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "svc", "svc-secret")}}, func(c *app.Config) {
+		c.Upstream.TLS = &auth.UpstreamTLSConfig{CAFile: pki.CertFile, CertFile: client.CertFile, KeyFile: client.KeyFile}
+		c.Upstream.SASL = &app.UpstreamSASL{Mechanism: "SCRAM-SHA-256", Username: "svc", Password: "svc-secret"}
+		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.2/32", Principal: "admin"}}
+		c.Authorization.QuotaAdmins = []string{"admin"}
+		c.Audit.Topic = "tollgate-audit"
+		c.Audit.Required = true
+	})
+	ctx := ctxT(t, 30*time.Second)
+	res, err := adminAs(t, env, "127.0.0.2").AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: kmsg.StringPtr("audited")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 4096}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("a change with a required audit topic on a TLS+SASL upstream: %v %+v", err, res)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...), kgo.ConsumeTopics("tollgate-audit"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DialTLSConfig(pki.ClientConfig(client.TLS)),
+		kgo.SASL(scram.Auth{User: "svc", Pass: "svc-secret"}.AsSha256Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	fs := cons.PollFetches(ctx)
+	if fs.Err() != nil || fs.NumRecords() != 1 {
+		t.Fatalf("audit topic: %d records, %v", fs.NumRecords(), fs.Err())
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(fs.Records()[0].Value, &ev); err != nil || ev["outcome"] != "applied" {
+		t.Fatalf("event %s: %v", fs.Records()[0].Value, err)
+	}
 }

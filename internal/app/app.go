@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,8 @@ type App struct {
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
 	apiKeys auth.APIKeys
+	// upTLS is the upstream client TLS configuration (security.go).
+	upTLS *tls.Config
 }
 
 // Options are test and embedding hooks; the zero value is production.

@@ -189,6 +189,9 @@ func (c *Config) Validate() error {
 	if err := c.HTTP.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.Audit.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	switch c.Log.Format {
 	case "", "text", "json":
 	default:

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/tollgate/tollgate/internal/audit"
@@ -15,11 +16,9 @@ import (
 // into gateway options.
 func (a *App) securityOptions() ([]proxy.Option, error) {
 	var opts []proxy.Option
-	if t := a.cfg.Upstream.TLS; t != nil {
-		c, err := t.ClientConfig()
-		if err != nil {
-			return nil, err
-		}
+	if c, err := a.upstreamTLS(); err != nil {
+		return nil, err
+	} else if c != nil {
 		opts = append(opts, proxy.WithUpstreamTLS(c))
 	}
 	if s := a.cfg.Upstream.SASL; s != nil {
@@ -35,6 +34,22 @@ func (a *App) securityOptions() ([]proxy.Option, error) {
 		opts = append(opts, proxy.WithCredentials(lookup))
 	}
 	return opts, nil
+}
+
+// upstreamTLS is the client TLS configuration of every upstream
+// connection (upstream.tls; nil without), built once: the gateway's
+// sessions and metadata client and the audit topic sink share it.
+func (a *App) upstreamTLS() (*tls.Config, error) {
+	t := a.cfg.Upstream.TLS
+	if t == nil || a.upTLS != nil {
+		return a.upTLS, nil
+	}
+	c, err := t.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("upstream.tls: %w", err)
+	}
+	a.upTLS = c
+	return c, nil
 }
 
 // credentials is where terminated SASL logins are checked: the store
