@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +44,7 @@ var attacksHard = []struct {
 	{"audit: the file rotates by size without losing or splitting an event", "7", attackAuditRotation},
 	{"audit: the topic sink reaches an upstream that requires TLS and SASL", "7", attackAuditTopicSecured},
 	{"DescribeUserScramCredentials: a tenant cannot list who can log in", "9", attackListUsers},
+	{"reload: a removed admin, user or API key stops working at once; a reload that cannot apply changes nothing", "10", attackRevokedLive},
 }
 
 func TestAttacksHard(t *testing.T) {
@@ -366,5 +369,183 @@ func attackAuditTopicSecured(t *testing.T) {
 	var ev map[string]any
 	if err := json.Unmarshal(fs.Records()[0].Value, &ev); err != nil || ev["outcome"] != "applied" {
 		t.Fatalf("event %s: %v", fs.Records()[0].Value, err)
+	}
+}
+
+// credFile is a credentials file a test rewrites: SCRAM users and API keys
+// that keep their plaintexts across rewrites.
+type credFile struct {
+	path  string
+	users map[string]auth.CredentialFileUser
+	keys  map[string]auth.CredentialFileAPIKey // by identity
+	plain map[string]string                    // identity → API key
+}
+
+func newCredFile(t *testing.T, users map[string]string, keyIdentities ...string) *credFile {
+	t.Helper()
+	f := &credFile{path: filepath.Join(t.TempDir(), "credentials.yaml"), users: map[string]auth.CredentialFileUser{},
+		keys: map[string]auth.CredentialFileAPIKey{}, plain: map[string]string{}}
+	for name, pass := range users {
+		u, err := auth.NewCredentialFileUser(name, pass, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.users[name] = u
+	}
+	for _, id := range keyIdentities {
+		plaintext, k, err := auth.NewAPIKey(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.keys[id], f.plain[id] = auth.NewCredentialFileAPIKey(k), plaintext
+	}
+	f.write(t)
+	return f
+}
+
+// write replaces the file atomically (as an editor or config management
+// does), holding the users and keys not removed.
+func (f *credFile) write(t *testing.T, remove ...string) {
+	t.Helper()
+	var cf auth.CredentialFile
+	for name, u := range f.users {
+		if !slices.Contains(remove, name) {
+			cf.Users = append(cf.Users, u)
+		}
+	}
+	for id, k := range f.keys {
+		if !slices.Contains(remove, id) {
+			cf.APIKeys = append(cf.APIKeys, k)
+		}
+	}
+	data, err := cf.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFileAtomic(t, f.path, data)
+}
+
+func writeFileAtomic(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reloadConfig is the part of tollgate.yaml this test changes (the
+// listeners are restart-only: the file's are ignored on reload).
+func reloadConfig(credPath string, admins ...string) []byte {
+	return []byte(fmt.Sprintf("listeners:\n  - name: SASL_PLAINTEXT\n    bootstrap: 127.0.0.1:0\n    security_protocol: SASL_PLAINTEXT\n"+
+		"credentials_file: %s\nauthorization:\n  quota_admins: [%s]\n", credPath, strings.Join(admins, ", ")))
+}
+
+// Operators take rights away live, and an attacker who held them keeps
+// nothing. bob starts as a quota admin with a SCRAM user and an API key.
+// SIGHUP's path (App.Reload) after quota_admins loses bob: bob's open
+// connection and his key on the admin port are refused at their next
+// request. The file-change path (the watcher) after the credentials file
+// loses bob: his password and key no longer log in. A reload that cannot
+// apply (a config file that does not parse, a credentials file that does
+// not either) logs why and changes nothing: admin keeps her rights and
+// bob gets none back.
+func attackRevokedLive(t *testing.T) {
+	creds := newCredFile(t, map[string]string{"admin": "admin-secret", "bob": "bob-secret"}, "admin", "bob")
+	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	writeFileAtomic(t, cfgPath, reloadConfig(creds.path, "admin", "bob"))
+	env := testkit.Start(t, app.Options{ConfigPath: cfgPath, WatchInterval: 20 * time.Millisecond}, func(c *app.Config) {
+		c.Listeners[0].Name = "SASL_PLAINTEXT"
+		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
+		c.Listeners[0].SASL.FailedAuthenticationDelay = time.Millisecond
+		c.CredentialsFile = creds.path
+		c.Authorization.QuotaAdmins = []string{"admin", "bob"}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	port := newAdminPort(t, env, nil)
+	alterAs := func(cl *kadm.Client, name string) error {
+		res, err := cl.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: kmsg.StringPtr(name)}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 4096}},
+		}})
+		if err != nil {
+			return err
+		}
+		return res[0].Err
+	}
+	login := func(user, pass string) *kadm.Client {
+		return kadm.NewClient(franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", user, pass), kgo.RetryTimeout(time.Second))...))
+	}
+	createKey := func(as, identity string) int {
+		code, _ := port.call(t, "POST", "/api/v1/apikeys", `{"identity": "`+identity+`"}`, bearer(creds.plain[as])...)
+		return code
+	}
+	bob, admin := login("bob", "bob-secret"), login("admin", "admin-secret")
+	if err := alterAs(bob, "by-bob"); err != nil {
+		t.Fatalf("bob, a quota admin, alters: %v", err)
+	}
+	if code := createKey("bob", "bob-made"); code != 201 {
+		t.Fatalf("bob's key creates a key: %d", code)
+	}
+
+	// SIGHUP's path: quota_admins without bob.
+	writeFileAtomic(t, cfgPath, reloadConfig(creds.path, "admin"))
+	if err := env.App.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if err := alterAs(bob, "by-bob-after"); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("bob's open connection after his removal from quota_admins: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if code := createKey("bob", "bob-made-after"); code != 403 {
+		t.Errorf("bob's key on the admin port after his removal: %d, want 403", code)
+	}
+	if err := alterAs(admin, "by-admin"); err != nil {
+		t.Errorf("admin after the reload: %v", err)
+	}
+
+	// The file-change path: bob's user and key leave the credentials file.
+	creds.write(t, "bob")
+	waitLog(t, env, 5*time.Second, "credentials reloaded", "users=1", "api_keys=1")
+	if err := alterAs(login("bob", "bob-secret"), "bob-new-login"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("bob logs in after his removal from the credentials file: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	if code, body := port.call(t, "GET", "/api/v1/audit", "", bearer(creds.plain["bob"])...); code != 401 {
+		t.Errorf("bob's removed key on the admin port: %d %s, want 401", code, truncateBody(body))
+	}
+	if err := alterAs(login("admin", "admin-secret"), "admin-new-login"); err != nil {
+		t.Errorf("admin logs in after the credentials reload: %v", err)
+	}
+
+	// Reloads that cannot apply: logged, nothing changed.
+	writeFileAtomic(t, cfgPath, append(reloadConfig(creds.path, "admin", "bob"), "authorisation: {}\n"...))
+	if err := env.App.Reload(); err == nil {
+		t.Error("a config file with an unknown key reloaded")
+	}
+	waitLog(t, env, 5*time.Second, "config reload failed; keeping the running configuration", "authorisation")
+	if code := createKey("admin", "admin-made"); code != 201 {
+		t.Errorf("admin after a failed reload: %d", code)
+	}
+	if err := alterAs(bob, "bob-after-bad-reload"); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("bob after a failed reload that named him: %v", err)
+	}
+	writeFileAtomic(t, cfgPath, reloadConfig(creds.path, "admin"))
+	writeFileAtomic(t, creds.path, []byte("users:\n  - name: admin\n    scram:\n      SCRAM-SHA-512: not-a-credential\n"))
+	waitLog(t, env, 5*time.Second, "config reload failed; keeping the running configuration", "credentials_file")
+	if err := alterAs(login("admin", "admin-secret"), "admin-after-bad-creds"); err != nil {
+		t.Errorf("admin logs in after a credentials file that cannot be read: %v", err)
+	}
+	if code := createKey("admin", "admin-made-2"); code != 201 {
+		t.Errorf("admin's key after a credentials file that cannot be read: %d", code)
+	}
+	noneBy := []string{"by-bob-after", "bob-new-login", "bob-after-bad-reload"}
+	q := env.App.Engine().Quotas()
+	for _, e := range q.Entities() {
+		for _, n := range noneBy {
+			if strings.Contains(e.String(), n) {
+				t.Errorf("a refused alteration was applied: %v", e)
+			}
+		}
 	}
 }

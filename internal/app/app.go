@@ -60,6 +60,13 @@ type App struct {
 	apiKeys auth.APIKeys
 	// upTLS is the upstream client TLS configuration (security.go).
 	upTLS *tls.Config
+	// admins are the quota admins, shared by the control plane and the
+	// admin port and replaced on reload (reload.go).
+	admins *control.LiveAdmins
+	// fileCreds holds credentials_file's users and keys (empty without
+	// one); its contents are replaced on reload.
+	fileCreds *auth.MemoryStore
+	reloadMu  sync.Mutex // one reload at a time
 }
 
 // Options are test and embedding hooks; the zero value is production.
@@ -105,7 +112,8 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, opts: o, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{})}
+	a := &App{cfg: cfg, opts: o, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{}),
+		admins: control.NewLiveAdmins(cfg.Authorization.admins()), fileCreds: auth.NewMemoryStore()}
 	if a.log == nil {
 		a.log = NewLogger(cfg.Log, os.Stderr)
 	}

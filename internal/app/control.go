@@ -79,7 +79,8 @@ func (c AuditConfig) rotation() audit.FileOption {
 	return audit.WithRotation(size, files)
 }
 
-// AuthorizationConfig says who may use the control plane.
+// AuthorizationConfig says who may use the control plane. It is re-read on
+// reload (reload.go).
 type AuthorizationConfig struct {
 	// QuotaAdmins are the principals allowed to alter quotas and
 	// Tollgate's broker configs ("alice" or "User:alice").
@@ -87,6 +88,10 @@ type AuthorizationConfig struct {
 	// AllowAnonymousDescribe lets unauthenticated (ANONYMOUS) clients
 	// describe quotas and configs; authenticated principals always may.
 	AllowAnonymousDescribe bool `yaml:"allow_anonymous_describe"`
+}
+
+func (c AuthorizationConfig) admins() control.Admins {
+	return control.Admins{Principals: c.QuotaAdmins, AllowAnonymousDescribe: c.AllowAnonymousDescribe}
 }
 
 func (c *Config) dataDir() string {
@@ -132,7 +137,7 @@ func (a *App) openControl(upstream []string) error {
 	a.ctl = &control.ClientQuotas{
 		Store:    st,
 		Audit:    a.audit,
-		Authz:    control.Admins{Principals: a.cfg.Authorization.QuotaAdmins, AllowAnonymousDescribe: a.cfg.Authorization.AllowAnonymousDescribe},
+		Authz:    a.admins, // replaced on reload, for every holder at once
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))

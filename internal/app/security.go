@@ -54,18 +54,19 @@ func (a *App) upstreamTLS() (*tls.Config, error) {
 
 // credentials is where terminated SASL logins are checked: the store
 // (credentials managed through the Kafka API and API keys), then the
-// credentials file when configured.
+// credentials file (a.fileCreds, whose contents a reload replaces: a user
+// or key removed from the file stops working at the next login or
+// request).
 func (a *App) credentials() (auth.CredentialLookup, error) {
-	users := layered{a.creds}
-	keys := layeredKeys{a.creds}
 	if a.cfg.CredentialsFile != "" {
 		ms, err := auth.LoadCredentialFile(a.cfg.CredentialsFile)
 		if err != nil {
 			return nil, fmt.Errorf("credentials_file: %w", err)
 		}
-		users = append(users, ms)
-		keys = append(keys, ms)
+		a.fileCreds.Replace(ms)
 	}
+	users := layered{a.creds, a.fileCreds}
+	keys := layeredKeys{a.creds, a.fileCreds}
 	a.apiKeys = keys // the admin port checks Bearer keys against the same source
 	return auth.NewLookup(users, keys), nil
 }
