@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +47,8 @@ var attacksHard = []struct {
 	{"audit: the topic sink reaches an upstream that requires TLS and SASL", "7", attackAuditTopicSecured},
 	{"DescribeUserScramCredentials: a tenant cannot list who can log in", "9", attackListUsers},
 	{"reload: a removed admin, user or API key stops working at once; a reload that cannot apply changes nothing", "10", attackRevokedLive},
+	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
+	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
 }
 
 func TestAttacksHard(t *testing.T) {
@@ -547,5 +551,191 @@ func attackRevokedLive(t *testing.T) {
 				t.Errorf("a refused alteration was applied: %v", e)
 			}
 		}
+	}
+}
+
+// scramFirst sends a SCRAM client-first message for user on a new
+// connection and returns the salt and iteration count the gateway shows.
+func scramFirst(t *testing.T, addr, mech, user string) (salt []byte, iterations string) {
+	t.Helper()
+	rc := dialRaw(t, addr)
+	if hs := rc.handshake(t, 1, mech); hs.ErrorCode != 0 {
+		t.Fatalf("SaslHandshake %s: %d", mech, hs.ErrorCode)
+	}
+	ar := rc.authenticate(t, 1, []byte("n,,n="+user+",r=e2e-client-nonce"))
+	if ar.ErrorCode != 0 {
+		t.Fatalf("client-first for %s: error %d", user, ar.ErrorCode)
+	}
+	for _, f := range strings.Split(string(ar.SASLAuthBytes), ",") {
+		switch {
+		case strings.HasPrefix(f, "s="):
+			var err error
+			if salt, err = base64.StdEncoding.DecodeString(f[2:]); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasPrefix(f, "i="):
+			iterations = f[2:]
+		}
+	}
+	if salt == nil || iterations == "" {
+		t.Fatalf("server-first %q", ar.SASLAuthBytes)
+	}
+	return salt, iterations
+}
+
+// An attacker probes names with SCRAM's first step, which shows a salt and
+// an iteration count before any proof: a real user's, or a decoy's. The
+// users here were made with kadm (24-byte salts) at 8192 iterations; the
+// decoy must look the same, be the same for the same name on every probe,
+// and still be the same after a restart — as a real user's salt is — or
+// the attacker would learn which names exist.
+func attackUserEnumeration(t *testing.T) {
+	dataDir := t.TempDir()
+	start := func() *testkit.Env {
+		return startControl(t, func(c *app.Config) {
+			c.DataDir = dataDir
+			c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
+		})
+	}
+	env := start()
+	ctx := ctxT(t, 30*time.Second)
+	ups := func() (out []kadm.UpsertSCRAM) { // kadm fills in the salt: a fresh list each time
+		for _, u := range []string{"carol", "dave", "erin"} {
+			out = append(out, kadm.UpsertSCRAM{User: u, Mechanism: kadm.ScramSha512, Iterations: 8192, Password: u + "-secret"})
+		}
+		return out
+	}
+	if res, err := adminAs(t, env, "127.0.0.2").AlterUserSCRAMs(ctx, nil, ups()); err != nil || res.Error() != nil {
+		t.Fatalf("the admin creates users: %v %v", err, res.Error())
+	}
+	sasl := env.App.Gateway().BootstrapAddrs()["SASL"]
+	realSalt, realIters := scramFirst(t, sasl, "SCRAM-SHA-512", "carol")
+	fakeSalt, fakeIters := scramFirst(t, sasl, "SCRAM-SHA-512", "mallory")
+	if len(fakeSalt) != len(realSalt) || fakeIters != realIters {
+		t.Errorf("unknown user: %d-byte salt, %s iterations; a real user: %d-byte salt, %s iterations", len(fakeSalt), fakeIters, len(realSalt), realIters)
+	}
+	if again, _ := scramFirst(t, sasl, "SCRAM-SHA-512", "mallory"); !bytes.Equal(again, fakeSalt) {
+		t.Error("the unknown user's salt changed between two probes")
+	}
+	if other, _ := scramFirst(t, sasl, "SCRAM-SHA-512", "trudy"); bytes.Equal(other, fakeSalt) {
+		t.Error("two unknown users, one salt")
+	}
+	// The proof fails alike for a wrong password and an unknown user.
+	var msgs []string
+	for _, u := range []string{"carol", "mallory"} {
+		cl := franzClient(t, append(franzOpts(sasl, nil, "SCRAM-SHA-512", u, "guess"), kgo.RetryTimeout(time.Second))...)
+		err := cl.Ping(ctx)
+		if err == nil {
+			t.Fatalf("%s with a guessed password logged in", u)
+		}
+		msgs = append(msgs, strings.ReplaceAll(err.Error(), u, "USER"))
+	}
+	if msgs[0] != msgs[1] {
+		t.Errorf("a wrong password answers %q, an unknown user %q", msgs[0], msgs[1])
+	}
+
+	// A restart on the same data directory.
+	if err := env.App.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env = start()
+	sasl = env.App.Gateway().BootstrapAddrs()["SASL"]
+	if after, iters := scramFirst(t, sasl, "SCRAM-SHA-512", "mallory"); !bytes.Equal(after, fakeSalt) || iters != fakeIters {
+		t.Error("the unknown user's salt changed with a restart (a real user's does not)")
+	}
+	if after, _ := scramFirst(t, sasl, "SCRAM-SHA-512", "carol"); !bytes.Equal(after, realSalt) {
+		t.Error("carol's salt changed with a restart")
+	}
+	if fi, err := os.Stat(filepath.Join(dataDir, app.DecoySecretFile)); err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 32 {
+		t.Errorf("the decoy secret: %v %v", fi, err)
+	}
+	// The salt comes from the data directory's secret, not from this
+	// process (both gateways above ran in it): another gateway with the
+	// same users and a data directory of its own shows another.
+	elsewhere := startControl(t, func(c *app.Config) {
+		c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
+	})
+	if res, err := adminAs(t, elsewhere, "127.0.0.2").AlterUserSCRAMs(ctx, nil, ups()); err != nil || res.Error() != nil {
+		t.Fatalf("the same users elsewhere: %v %v", err, res.Error())
+	}
+	if s, _ := scramFirst(t, elsewhere.App.Gateway().BootstrapAddrs()["SASL"], "SCRAM-SHA-512", "mallory"); bytes.Equal(s, fakeSalt) {
+		t.Error("two data directories, one decoy salt: the secret is not the data directory's")
+	}
+}
+
+// An attacker guesses alice's password from one address. After
+// authentication.failed_logins_per_ip failures, that address's logins are
+// refused before any credential is checked — alice's right password
+// included, an unknown user alike, with one message that says nothing of
+// the user — and counted and audited. alice, from another address, logs
+// in and produces: the attacker locked out nobody else.
+func attackPasswordGuessing(t *testing.T) {
+	dataDir := t.TempDir()
+	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil, func(c *app.Config) {
+		c.DataDir = dataDir
+		c.Authentication.FailedLoginsPerIP = 3
+		c.Authentication.FailedLoginWindow = time.Hour
+		c.Listeners[0].SASL.FailedAuthenticationDelay = time.Millisecond
+	})
+	ctx := ctxT(t, 30*time.Second)
+	plainLogin := func(user, pass string) string {
+		rc := dialRaw(t, env.Bootstrap)
+		if hs := rc.handshake(t, 1, "PLAIN"); hs.ErrorCode != 0 {
+			t.Fatalf("handshake: %d", hs.ErrorCode)
+		}
+		ar := rc.authenticate(t, 1, []byte("\x00"+user+"\x00"+pass))
+		if ar.ErrorCode == 0 {
+			return ""
+		}
+		if ar.ErrorCode != kerr.SaslAuthenticationFailed.Code || ar.ErrorMessage == nil {
+			t.Fatalf("%s/%s: error %d", user, pass, ar.ErrorCode)
+		}
+		rc.expectClosed(t, "after a failed login")
+		return *ar.ErrorMessage
+	}
+	const limited = "Authentication failed: too many failed logins from this address, try again later"
+	for i := range 3 {
+		if msg := plainLogin("alice", fmt.Sprint("guess-", i)); msg != "Authentication failed: Invalid username or password" {
+			t.Fatalf("guess %d: %q", i, msg)
+		}
+	}
+	for _, c := range []struct{ user, pass string }{{"alice", "alice-secret"}, {"mallory", "x"}, {"alice", "guess-4"}} {
+		if msg := plainLogin(c.user, c.pass); msg != limited {
+			t.Errorf("%s/%s after 3 failures: %q, want %q", c.user, c.pass, msg, limited)
+		}
+	}
+	// SCRAM too: refused at its first step, before a salt is shown.
+	rc := dialRaw(t, env.Bootstrap)
+	rc.handshake(t, 1, "SCRAM-SHA-256")
+	if ar := rc.authenticate(t, 1, []byte("n,,n=alice,r=abc")); ar.ErrorCode != kerr.SaslAuthenticationFailed.Code || len(ar.SASLAuthBytes) != 0 {
+		t.Errorf("SCRAM from the limited address: error %d, %q", ar.ErrorCode, ar.SASLAuthBytes)
+	}
+	if n := scrapeMetric(t, env, "tollgate_authentication_rate_limited_total"); n != 4 {
+		t.Errorf("tollgate_authentication_rate_limited_total = %v, want 4", n)
+	}
+	if n := scrapeMetric(t, env, "tollgate_authentication_failures_total"); n != 7 {
+		t.Errorf("tollgate_authentication_failures_total = %v, want 7", n)
+	}
+	if n := scrapeMetric(t, env, "tollgate_failed_login_addresses"); n != 1 {
+		t.Errorf("tollgate_failed_login_addresses = %v, want 1", n)
+	}
+	// A real client from the limited address is told so.
+	cl := franzClient(t, append(franzOpts(env.Bootstrap, nil, "PLAIN", "alice", "alice-secret"), kgo.RetryTimeout(time.Second))...)
+	if err := cl.Ping(ctx); err == nil || !strings.Contains(err.Error(), "too many failed logins") {
+		t.Errorf("franz-go from the limited address: %v", err)
+	}
+	// From another address alice is served.
+	other := franzClient(t, append(franzOpts(env.Bootstrap, nil, "PLAIN", "alice", "alice-secret"),
+		kgo.Dialer(fromIP("127.0.0.2")), kgo.DefaultProduceTopic("guessing"), kgo.AllowAutoTopicCreation())...)
+	if err := other.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("alice from 127.0.0.2: %v", err)
+	}
+	// Nothing granted from the limited address; audited (aggregated).
+	if ls := logLines(env, "msg=authenticated", "remote=127.0.0.1:"); len(ls) > 0 {
+		t.Errorf("a login from the limited address went through:\n%s", strings.Join(ls, "\n"))
+	}
+	_, events := auditLines(t, filepath.Join(dataDir, "audit.log"))
+	if len(events) == 0 || events[0]["action"] != "authenticate" || events[0]["outcome"] != "denied" {
+		t.Errorf("audit: %v", events)
 	}
 }

@@ -67,6 +67,18 @@ type App struct {
 	// one); its contents are replaced on reload.
 	fileCreds *auth.MemoryStore
 	reloadMu  sync.Mutex // one reload at a time
+	// logins is the failed-login limit per source address (nil: none);
+	// loginRefused counts its refusals.
+	logins       *auth.LoginLimiter
+	loginRefused func()
+}
+
+// now is the clock of the failed-login limit (Options.Now, or time.Now).
+func (a *App) now() time.Time {
+	if a.opts.Now != nil {
+		return a.opts.Now()
+	}
+	return time.Now()
 }
 
 // Options are test and embedding hooks; the zero value is production.
@@ -145,6 +157,8 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	a.admit = lim
 	a.admSettings = as
 	a.metrics.RegisterAdmission(lim)
+	a.logins = auth.NewLoginLimiter(cfg.Authentication.limit())
+	a.loginRefused = a.metrics.RegisterLoginLimiter(a.logins.Tracked, a.logins.Evicted)
 	upstream := cfg.Upstream.Bootstrap
 	if len(upstream) == 0 {
 		dev, err := devcluster.Start(cfg.DevCluster, o.DevClusterOpts...)
