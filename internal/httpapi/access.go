@@ -83,7 +83,10 @@ type Access struct {
 	// they need the read right like the JSON API.
 	OpenEndpoints []string
 	// Audit records failed logins on this port, as the Kafka listeners'
-	// are recorded. nil: not recorded.
+	// are recorded. nil: not recorded. Anyone who reaches the port can
+	// cause failed logins and denials at will: give it a Logger that
+	// aggregates denials (audit.Config.AggregateInterval), as the gateway
+	// does, so they cost a few events rather than one write each.
 	Audit *audit.Logger
 	// AuthFailed counts a failed login (tollgate_authentication_failures_total).
 	AuthFailed func(remote netip.AddrPort, mechanism string, err error)
