@@ -724,6 +724,12 @@ func attackPasswordGuessing(t *testing.T) {
 	if err := cl.Ping(ctx); err == nil || !strings.Contains(err.Error(), "too many failed logins") {
 		t.Errorf("franz-go from the limited address: %v", err)
 	}
+	kcatPath(t)
+	out, stderr, _, err := kcatTry(ctx, 20*time.Second, "", "-b", env.Bootstrap, "-X", "security.protocol=SASL_PLAINTEXT",
+		"-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret", "-L", "-m", "3")
+	if err == nil || !strings.Contains(stderr, "too many failed logins") {
+		t.Errorf("kcat from the limited address: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
 	// From another address alice is served.
 	other := franzClient(t, append(franzOpts(env.Bootstrap, nil, "PLAIN", "alice", "alice-secret"),
 		kgo.Dialer(fromIP("127.0.0.2")), kgo.DefaultProduceTopic("guessing"), kgo.AllowAutoTopicCreation())...)
