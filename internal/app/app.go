@@ -8,6 +8,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,27 @@ type App struct {
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
 	apiKeys auth.APIKeys
+	// upTLS is the upstream client TLS configuration (security.go).
+	upTLS *tls.Config
+	// admins are the quota admins, shared by the control plane and the
+	// admin port and replaced on reload (reload.go).
+	admins *control.LiveAdmins
+	// fileCreds holds credentials_file's users and keys (empty without
+	// one); its contents are replaced on reload.
+	fileCreds *auth.MemoryStore
+	reloadMu  sync.Mutex // one reload at a time
+	// logins is the failed-login limit per source address (nil: none);
+	// loginRefused counts its refusals.
+	logins       *auth.LoginLimiter
+	loginRefused func()
+}
+
+// now is the clock of the failed-login limit (Options.Now, or time.Now).
+func (a *App) now() time.Time {
+	if a.opts.Now != nil {
+		return a.opts.Now()
+	}
+	return time.Now()
 }
 
 // Options are test and embedding hooks; the zero value is production.
@@ -106,7 +128,8 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, opts: o, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{})}
+	a := &App{cfg: cfg, opts: o, path: o.ConfigPath, log: o.Logger, metrics: metrics.New(), stop: make(chan struct{}), done: make(chan struct{}),
+		admins: control.NewLiveAdmins(cfg.Authorization.admins()), fileCreds: auth.NewMemoryStore()}
 	if a.log == nil {
 		a.log = NewLogger(cfg.Log, os.Stderr)
 	}
@@ -138,6 +161,8 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	a.admit = lim
 	a.admSettings = as
 	a.metrics.RegisterAdmission(lim)
+	a.logins = auth.NewLoginLimiter(cfg.Authentication.limit())
+	a.loginRefused = a.metrics.RegisterLoginLimiter(a.logins.Tracked, a.logins.Evicted)
 	upstream := cfg.Upstream.Bootstrap
 	if len(upstream) == 0 {
 		dev, err := devcluster.Start(cfg.DevCluster, o.DevClusterOpts...)

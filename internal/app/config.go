@@ -60,6 +60,8 @@ type Config struct {
 	Audit AuditConfig `yaml:"audit"`
 	// Authorization says who may use the control plane.
 	Authorization AuthorizationConfig `yaml:"authorization"`
+	// Authentication bounds password guessing (security.go).
+	Authentication AuthenticationConfig `yaml:"authentication"`
 	// CredentialsFile holds SCRAM credentials and API keys for terminated
 	// SASL logins (salted and hashed, never plaintext), in addition to
 	// those kept in the store.
@@ -195,6 +197,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Audit.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Authentication.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	switch c.Log.Format {

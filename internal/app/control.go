@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -29,9 +31,56 @@ type AuditConfig struct {
 	// Required refuses an alteration whose event cannot be written to
 	// every sink (fail closed).
 	Required bool `yaml:"required"`
+	// AggregateInterval sums denials (failed logins, refused
+	// alterations): per action, principal, source address and listener,
+	// the first of an interval is written and the rest are counted into
+	// one event at its end (default 1m; negative: every denial is written).
+	AggregateInterval time.Duration `yaml:"aggregate_interval"`
+	// MaxFileSize rotates the audit file before an event would take it
+	// past this many bytes (default 104857600; negative: never).
+	MaxFileSize int64 `yaml:"max_file_size"`
+	// MaxFiles is how many rotated files are kept (default 10).
+	MaxFiles int `yaml:"max_files"`
 }
 
-// AuthorizationConfig says who may use the control plane.
+// Audit defaults.
+const (
+	DefaultAuditAggregateInterval = time.Minute
+	DefaultAuditMaxFileSize       = 100 << 20
+	DefaultAuditMaxFiles          = 10
+)
+
+// Validate checks the audit section offline.
+func (c AuditConfig) Validate() error {
+	if c.MaxFiles < 0 {
+		return fmt.Errorf("audit.max_files %d must not be negative", c.MaxFiles)
+	}
+	return nil
+}
+
+func (c AuditConfig) aggregateInterval() time.Duration {
+	switch {
+	case c.AggregateInterval == 0:
+		return DefaultAuditAggregateInterval
+	case c.AggregateInterval < 0:
+		return 0
+	}
+	return c.AggregateInterval
+}
+
+func (c AuditConfig) rotation() audit.FileOption {
+	size, files := c.MaxFileSize, c.MaxFiles
+	if size == 0 {
+		size = DefaultAuditMaxFileSize
+	}
+	if files == 0 {
+		files = DefaultAuditMaxFiles
+	}
+	return audit.WithRotation(size, files)
+}
+
+// AuthorizationConfig says who may use the control plane. It is re-read on
+// reload (reload.go).
 type AuthorizationConfig struct {
 	// QuotaAdmins are the principals allowed to alter quotas and
 	// Tollgate's broker configs ("alice" or "User:alice").
@@ -39,6 +88,10 @@ type AuthorizationConfig struct {
 	// AllowAnonymousDescribe lets unauthenticated (ANONYMOUS) clients
 	// describe quotas and configs; authenticated principals always may.
 	AllowAnonymousDescribe bool `yaml:"allow_anonymous_describe"`
+}
+
+func (c AuthorizationConfig) admins() control.Admins {
+	return control.Admins{Principals: c.QuotaAdmins, AllowAnonymousDescribe: c.AllowAnonymousDescribe}
 }
 
 func (c *Config) dataDir() string {
@@ -61,7 +114,7 @@ func (a *App) openControl(upstream []string) error {
 		file = filepath.Join(a.cfg.dataDir(), "audit.log")
 	}
 	if file != "-" {
-		fs, err := audit.OpenFileSink(file)
+		fs, err := audit.OpenFileSink(file, a.cfg.Audit.rotation())
 		if err != nil {
 			return fmt.Errorf("audit.file: %w", err)
 		}
@@ -71,7 +124,7 @@ func (a *App) openControl(upstream []string) error {
 		outs = append(outs, audit.Output{Sink: audit.NewWriterSink("stdout", os.Stdout), Required: a.cfg.Audit.Required})
 	}
 	if a.cfg.Audit.Topic != "" {
-		ts, err := newTopicSink(upstream, a.cfg.Audit.Topic, a.opts)
+		ts, err := a.newTopicSink(upstream, a.cfg.Audit.Topic)
 		if err != nil {
 			return fmt.Errorf("audit.topic: %w", err)
 		}
@@ -79,11 +132,12 @@ func (a *App) openControl(upstream []string) error {
 	}
 	a.audit = audit.NewLogger(audit.Config{Outputs: outs, OnError: func(sink string, err error) {
 		a.log.Error("audit sink failed", "sink", sink, "err", err)
-	}})
+	}, AggregateInterval: a.cfg.Audit.aggregateInterval()})
+	a.metrics.RegisterAudit(a.audit.Aggregated)
 	a.ctl = &control.ClientQuotas{
 		Store:    st,
 		Audit:    a.audit,
-		Authz:    control.Admins{Principals: a.cfg.Authorization.QuotaAdmins, AllowAnonymousDescribe: a.cfg.Authorization.AllowAnonymousDescribe},
+		Authz:    a.admins, // replaced on reload, for every holder at once
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
@@ -201,11 +255,39 @@ type topicSink struct {
 	topic string
 }
 
-func newTopicSink(upstream []string, topic string, o Options) (*topicSink, error) {
+// newTopicSink connects to the upstream cluster as the gateway's metadata
+// client does: through Options.UpstreamDial if set, with upstream.tls and
+// upstream.sasl — the audit topic is on the same cluster, behind the same
+// listener security.
+func (a *App) newTopicSink(upstream []string, topic string) (*topicSink, error) {
+	dial := a.opts.UpstreamDial
+	if dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		dial = d.DialContext
+	}
+	tc, err := a.upstreamTLS()
+	if err != nil {
+		return nil, err
+	}
 	opts := []kgo.Opt{kgo.SeedBrokers(upstream...), kgo.ClientID("tollgate-audit"), kgo.AllowAutoTopicCreation(),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic)}
-	if o.UpstreamDial != nil {
-		opts = append(opts, kgo.Dialer(o.UpstreamDial))
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			c, err := dial(ctx, network, host)
+			if err != nil || tc == nil {
+				return c, err
+			}
+			cfg := tc.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(host)
+			}
+			return tls.Client(c, cfg), nil
+		})}
+	if s := a.cfg.Upstream.SASL; s != nil {
+		m, err := s.mechanism()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -191,7 +191,7 @@ func (a *App) startHTTP() error {
 		Usage:    a.usageSource(),
 		Access: httpapi.Access{
 			Keys:          a.apiKeys,
-			Authz:         a.creds.Authz, // the Kafka API's authorizer (control.go)
+			Authz:         a.admins, // the Kafka API's authorizer (control.go), live
 			Certificates:  mapper,
 			AllowedHosts:  c.AllowedHosts,
 			OpenEndpoints: c.OpenEndpoints,

@@ -2,7 +2,11 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
@@ -11,15 +15,50 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// AuthenticationConfig bounds password guessing on the listeners that
+// terminate SASL (beyond Kafka, which has no such limit).
+type AuthenticationConfig struct {
+	// FailedLoginsPerIP is how many failed logins a source address (IPv6:
+	// its /64) may have per FailedLoginWindow, as a token bucket; beyond,
+	// its logins are refused before any credential is checked until the
+	// bucket refills (default 20; negative: no limit).
+	FailedLoginsPerIP int `yaml:"failed_logins_per_ip"`
+	// FailedLoginWindow is the window of FailedLoginsPerIP (default 1m).
+	FailedLoginWindow time.Duration `yaml:"failed_login_window"`
+}
+
+// Failed-login limit defaults.
+const (
+	DefaultFailedLoginsPerIP = 20
+	DefaultFailedLoginWindow = time.Minute
+)
+
+// Validate checks the authentication section offline.
+func (c AuthenticationConfig) Validate() error {
+	if c.FailedLoginWindow < 0 {
+		return errors.New("authentication.failed_login_window must not be negative")
+	}
+	return nil
+}
+
+func (c AuthenticationConfig) limit() auth.LoginLimit {
+	l := auth.LoginLimit{Failures: c.FailedLoginsPerIP, Window: c.FailedLoginWindow}
+	if l.Failures == 0 {
+		l.Failures = DefaultFailedLoginsPerIP
+	}
+	if l.Window == 0 {
+		l.Window = DefaultFailedLoginWindow
+	}
+	return l
+}
+
 // securityOptions turns the config's upstream TLS/SASL and credentials
 // into gateway options.
 func (a *App) securityOptions() ([]proxy.Option, error) {
 	var opts []proxy.Option
-	if t := a.cfg.Upstream.TLS; t != nil {
-		c, err := t.ClientConfig()
-		if err != nil {
-			return nil, err
-		}
+	if c, err := a.upstreamTLS(); err != nil {
+		return nil, err
+	} else if c != nil {
 		opts = append(opts, proxy.WithUpstreamTLS(c))
 	}
 	if s := a.cfg.Upstream.SASL; s != nil {
@@ -37,23 +76,55 @@ func (a *App) securityOptions() ([]proxy.Option, error) {
 	return opts, nil
 }
 
+// upstreamTLS is the client TLS configuration of every upstream
+// connection (upstream.tls; nil without), built once: the gateway's
+// sessions and metadata client and the audit topic sink share it.
+func (a *App) upstreamTLS() (*tls.Config, error) {
+	t := a.cfg.Upstream.TLS
+	if t == nil || a.upTLS != nil {
+		return a.upTLS, nil
+	}
+	c, err := t.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("upstream.tls: %w", err)
+	}
+	a.upTLS = c
+	return c, nil
+}
+
 // credentials is where terminated SASL logins are checked: the store
 // (credentials managed through the Kafka API and API keys), then the
-// credentials file when configured.
+// credentials file (a.fileCreds, whose contents a reload replaces: a user
+// or key removed from the file stops working at the next login or
+// request).
 func (a *App) credentials() (auth.CredentialLookup, error) {
-	users := layered{a.creds}
-	keys := layeredKeys{a.creds}
 	if a.cfg.CredentialsFile != "" {
 		ms, err := auth.LoadCredentialFile(a.cfg.CredentialsFile)
 		if err != nil {
 			return nil, fmt.Errorf("credentials_file: %w", err)
 		}
-		users = append(users, ms)
-		keys = append(keys, ms)
+		a.fileCreds.Replace(ms)
 	}
+	users := layered{a.creds, a.fileCreds}
+	keys := layeredKeys{a.creds, a.fileCreds}
 	a.apiKeys = keys // the admin port checks Bearer keys against the same source
-	return auth.NewLookup(users, keys), nil
+	// Unknown users see a salt derived from a secret kept in data_dir, so
+	// that it is the same after a restart, as a real user's is.
+	secret, err := auth.LoadOrCreateSecret(filepath.Join(a.cfg.dataDir(), DecoySecretFile))
+	if err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	decoys, err := auth.NewDecoys(secret, users)
+	if err != nil {
+		return nil, err
+	}
+	return auth.NewLookupDecoys(users, keys, decoys), nil
 }
+
+// DecoySecretFile, in data_dir, holds the secret unknown users' SCRAM
+// salts are derived from (32 random bytes, mode 0600, made at first
+// start).
+const DecoySecretFile = "decoy.key"
 
 // layered tries SCRAM stores in order.
 type layered []auth.ScramStore
@@ -65,6 +136,15 @@ func (l layered) Scram(user, mechanism string) (auth.ScramCredential, bool) {
 		}
 	}
 	return auth.ScramCredential{}, false
+}
+
+// ScramShapes counts the credentials of every layer (auth.ShapeCounter).
+func (l layered) ScramShapes(add func(string, auth.ScramShape, int)) {
+	for _, s := range l {
+		if sc, ok := s.(auth.ShapeCounter); ok {
+			sc.ScramShapes(add)
+		}
+	}
 }
 
 // layeredKeys tries API key sources in order.
@@ -80,8 +160,14 @@ func (l layeredKeys) ByID(id string) (auth.APIKey, bool) {
 }
 
 // observer feeds connection events to the metrics and failed logins to the
-// audit log.
+// audit log and the failed-login limit.
 type observer struct{ a *App }
+
+// LoginAllowed refuses a login from an address over its failed-login
+// limit.
+func (o *observer) LoginAllowed(c *principal.ConnInfo, _ string) error {
+	return o.a.logins.Allow(c.Remote.Addr(), o.a.now())
+}
 
 func (o *observer) Opened(c *principal.ConnInfo) { o.a.metrics.Opened(c) }
 
@@ -93,9 +179,17 @@ func (o *observer) Refused(listener, reason string) { o.a.metrics.Refused(listen
 
 func (o *observer) UpstreamOpened(c *principal.ConnInfo) { o.a.metrics.UpstreamOpened(c) }
 
-// AuthFailed counts and audits a failed login, with its source address.
+// AuthFailed counts and audits a failed login, with its source address
+// (the audit log aggregates them per address), and charges it to the
+// address's failed-login limit — unless the limit refused it, which is
+// counted apart and charges nothing (no credential was checked).
 func (o *observer) AuthFailed(c *principal.ConnInfo, mechanism string, err error) {
 	o.a.metrics.AuthFailed(c, mechanism, err)
+	if errors.Is(err, auth.ErrTooManyFailedLogins) {
+		o.a.loginRefused()
+	} else {
+		o.a.logins.Failed(c.Remote.Addr(), o.a.now())
+	}
 	ev := audit.Event{
 		Action:       audit.ActionAuthenticate,
 		Outcome:      audit.Denied,

@@ -16,7 +16,16 @@
 //     before Write returns), stdout or any io.Writer, and the Sink interface
 //     a Kafka-topic sink can implement later;
 //   - the Logger, which fans an event out to its sinks and keeps the most
-//     recent events in a bounded ring for the HTTP API.
+//     recent events in bounded rings for the HTTP API (denials in a ring of
+//     their own, so that they never push the changes out);
+//   - the aggregation of denials (aggregate.go): failed logins and refused
+//     alterations are things anyone who reaches a port can cause at will,
+//     so per action, principal, source address and listener the first of
+//     an interval is written and the rest are counted into one event, with
+//     a cap on the keys tracked; and denials give way to every other event
+//     on the way to the sinks;
+//   - the file sink's rotation by size, inside the write, so that no event
+//     is lost or split across files.
 //
 // Fail-closed (Redpanda's choice): a sink may be Required. Record returns an
 // error when a required sink could not write the event, and the caller must

@@ -206,6 +206,9 @@ type Event struct {
 	// Supersedes is the id of an earlier event this one corrects (a Failed
 	// event names the Applied event whose commit failed).
 	Supersedes string `json:"supersedes,omitempty"`
+	// Aggregate is set on an event that stands for several denials (see
+	// Config.AggregateInterval); nil on every other event.
+	Aggregate *Aggregate `json:"aggregate,omitempty"`
 }
 
 // NewID returns a 128-bit id as 32 hex digits: 48 bits of Unix milliseconds

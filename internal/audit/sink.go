@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 )
 
@@ -16,21 +17,49 @@ import (
 // before Write returns.
 //
 // The file is opened for every event and closed after it. Audit events are
-// rare (one per administrative change), and reopening means a log rotated
-// by rename is picked up at the next event, and a file whose directory has
-// gone fails the next Write instead of writing into an unlinked inode. When
-// the file is created, its directory is fsync'd too.
+// rare (one per administrative change; denials are aggregated by the
+// Logger), and reopening means a log rotated by rename is picked up at the
+// next event, and a file whose directory has gone fails the next Write
+// instead of writing into an unlinked inode. When the file is created, its
+// directory is fsync'd too.
+//
+// With WithRotation the sink rotates the file itself: before an event that
+// would take the file past the size limit, the file is renamed to
+// "<path>.1" (the previous "<path>.1" to "<path>.2", and so on; the oldest
+// beyond the kept count is removed), a new file is created and the event is
+// written there. All of it happens inside Write, under the sink's lock (and
+// the Logger's), so no event is lost or split across files, and an event
+// is acknowledged only once it is in the new file, fsync'd.
 type FileSink struct {
-	path string
-	mode os.FileMode
-	mu   sync.Mutex
+	path     string
+	mode     os.FileMode
+	maxSize  int64 // rotate before exceeding it; 0: never
+	maxFiles int   // rotated files kept
+	mu       sync.Mutex
+}
+
+// FileOption configures a FileSink.
+type FileOption func(*FileSink)
+
+// WithRotation rotates the file before an event would take it past
+// maxSize bytes, keeping maxFiles rotated files (at least 1). maxSize ≤ 0
+// never rotates.
+func WithRotation(maxSize int64, maxFiles int) FileOption {
+	return func(s *FileSink) {
+		if maxSize > 0 {
+			s.maxSize, s.maxFiles = maxSize, max(maxFiles, 1)
+		}
+	}
 }
 
 // OpenFileSink checks that path can be appended to (creating the file, mode
 // 0600, if needed) and returns a sink writing to it. The directory must
 // exist.
-func OpenFileSink(path string) (*FileSink, error) {
+func OpenFileSink(path string, opts ...FileOption) (*FileSink, error) {
 	s := &FileSink{path: path, mode: 0o600}
+	for _, o := range opts {
+		o(s)
+	}
 	f, err := s.open()
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
@@ -49,7 +78,12 @@ func (s *FileSink) open() (*os.File, error) {
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return f, err
 	}
-	f, err = os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, s.mode)
+	return s.create()
+}
+
+// create makes the file (it must not exist) and syncs its directory.
+func (s *FileSink) create() (*os.File, error) {
+	f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, s.mode)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +103,37 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// Write appends data and a newline and fsyncs the file. If the write fails
-// part way, the partial line is truncated away so the file stays one event
-// per line.
+// rotated is the name of the n-th rotated file (1 is the newest).
+func (s *FileSink) rotated(n int) string { return s.path + "." + strconv.Itoa(n) }
+
+// rotate shifts the rotated files up by one (dropping the oldest), renames
+// the current file to .1 and creates a new one. f is the open current
+// file, closed here. On error the current file may have been renamed; the
+// next Write creates a new one.
+func (s *FileSink) rotate(f *os.File) (*os.File, error) {
+	f.Close()
+	if err := os.Remove(s.rotated(s.maxFiles)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("rotate: %w", err)
+	}
+	for n := s.maxFiles - 1; n >= 1; n-- {
+		if err := os.Rename(s.rotated(n), s.rotated(n+1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("rotate: %w", err)
+		}
+	}
+	if err := os.Rename(s.path, s.rotated(1)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("rotate: %w", err)
+	}
+	f, err := s.create()
+	if err != nil {
+		return nil, fmt.Errorf("rotate: %w", err)
+	}
+	return f, nil
+}
+
+// Write appends data and a newline and fsyncs the file, rotating it first
+// if the line would take it past the size limit. If the write fails part
+// way, the partial line is truncated away so the file stays one event per
+// line.
 func (s *FileSink) Write(_ context.Context, _ *Event, data []byte) error {
 	line := make([]byte, 0, len(data)+1)
 	line = append(append(line, data...), '\n')
@@ -84,6 +146,12 @@ func (s *FileSink) Write(_ context.Context, _ *Event, data []byte) error {
 	var size int64 = -1
 	if fi, err := f.Stat(); err == nil {
 		size = fi.Size()
+	}
+	if s.maxSize > 0 && size > 0 && size+int64(len(line)) > s.maxSize {
+		if f, err = s.rotate(f); err != nil {
+			return err
+		}
+		size = 0
 	}
 	if _, err := f.Write(line); err != nil {
 		if size >= 0 {

@@ -190,8 +190,15 @@ type ScramStore interface {
 
 // PlainViaScram checks a PLAIN password against the user's SCRAM-SHA-512
 // credential, or SCRAM-SHA-256 if there is none, by recomputing it. An
-// unknown user costs the same work as a known one.
+// unknown user costs the same work as a known one: the password is checked
+// against a decoy credential of the mechanism and iteration count a known
+// user's check takes (see Decoys; shaped like s's credentials when s is a
+// ShapeCounter).
 func PlainViaScram(s ScramStore, user, password string) (principal.Principal, bool) {
+	return plainViaScram(s, serverOptions{}.decoys(lookup{users: s}), user, password)
+}
+
+func plainViaScram(s ScramStore, d *Decoys, user, password string) (principal.Principal, bool) {
 	var c ScramCredential
 	ok := false
 	if s != nil {
@@ -204,8 +211,8 @@ func PlainViaScram(s ScramStore, user, password string) (principal.Principal, bo
 		}
 	}
 	if !ok {
-		d := dummyCredential()
-		_ = d.Verify(password)
+		decoy := d.Plain(user)
+		_ = decoy.Verify(password)
 		return principal.Principal{}, false
 	}
 	if !c.Verify(password) {
@@ -214,29 +221,35 @@ func PlainViaScram(s ScramStore, user, password string) (principal.Principal, bo
 	return principal.Principal{Type: "User", Name: user}, true
 }
 
-// dummyCredential is verified against for unknown PLAIN users so that they
-// take as long as known ones.
-var dummyCredential = sync.OnceValue(func() ScramCredential {
-	pw := make([]byte, 16)
-	_, _ = rand.Read(pw)
-	c, err := NewScramCredential(MechanismScramSHA512, base64.StdEncoding.EncodeToString(pw), DefaultIterations)
-	if err != nil {
-		panic(err)
-	}
-	return c
-})
-
 // NewLookup combines a SCRAM credential source and API keys into a
 // CredentialLookup: PLAIN with user APIKeyUser is checked against keys
 // (when keys is non-nil), any other PLAIN user against its SCRAM
-// credential. Either argument may be nil.
+// credential. Either argument may be nil. Unknown users are checked
+// against decoys of a per-process secret; see NewLookupDecoys.
 func NewLookup(users ScramStore, keys APIKeys) CredentialLookup {
 	return lookup{users: users, keys: keys}
 }
 
+// NewLookupDecoys is NewLookup whose unknown users are checked against d
+// (a persistent secret, shaped like the credentials the gateway holds).
+func NewLookupDecoys(users ScramStore, keys APIKeys, d *Decoys) CredentialLookup {
+	return lookup{users: users, keys: keys, decoys: d}
+}
+
 type lookup struct {
-	users ScramStore
-	keys  APIKeys
+	users  ScramStore
+	keys   APIKeys
+	decoys *Decoys
+}
+
+// Decoys returns the decoys of NewLookupDecoys (nil otherwise).
+func (l lookup) Decoys() *Decoys { return l.decoys }
+
+// ScramShapes counts the users' credentials when they can be counted.
+func (l lookup) ScramShapes(add func(string, ScramShape, int)) {
+	if sc, ok := l.users.(ShapeCounter); ok {
+		sc.ScramShapes(add)
+	}
 }
 
 func (l lookup) Scram(user, mechanism string) (ScramCredential, bool) {
@@ -250,15 +263,16 @@ func (l lookup) Plain(user, password string) (principal.Principal, bool) {
 	if user == APIKeyUser && l.keys != nil {
 		return VerifyAPIKey(l.keys, password)
 	}
-	return PlainViaScram(l.users, user, password)
+	return plainViaScram(l.users, serverOptions{}.decoys(l), user, password)
 }
 
 // MemoryStore is an in-memory CredentialLookup and APIKeys, safe for
 // concurrent use. LoadCredentialFile fills one from a file.
 type MemoryStore struct {
-	mu    sync.RWMutex
-	scram map[string]map[string]ScramCredential // user → mechanism → credential
-	keys  map[string]APIKey                     // id → key
+	mu     sync.RWMutex
+	scram  map[string]map[string]ScramCredential // user → mechanism → credential
+	keys   map[string]APIKey                     // id → key
+	shapes map[string]map[ScramShape]int         // census of scram; nil: to count again
 }
 
 // NewMemoryStore returns an empty store.
@@ -283,7 +297,37 @@ func (m *MemoryStore) SetScram(user string, c ScramCredential) error {
 		m.scram[user] = map[string]ScramCredential{}
 	}
 	m.scram[user][c.Mechanism] = c
+	m.shapes = nil
 	return nil
+}
+
+// ScramShapes implements ShapeCounter. The census is kept until the next
+// change, so that an unknown user's login does not walk every user.
+func (m *MemoryStore) ScramShapes(add func(string, ScramShape, int)) {
+	m.mu.RLock()
+	shapes := m.shapes
+	m.mu.RUnlock()
+	if shapes == nil {
+		m.mu.Lock()
+		if m.shapes == nil {
+			m.shapes = map[string]map[ScramShape]int{}
+			for _, byMech := range m.scram {
+				for mech, c := range byMech {
+					if m.shapes[mech] == nil {
+						m.shapes[mech] = map[ScramShape]int{}
+					}
+					m.shapes[mech][ShapeOf(c)]++
+				}
+			}
+		}
+		shapes = m.shapes
+		m.mu.Unlock()
+	}
+	for mech, byShape := range shapes {
+		for sh, n := range byShape {
+			add(mech, sh, n)
+		}
+	}
 }
 
 // SetPassword stores SCRAM-SHA-256 and SCRAM-SHA-512 credentials made
@@ -306,6 +350,7 @@ func (m *MemoryStore) DeleteUser(user string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.scram, user)
+	m.shapes = nil
 }
 
 // Users lists the users with credentials, sorted.
@@ -334,7 +379,7 @@ func (m *MemoryStore) Plain(user, password string) (principal.Principal, bool) {
 	if user == APIKeyUser {
 		return VerifyAPIKey(m, password)
 	}
-	return PlainViaScram(m, user, password)
+	return plainViaScram(m, serverOptions{}.decoys(m), user, password)
 }
 
 // AddAPIKey stores an API key (see NewAPIKey).
@@ -392,6 +437,6 @@ func (m *MemoryStore) Replace(other *MemoryStore) {
 	other.scram, other.keys = nil, nil
 	other.mu.Unlock()
 	m.mu.Lock()
-	m.scram, m.keys = scram, keys
+	m.scram, m.keys, m.shapes = scram, keys, nil
 	m.mu.Unlock()
 }

@@ -316,7 +316,7 @@ func (s *scramServer) first(tok []byte) ([]byte, error) {
 		ok = false
 	}
 	if !ok {
-		cred = s.fakeCredential(m.User)
+		cred = s.opts.decoys(s.creds).Scram(m.User, s.mech)
 	}
 	s.user, s.known, s.gs2Header, s.cred = m.User, ok, m.GS2Header, cred
 	s.bare = strings.TrimPrefix(string(tok), m.GS2Header)
@@ -407,17 +407,4 @@ func (s *scramServer) legacyFinal(tok []byte, m scramClientFinal) ([]byte, error
 	srvSig.Write(authMsg)
 	s.principal = principal.Principal{Type: "User", Name: s.user}
 	return []byte("v=" + base64.StdEncoding.EncodeToString(srvSig.Sum(nil))), nil
-}
-
-// fakeCredential is what an unknown user is shown: deterministic in the
-// user name and the server secret, shaped like a real credential.
-func (s *scramServer) fakeCredential(user string) ScramCredential {
-	label := s.mech + "\x00" + user
-	return ScramCredential{
-		Mechanism:  s.mech,
-		Salt:       deriveBytes(s.opts.fakeSecret, "salt\x00"+label, s.opts.fakeSaltLen),
-		Iterations: s.opts.fakeIterations,
-		StoredKey:  deriveBytes(s.opts.fakeSecret, "stored\x00"+label, s.hashSize),
-		ServerKey:  deriveBytes(s.opts.fakeSecret, "server\x00"+label, s.hashSize),
-	}
 }

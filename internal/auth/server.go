@@ -54,6 +54,7 @@ var ErrUnsupportedMechanism = errors.New("unsupported SASL mechanism")
 type AuthError struct {
 	Message string
 	Detail  string
+	limited bool // a refusal by a LoginLimiter
 }
 
 func (e *AuthError) Error() string {
@@ -63,8 +64,11 @@ func (e *AuthError) Error() string {
 	return e.Message + " (" + e.Detail + ")"
 }
 
-// Is makes errors.Is(err, ErrAuthenticationFailed) true.
-func (e *AuthError) Is(target error) bool { return target == ErrAuthenticationFailed }
+// Is makes errors.Is(err, ErrAuthenticationFailed) true, and
+// errors.Is(err, ErrTooManyFailedLogins) for a LoginLimiter's refusal.
+func (e *AuthError) Is(target error) bool {
+	return target == ErrAuthenticationFailed || target == ErrTooManyFailedLogins && e.limited
+}
 
 // ClientMessage is the message to send the client for an error Step
 // returned: the AuthError's Message, or Kafka's generic failure text.
@@ -105,33 +109,50 @@ func genericFailure(mechanism, detail string) *AuthError {
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
-	fakeSecret     []byte
-	fakeSaltLen    int
-	fakeIterations int
-	nonce          func() string // tests
+	fakeSecret []byte
+	fakeShape  *ScramShape
+	nonce      func() string // tests
 }
 
 // WithFakeSecret sets the secret from which SCRAM derives the salt and keys
 // it presents for unknown users, so that probing a name shows the same
-// salt every time, as for a real user. Use a persistent secret so the fake
-// salt survives restarts as a real one does; by default a random
-// per-process secret is used.
+// salt every time, as for a real user. It overrides the lookup's Decoys
+// (NewLookupDecoys), which is how the gateway passes its persistent one;
+// without either, a random per-process secret is used.
 func WithFakeSecret(secret []byte) ServerOption {
 	return func(o *serverOptions) { o.fakeSecret = append([]byte(nil), secret...) }
 }
 
-// WithFakeShape sets the salt length and iteration count presented for
-// unknown SCRAM users; match what the credential store holds (default 32
-// and DefaultIterations, what NewScramCredential produces).
+// WithFakeShape fixes the salt length and iteration count presented for
+// unknown SCRAM users. By default they follow the credentials the lookup
+// holds (see Decoys), or 32 and DefaultIterations, what
+// NewScramCredential produces.
 func WithFakeShape(saltLen, iterations int) ServerOption {
 	return func(o *serverOptions) {
-		if saltLen > 0 {
-			o.fakeSaltLen = saltLen
-		}
-		if iterations >= MinIterations {
-			o.fakeIterations = iterations
+		if saltLen > 0 && iterations >= MinIterations && iterations <= MaxIterations {
+			o.fakeShape = &ScramShape{SaltLen: saltLen, Iterations: iterations}
 		}
 	}
+}
+
+// decoys is what unknown users are checked against: the options' secret
+// and shape if given, else the lookup's Decoys, else the process secret;
+// shaped like the lookup's credentials when it can count them.
+func (o serverOptions) decoys(creds CredentialLookup) *Decoys {
+	if d, ok := creds.(interface{ Decoys() *Decoys }); ok && len(o.fakeSecret) == 0 && o.fakeShape == nil {
+		if d := d.Decoys(); d != nil {
+			return d
+		}
+	}
+	secret := o.fakeSecret
+	if len(secret) == 0 {
+		secret = processSecret()
+	}
+	d := &Decoys{secret: secret, fixed: o.fakeShape}
+	if sc, ok := creds.(ShapeCounter); ok {
+		d.shapes = []ShapeCounter{sc}
+	}
+	return d
 }
 
 // withNonceGenerator fixes the server nonce (tests).
@@ -152,12 +173,9 @@ func NewServer(mechanism string, creds CredentialLookup, opts ...ServerOption) (
 	if creds == nil {
 		return nil, errors.New("auth: nil CredentialLookup")
 	}
-	o := serverOptions{fakeSaltLen: saltLen, fakeIterations: DefaultIterations}
+	var o serverOptions
 	for _, opt := range opts {
 		opt(&o)
-	}
-	if len(o.fakeSecret) == 0 {
-		o.fakeSecret = processSecret()
 	}
 	switch mechanism {
 	case MechanismPlain:

@@ -3,6 +3,7 @@ package control
 import (
 	"net/netip"
 	"strings"
+	"sync/atomic"
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/principal"
@@ -47,6 +48,10 @@ const (
 	// OpAlterConfigs is ALTER_CONFIGS on CLUSTER: AlterClientQuotas,
 	// validate_only included.
 	OpAlterConfigs
+	// OpDescribe is DESCRIBE on CLUSTER: DescribeUserScramCredentials,
+	// which lists who can log in. Kafka grants it separately from
+	// DESCRIBE_CONFIGS; Admins grants it to the quota admins only.
+	OpDescribe
 )
 
 func (o Operation) String() string {
@@ -55,6 +60,8 @@ func (o Operation) String() string {
 		return "DESCRIBE_CONFIGS"
 	case OpAlterConfigs:
 		return "ALTER_CONFIGS"
+	case OpDescribe:
+		return "DESCRIBE"
 	}
 	return "UNKNOWN"
 }
@@ -66,7 +73,9 @@ type Authorizer interface {
 
 // Admins is Tollgate's authorizer for the control plane: the listed
 // principals may do everything; every other authenticated principal may
-// describe; ANONYMOUS may describe only with AllowAnonymousDescribe. A
+// describe configs and quotas (DESCRIBE_CONFIGS), not users (DESCRIBE);
+// ANONYMOUS may describe configs and quotas only with
+// AllowAnonymousDescribe. A
 // principal is written "User:alice"; a bare "alice" means "User:alice".
 // ANONYMOUS is an administrator only if listed explicitly
 // ("User:ANONYMOUS"), e.g. on a PLAINTEXT-only test setup.
@@ -101,4 +110,42 @@ func (a Admins) Authorize(who Initiator, op Operation) bool {
 		return !who.Anonymous() || a.AllowAnonymousDescribe
 	}
 	return false
+}
+
+// LiveAdmins is an Admins that can be replaced while requests are being
+// authorized (a configuration reload): every holder of the same *LiveAdmins
+// — the client quotas, the credentials, the broker configs and the admin
+// HTTP port — sees a change at the same moment, and a request is decided
+// by one version of the list, never a mix. The zero value is Admins{}.
+type LiveAdmins struct {
+	cur atomic.Pointer[Admins]
+}
+
+// NewLiveAdmins returns a LiveAdmins holding a.
+func NewLiveAdmins(a Admins) *LiveAdmins {
+	l := &LiveAdmins{}
+	l.Set(a)
+	return l
+}
+
+// Set replaces the administrators; requests authorized from now on use a.
+func (l *LiveAdmins) Set(a Admins) {
+	a.Principals = append([]string(nil), a.Principals...)
+	l.cur.Store(&a)
+}
+
+// Get returns the administrators in force.
+func (l *LiveAdmins) Get() Admins {
+	if a := l.cur.Load(); a != nil {
+		return *a
+	}
+	return Admins{}
+}
+
+// IsAdmin reports whether p is one of the administrators in force.
+func (l *LiveAdmins) IsAdmin(p principal.Principal) bool { return l.Get().IsAdmin(p) }
+
+// Authorize implements Authorizer with the administrators in force.
+func (l *LiveAdmins) Authorize(who Initiator, op Operation) bool {
+	return l.Get().Authorize(who, op)
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -419,4 +421,55 @@ func TestStoreError(t *testing.T) {
 	if len(evs) != 2 || evs[0]["outcome"] != "rejected" || evs[0]["error_code"] != -1.0 || evs[1]["outcome"] != "applied" {
 		t.Fatalf("events %v", evs)
 	}
+}
+
+// LiveAdmins: every holder sees a Set at once, requests in flight are
+// decided by one version of the list, and the caller's slice is copied.
+func TestLiveAdmins(t *testing.T) {
+	admins := []string{"User:admin", "alice"}
+	live := NewLiveAdmins(Admins{Principals: admins})
+	f := newFixture(t)
+	f.cq.Authz = live
+	creds := &Credentials{Store: f.cq.Store, Authz: live}
+	e := entry(ent(named("user", "u")), set("producer_byte_rate", 1))
+	if r := f.alter(t, alice, false, e); r.Entries[0].ErrorCode != 0 {
+		t.Fatalf("alice, listed: %d", r.Entries[0].ErrorCode)
+	}
+	admins[1] = "mallory" // the caller's slice is not the list in force
+	if !live.IsAdmin(alice.Principal) {
+		t.Fatal("Set kept the caller's slice")
+	}
+	live.Set(Admins{Principals: []string{"User:admin"}})
+	if r := f.alter(t, alice, false, e); r.Entries[0].ErrorCode != 31 {
+		t.Fatalf("alice after her removal: %d", r.Entries[0].ErrorCode)
+	}
+	if creds.authorize(alice, OpDescribe) || !creds.authorize(admin, OpDescribe) {
+		t.Fatal("the credentials do not see the same list")
+	}
+	var zero LiveAdmins
+	if zero.Authorize(admin, OpAlterConfigs) || !zero.Authorize(alice, OpDescribeConfigs) {
+		t.Fatal("the zero LiveAdmins is not Admins{}")
+	}
+	// Concurrent reloads and checks (run with -race).
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					live.Authorize(alice, OpAlterConfigs)
+				}
+			}
+		}()
+	}
+	for i := range 1000 {
+		live.Set(Admins{Principals: []string{fmt.Sprint("User:u", i)}})
+	}
+	close(stop)
+	wg.Wait()
 }

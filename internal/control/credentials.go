@@ -30,7 +30,7 @@ type Credentials struct {
 	// refused.
 	Audit *audit.Logger
 	// Authz decides who may describe and alter; nil is Admins{} (nobody
-	// alters, authenticated principals describe).
+	// alters or lists users).
 	Authz Authorizer
 
 	mu     sync.Mutex // serialises alterations: validation through commit
@@ -41,8 +41,14 @@ type Credentials struct {
 // credSnapshot is the store's credentials as the SASL servers use them.
 // It is never modified once published.
 type credSnapshot struct {
-	scram map[scramKey]auth.ScramCredential
-	keys  map[string]auth.APIKey
+	scram  map[scramKey]auth.ScramCredential
+	keys   map[string]auth.APIKey
+	shapes map[scramShapeKey]int // census of scram, for auth.Decoys
+}
+
+type scramShapeKey struct {
+	mechanism string
+	shape     auth.ScramShape
 }
 
 type scramKey struct{ user, mechanism string }
@@ -58,6 +64,14 @@ func (c *Credentials) Lookup() auth.CredentialLookup { return auth.NewLookup(c, 
 func (c *Credentials) Scram(user, mechanism string) (auth.ScramCredential, bool) {
 	cred, ok := c.snapshot().scram[scramKey{user, mechanism}]
 	return cred, ok
+}
+
+// ScramShapes implements auth.ShapeCounter: how the stored credentials
+// are shaped, so that unknown users are shown the same shape.
+func (c *Credentials) ScramShapes(add func(string, auth.ScramShape, int)) {
+	for k, n := range c.snapshot().shapes {
+		add(k.mechanism, k.shape, n)
+	}
 }
 
 // ByID implements auth.APIKeys.
@@ -130,8 +144,9 @@ func (c *Credentials) read() (*credSnapshot, error) {
 		return nil, err
 	}
 	s := &credSnapshot{
-		scram: make(map[scramKey]auth.ScramCredential, len(entries)),
-		keys:  make(map[string]auth.APIKey, len(keys)),
+		scram:  make(map[scramKey]auth.ScramCredential, len(entries)),
+		keys:   make(map[string]auth.APIKey, len(keys)),
+		shapes: map[scramShapeKey]int{},
 	}
 	for _, e := range entries {
 		cred, err := auth.ParseScramCredential(e.Mechanism, e.Credential)
@@ -139,6 +154,7 @@ func (c *Credentials) read() (*credSnapshot, error) {
 			continue
 		}
 		s.scram[scramKey{e.User, e.Mechanism}] = cred
+		s.shapes[scramShapeKey{e.Mechanism, auth.ShapeOf(cred)}]++
 	}
 	for _, k := range keys {
 		s.keys[k.ID] = authAPIKey(k)

@@ -74,10 +74,12 @@ func scramMechanismLabel(t int8) string {
 // only; salts and keys never leave the server).
 //
 // Behavior:
-// * ACL: DESCRIBE_CONFIGS on CLUSTER (Authorizer: authenticated principals,
-// ANONYMOUS only if allowed); denied: 31 with a null message for the whole
-// response and one result per requested user, also 31 with a null message
-// and an empty user name (Kafka's getErrorResponse)
+// * ACL: DESCRIBE on CLUSTER (KafkaApis.handleDescribeUserScramCredentialsRequest;
+// Authorizer: the quota admins only — the list of users is who can log
+// in); denied: 31 with a null message for the whole response and one
+// result per requested user, also 31 with a null message and an empty user
+// name (Kafka's getErrorResponse: ApiError.fromThrowable leaves the
+// generic message out)
 // * Users null or empty: every user that has a credential
 // * A user listed twice: one result, 92 "Cannot describe SCRAM credentials
 // for the same user twice in a single request: <user>"
@@ -89,8 +91,6 @@ func scramMechanismLabel(t int8) string {
 // Where Tollgate differs from Kafka:
 // * Tollgate answers from its own store: these are the credentials clients
 // authenticate with at the gateway, not the upstream cluster's
-// * Kafka checks DESCRIBE on CLUSTER; Tollgate's Authorizer knows describe
-// (DESCRIBE_CONFIGS) and alter (ALTER_CONFIGS) only, as for client quotas
 // * Null Users on a denied request answers 31 without results (Kafka fails
 // to build that response)
 // * The order of a user's mechanisms is fixed (Kafka's follows a HashMap of
@@ -98,7 +98,7 @@ func scramMechanismLabel(t int8) string {
 // * A store read failure answers -1 UNKNOWN_SERVER_ERROR for the response
 func (c *Credentials) DescribeUserScramCredentials(_ context.Context, who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if !c.authorize(who, OpDescribeConfigs) {
+	if !c.authorize(who, OpDescribe) {
 		resp.ErrorCode = errClusterAuthorizationFailed
 		for range req.Users {
 			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()

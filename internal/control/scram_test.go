@@ -259,7 +259,7 @@ func TestDescribeScram(t *testing.T) {
 	d := func(who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) string {
 		return describedScram(f.c.DescribeUserScramCredentials(context.Background(), who, req))
 	}
-	if got := d(alice, describeScram()); got != "top:0:<nil>" {
+	if got := d(admin, describeScram()); got != "top:0:<nil>" {
 		t.Fatalf("empty store: %s", got)
 	}
 	f.mustAlter(t, alterScram(nil, upsert(t, "ba", 2, "pw", 8192)))
@@ -269,14 +269,19 @@ func TestDescribeScram(t *testing.T) {
 		req  *kmsg.DescribeUserSCRAMCredentialsRequest
 		want string
 	}{
-		{alice, describeScram(), "top:0:<nil>\nc:0:<nil> 1/5000\nba:0:<nil> 1/4096 2/8192"},
-		{alice, describeScram("ba"), "top:0:<nil>\nba:0:<nil> 1/4096 2/8192"},
-		{alice, describeScram("ba", "nobody", "ba", ""), "top:0:<nil>\n" +
+		{admin, describeScram(), "top:0:<nil>\nc:0:<nil> 1/5000\nba:0:<nil> 1/4096 2/8192"},
+		{admin, describeScram("ba"), "top:0:<nil>\nba:0:<nil> 1/4096 2/8192"},
+		{admin, describeScram("ba", "nobody", "ba", ""), "top:0:<nil>\n" +
 			":91:Attempt to describe a user credential that does not exist: \n" +
 			"nobody:91:Attempt to describe a user credential that does not exist: nobody\n" +
 			"ba:92:Cannot describe SCRAM credentials for the same user twice in a single request: ba"},
-		// ANONYMOUS may not describe (not allowed in this fixture): 31
-		// with null messages, one nameless result per requested user.
+		// Listing users needs DESCRIBE on CLUSTER: quota admins only.
+		// Anyone else gets Kafka's answer, 31 with null messages and one
+		// nameless result per requested user — whether the users exist
+		// or not, so nothing is learnt.
+		{alice, describeScram(), "top:31:<nil>"},
+		{alice, describeScram("ba", "c"), "top:31:<nil>\n:31:<nil>\n:31:<nil>"},
+		{alice, describeScram("nobody", "c"), "top:31:<nil>\n:31:<nil>\n:31:<nil>"},
 		{anon, describeScram("ba", "c"), "top:31:<nil>\n:31:<nil>\n:31:<nil>"},
 		{anon, describeScram(), "top:31:<nil>"},
 		{admin, describeScram("c"), "top:0:<nil>\nc:0:<nil> 1/5000"},
@@ -285,9 +290,14 @@ func TestDescribeScram(t *testing.T) {
 			t.Errorf("%v %v:\n%s\nwant\n%s", tc.who.Principal, tc.req.Users, got, tc.want)
 		}
 	}
+	// allow_anonymous_describe opens quotas and configs, not the users.
 	f.c.Authz = Admins{AllowAnonymousDescribe: true}
+	if got := d(anon, describeScram("c")); got != "top:31:<nil>\n:31:<nil>" {
+		t.Errorf("anonymous with allow_anonymous_describe: %s", got)
+	}
+	f.c.Authz = Admins{Principals: []string{"User:ANONYMOUS"}}
 	if got := d(anon, describeScram("c")); got != "top:0:<nil>\nc:0:<nil> 1/5000" {
-		t.Errorf("anonymous allowed: %s", got)
+		t.Errorf("ANONYMOUS listed as a quota admin: %s", got)
 	}
 }
 

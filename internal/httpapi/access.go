@@ -10,8 +10,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -85,62 +83,21 @@ type Access struct {
 	// they need the read right like the JSON API.
 	OpenEndpoints []string
 	// Audit records failed logins on this port, as the Kafka listeners'
-	// are recorded. nil: not recorded.
+	// are recorded. nil: not recorded. Anyone who reaches the port can
+	// cause failed logins and denials at will: give it a Logger that
+	// aggregates denials (audit.Config.AggregateInterval), as the gateway
+	// does, so they cost a few events rather than one write each.
 	Audit *audit.Logger
 	// AuthFailed counts a failed login (tollgate_authentication_failures_total).
 	AuthFailed func(remote netip.AddrPort, mechanism string, err error)
 }
 
-// Audit budget: the events that callers who did not authenticate can cause
-// (failed logins, ANONYMOUS attempts at changes) are audited at most
-// auditRate per second on average, in bursts of auditBurst. Each one is an
-// fsync'd write; without a bound, anyone who reaches the port could turn
-// requests into disk writes and audit-log growth as fast as they can send
-// them. Requests over the budget are refused all the same; the next audited
-// one is preceded by an event that says how many were left out.
-const (
-	auditRate  = 10
-	auditBurst = 20
-)
-
-// budget is a token bucket; time is passed in.
-type budget struct {
-	mu      sync.Mutex
-	tokens  float64
-	last    time.Time
-	skipped uint64
-}
-
-// take spends one token. When it succeeds it also returns, and resets, the
-// number of refusals since the last success.
-func (b *budget) take(now time.Time) (ok bool, skipped uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.last.IsZero() {
-		b.tokens = auditBurst
-	} else if d := now.Sub(b.last); d > 0 {
-		b.tokens = min(auditBurst, b.tokens+d.Seconds()*auditRate)
-	}
-	if now.After(b.last) {
-		b.last = now
-	}
-	if b.tokens < 1 {
-		b.skipped++
-		return false, 0
-	}
-	b.tokens--
-	skipped, b.skipped = b.skipped, 0
-	return true, skipped
-}
-
 // guard applies Access to every request.
 type guard struct {
 	Access
-	now    func() time.Time
-	budget budget
 }
 
-func newGuard(a Access, now func() time.Time) *guard {
+func newGuard(a Access) *guard {
 	if a.Authz == nil {
 		a.Authz = control.Admins{}
 	}
@@ -150,7 +107,7 @@ func newGuard(a Access, now func() time.Time) *guard {
 	if a.OpenEndpoints == nil {
 		a.OpenEndpoints = DefaultOpenEndpoints
 	}
-	return &guard{Access: a, now: now}
+	return &guard{Access: a}
 }
 
 type ctxKey struct{}
@@ -245,12 +202,14 @@ func (g *guard) authenticate(r *http.Request) (principal.Principal, string, erro
 	return principal.AnonymousPrincipal, "", nil
 }
 
-// loginFailed counts and audits a failed login.
+// loginFailed counts and audits a failed login. The audit log aggregates
+// denials per source (audit.Config.AggregateInterval), so a flood of bad
+// keys is a few events, not one fsync'd write per request.
 func (g *guard) loginFailed(ctx context.Context, who control.Initiator, mech string, err error) {
 	if g.AuthFailed != nil {
 		g.AuthFailed(who.Source, mech, err)
 	}
-	if g.Audit == nil || !g.spend(ctx, who) {
+	if g.Audit == nil {
 		return
 	}
 	ev := audit.Event{
@@ -262,24 +221,6 @@ func (g *guard) loginFailed(ctx context.Context, who control.Initiator, mech str
 		Changes:      []audit.Change{{Key: "mechanism", New: audit.String(mech)}},
 	}
 	g.Audit.Record(ctx, ev)
-}
-
-// spend takes one unit of the audit budget for an unauthenticated caller's
-// event, first recording how many were left out since the last one.
-func (g *guard) spend(ctx context.Context, who control.Initiator) bool {
-	ok, skipped := g.budget.take(g.now())
-	if ok && skipped > 0 && g.Audit != nil {
-		g.Audit.Record(ctx, audit.Event{
-			Action:    audit.ActionAuthenticate,
-			Outcome:   audit.Denied,
-			ErrorCode: kerr.SaslAuthenticationFailed.Code,
-			ErrorMessage: fmt.Sprintf("%d more refused requests from unauthenticated callers on the admin port were not audited (more than %d per second)",
-				skipped, auditRate),
-			Initiator: audit.Initiator{Listener: ListenerName},
-			Changes:   []audit.Change{{Key: "unaudited", New: audit.Number(float64(skipped))}},
-		})
-	}
-	return ok
 }
 
 func auditInitiator(who control.Initiator) audit.Initiator {
@@ -328,20 +269,14 @@ func (g *guard) open(endpoint string, next http.HandlerFunc) http.Handler {
 }
 
 // change guards an endpoint that changes something. The APIKeyManager
-// authorizes and audits; this adds what only HTTP needs: a browser
-// request from another origin is refused (defence in depth — such a
-// request already needs a CORS preflight, which this port never grants),
-// and ANONYMOUS callers who may not change anything are refused without
-// an audit event once the audit budget is spent.
+// authorizes and audits (denials aggregated by the audit log); this adds
+// what only HTTP needs: a browser request from another origin is refused
+// (defence in depth — such a request already needs a CORS preflight, which
+// this port never grants).
 func (g *guard) change(next http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) {
 			fail(w, http.StatusForbidden, "cross-origin request refused")
-			return
-		}
-		who := initiatorOf(r)
-		if who.Anonymous() && !g.Authz.Authorize(who, control.OpAlterConfigs) && !g.spend(r.Context(), who) {
-			needAuth(w, "change anything")
 			return
 		}
 		next(w, r)

@@ -98,7 +98,6 @@ func newPort(t *testing.T, edit ...func(*Sources)) *portFixture {
 	}
 	f.wrong, _, _ = auth.NewAPIKey("admin") // never stored
 	s := sourcesFor(t, f.creds, f.fails)
-	// A stopped clock: the audit budget refills only when a test says.
 	stopped := time.Unix(1_700_000_000, 0)
 	s.Now = func() time.Time { return stopped }
 	for _, e := range edit {
@@ -154,8 +153,7 @@ func TestAccessMatrix(t *testing.T) {
 		code                          int
 		challenge                     bool // WWW-Authenticate: Bearer expected
 	}
-	// Changes: quota admins only. (First: ANONYMOUS's two denials spend
-	// two units of the audit budget, which the failed logins below use up.)
+	// Changes: quota admins only.
 	rows := []row{
 		{"anonymous create", "POST", "/api/v1/apikeys", anon, create, 401, true},
 		{"reader create", "POST", "/api/v1/apikeys", reader, create, 403, false},
@@ -234,8 +232,8 @@ func TestAccessMatrix(t *testing.T) {
 	if deniedReader != 2 || deniedAnon != 2 {
 		t.Errorf("denied changes audited: %d by the reader, %d by ANONYMOUS; want 2 and 2", deniedReader, deniedAnon)
 	}
-	if failed != auditBurst-2 {
-		t.Errorf("%d failed logins audited, want %d (the budget; the rest are counted only)", failed, auditBurst-2)
+	if failed != wantFailures {
+		t.Errorf("%d failed logins audited, want %d (this fixture's audit log aggregates nothing)", failed, wantFailures)
 	}
 	for _, e := range f.creds.Audit.Recent(0) {
 		if b, _ := json.Marshal(e); strings.Contains(string(b), wrong) || strings.Contains(string(b), revoked) {
@@ -403,58 +401,50 @@ func TestDevelopmentDefault(t *testing.T) {
 	}
 }
 
-// Requests from callers who did not authenticate are audited within a
-// budget: a flood of bad keys costs at most auditBurst events, then
-// auditRate a second, and the next event says how many were left out.
-func TestAuditBudget(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	f := newPort(t, func(s *Sources) { s.Now = clock })
-	before := len(f.creds.Audit.Recent(0))
-	for range auditBurst + 30 {
-		send(t, f.srv.Client(), f.srv.URL, "GET", "/healthz", f.wrong, "", "")
-	}
-	if got := len(f.creds.Audit.Recent(0)) - before; got != auditBurst {
-		t.Fatalf("%d events for %d failed logins, want %d", got, auditBurst+30, auditBurst)
-	}
-	if f.fails.n() != auditBurst+30 {
-		t.Fatalf("%d failed logins counted, want all %d", f.fails.n(), auditBurst+30)
-	}
-	mu.Lock()
-	now = now.Add(time.Second / auditRate)
-	mu.Unlock()
-	send(t, f.srv.Client(), f.srv.URL, "GET", "/healthz", f.wrong, "", "")
-	evs := f.creds.Audit.Recent(2)
-	if len(evs) != 2 || !strings.Contains(evs[0].ErrorMessage, "30 more refused requests") ||
-		evs[0].Changes[0].Key != "unaudited" || evs[1].Changes[0].Key != "mechanism" {
-		t.Fatalf("after the budget refilled: %+v", evs)
-	}
-}
-
-func TestBudget(t *testing.T) {
-	var b budget
-	t0 := time.Unix(0, 0)
-	for i := range auditBurst {
-		if ok, _ := b.take(t0); !ok {
-			t.Fatalf("take %d refused within the burst", i)
+// A flood of bad keys from one address is two audit events with an
+// aggregating audit log (the one the gateway runs): the first failed
+// login as it comes, the rest counted into one event. Every one is
+// counted in the metric and refused all the same.
+func TestFailedLoginsAggregated(t *testing.T) {
+	f := newPort(t)
+	f.creds.Audit = audit.NewLogger(audit.Config{AggregateInterval: time.Hour})
+	t.Cleanup(func() { f.creds.Audit.Close() })
+	s := sourcesFor(t, f.creds, f.fails)
+	s.Access.Audit = f.creds.Audit
+	srv := httptest.NewServer(Handler(s))
+	defer srv.Close()
+	const flood = 50
+	for range flood {
+		if code, _, _ := send(t, srv.Client(), srv.URL, "GET", "/healthz", f.wrong, "", ""); code != 401 {
+			t.Fatalf("bad key: %d", code)
 		}
 	}
-	if ok, _ := b.take(t0); ok {
-		t.Fatal("take beyond the burst")
+	// ANONYMOUS attempts at changes: denied, aggregated the same way.
+	for range flood {
+		if code, _, _ := send(t, srv.Client(), srv.URL, "POST", "/api/v1/apikeys", "", "", `{"identity": "mallory"}`); code != 401 {
+			t.Fatalf("anonymous create: %d", code)
+		}
 	}
-	if ok, _ := b.take(t0.Add(time.Second/auditRate - time.Nanosecond)); ok {
-		t.Fatal("refilled early")
+	if f.fails.n() != flood {
+		t.Fatalf("%d failed logins counted, want all %d", f.fails.n(), flood)
 	}
-	if ok, skipped := b.take(t0.Add(time.Second / auditRate)); !ok || skipped != 2 {
-		t.Fatalf("after 1/rate: %v, %d skipped (want 2)", ok, skipped)
+	if evs := f.creds.Audit.Recent(0); len(evs) != 2 {
+		t.Fatalf("%d audit events for %d failed logins and %d denied creates, want 2", len(evs), flood, flood)
 	}
-	// A clock going backwards refills nothing.
-	if ok, _ := b.take(t0); ok {
-		t.Fatal("backwards clock refilled")
+	f.creds.Audit.Flush()
+	evs := f.creds.Audit.Recent(0)
+	if len(evs) != 4 {
+		t.Fatalf("after Flush: %d events", len(evs))
 	}
-	if ok, _ := b.take(t0.Add(time.Hour)); !ok || b.tokens != auditBurst-1 {
-		t.Fatalf("an hour later: %v %v tokens (capped at the burst)", ok, b.tokens)
+	counts := map[string]uint64{}
+	for _, e := range evs[2:] {
+		if e.Aggregate == nil || e.Initiator.Source != "127.0.0.1" || e.Initiator.Listener != ListenerName {
+			t.Fatalf("summary: %+v", e)
+		}
+		counts[e.Action] = e.Aggregate.Count
+	}
+	if counts[audit.ActionAuthenticate] != flood-1 || counts[audit.ActionAPIKeyCreate] != flood-1 {
+		t.Fatalf("summaries: %v", counts)
 	}
 }
 

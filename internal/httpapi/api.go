@@ -52,7 +52,7 @@ func Handler(s Sources) http.Handler {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
-	g := newGuard(s.Access, s.Now)
+	g := newGuard(s.Access)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+EndpointHealthz, g.open(EndpointHealthz, func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) }))
 	mux.Handle("GET "+EndpointReadyz, g.open(EndpointReadyz, func(w http.ResponseWriter, _ *http.Request) {

@@ -149,7 +149,12 @@ func TestScramCredentialsAnswered(t *testing.T) {
 		t.Fatalf("bob's credential after the upsertion: %+v %v", cred, ok)
 	}
 
+	// Listing users needs DESCRIBE on CLUSTER, as in Kafka: a quota admin.
 	x = pass(t, f, connAs(aliceUser), describeScram("bob", "carol"), nil)
+	if d := x.resp.(*kmsg.DescribeUserSCRAMCredentialsResponse); d.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("a non-admin's describe: error %d, want CLUSTER_AUTHORIZATION_FAILED", d.ErrorCode)
+	}
+	x = pass(t, f, connAs(adminUser), describeScram("bob", "carol"), nil)
 	d := x.resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	got := map[string]string{}
 	for _, r := range d.Results {

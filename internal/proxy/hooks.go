@@ -67,6 +67,14 @@ type AuthFailHook interface {
 	AuthFailed(c *principal.ConnInfo, mechanism string, err error)
 }
 
+// LoginHook decides whether a SASL login the gateway terminates may start
+// on a connection (at its SaslHandshake). A non-nil error refuses it
+// without looking at any credential: the first SaslAuthenticate (or v0
+// token) fails with that error, as any failed login does.
+type LoginHook interface {
+	LoginAllowed(c *principal.ConnInfo, mechanism string) error
+}
+
 // UpstreamHook hears about each upstream connection the gateway opens (one
 // per client connection that forwards a request; none for one that never
 // does).
@@ -99,7 +107,7 @@ func filterHooks(f any) bool {
 // observerHooks reports whether h implements at least one observer hook.
 func observerHooks(h any) bool {
 	switch h.(type) {
-	case OpenHook, CloseHook, AuthFailHook, UpstreamHook, RefusalHook, ServeHook:
+	case OpenHook, CloseHook, AuthFailHook, LoginHook, UpstreamHook, RefusalHook, ServeHook:
 		return true
 	}
 	return false
@@ -110,6 +118,7 @@ type hooks struct {
 	open     []OpenHook
 	close    []CloseHook
 	authFail []AuthFailHook
+	login    []LoginHook
 	upstream []UpstreamHook
 	refused  []RefusalHook
 	serve    []ServeHook
@@ -117,7 +126,7 @@ type hooks struct {
 
 func (h *hooks) add(x any) error {
 	if !observerHooks(x) {
-		return fmt.Errorf("proxy: hook %T implements none of the observer hooks (Opened, Closed, AuthFailed, UpstreamOpened, Refused, Served)", x)
+		return fmt.Errorf("proxy: hook %T implements none of the observer hooks (Opened, Closed, AuthFailed, LoginAllowed, UpstreamOpened, Refused, Served)", x)
 	}
 	if o, ok := x.(OpenHook); ok {
 		h.open = append(h.open, o)
@@ -127,6 +136,9 @@ func (h *hooks) add(x any) error {
 	}
 	if o, ok := x.(AuthFailHook); ok {
 		h.authFail = append(h.authFail, o)
+	}
+	if o, ok := x.(LoginHook); ok {
+		h.login = append(h.login, o)
 	}
 	if o, ok := x.(UpstreamHook); ok {
 		h.upstream = append(h.upstream, o)
@@ -163,6 +175,15 @@ func (h *hooks) authFailed(c *principal.ConnInfo, mechanism string, err error) {
 	for _, o := range h.authFail {
 		o.AuthFailed(c, mechanism, err)
 	}
+}
+
+func (h *hooks) loginAllowed(c *principal.ConnInfo, mechanism string) error {
+	for _, o := range h.login {
+		if err := o.LoginAllowed(c, mechanism); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (h *hooks) upstreamOpened(c *principal.ConnInfo) {

@@ -144,6 +144,9 @@ func (s *session) handshake(req *Request) (bool, Reason, error) {
 	if err != nil {
 		return s.unsupportedMechanism(req, hs.Mechanism)
 	}
+	if err := s.gw.hooks.loginAllowed(&s.info, hs.Mechanism); err != nil {
+		srv = auth.Refused(hs.Mechanism, err) // its first step fails: loginFailed
+	}
 	s.auth.mechanism, s.auth.server = hs.Mechanism, srv
 	// v0: the exchange that follows is raw tokens, each a size-prefixed
 	// frame with no header, in both directions (see rawToken).
