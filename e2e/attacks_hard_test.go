@@ -37,30 +37,6 @@ import (
 // of the issue "A hostile tenant gets nothing": what the attacker sends,
 // over real sockets with real clients, what they get (a refusal, never a
 // grant), and the proof that nothing was granted or left growing.
-var attacksHard = []struct {
-	name  string
-	point string
-	run   func(t *testing.T)
-}{
-	{"audit: a flood of failed logins and denied alterations is a few events, and holds up no change", "7", attackAuditFlood},
-	{"audit: the file rotates by size without losing or splitting an event", "7", attackAuditRotation},
-	{"audit: the topic sink reaches an upstream that requires TLS and SASL", "7", attackAuditTopicSecured},
-	{"DescribeUserScramCredentials: a tenant cannot list who can log in", "9", attackListUsers},
-	{"reload: a removed admin, user or API key stops working at once; a reload that cannot apply changes nothing", "10", attackRevokedLive},
-	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
-	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
-}
-
-func TestAttacksHard(t *testing.T) {
-	for _, a := range attacksHard {
-		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
-			t.Logf("issue point %s", a.point)
-			a.run(t)
-		})
-	}
-}
-
 // A tenant (alice, authenticated) and an unauthenticated client ask for the
 // SCRAM users — all of them, or by name to learn which exist. Both get
 // Kafka's answer for a principal without DESCRIBE on CLUSTER: error 31 for

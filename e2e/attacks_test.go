@@ -41,6 +41,15 @@ var attacks = []struct {
 	{"a frame larger than 512 KiB before the SASL login closes the connection at its size", "4", attackPreLoginFrame},
 	// Point 5: TestIdleConnectionClosed and TestHandshakeTimeout (internal/proxy), to the nanosecond.
 	{"a PROXY header from a peer that is not a trusted proxy is refused", "6", attackUntrustedProxy},
+	{"audit: a flood of failed logins and denied alterations is a few events, and holds up no change", "7", attackAuditFlood},
+	{"audit: the file rotates by size without losing or splitting an event", "7", attackAuditRotation},
+	{"audit: the topic sink reaches an upstream that requires TLS and SASL", "7", attackAuditTopicSecured},
+	// Point 8, state keyed by client-chosen strings: internal/quota's bounded-state tests (caps, CLOCK
+	// eviction that spares throttled buckets, idle expiry) and bench/cardinality (a million client-ids).
+	{"DescribeUserScramCredentials: a tenant cannot list who can log in", "9", attackListUsers},
+	{"reload: a removed admin, user or API key stops working at once; a reload that cannot apply changes nothing", "10", attackRevokedLive},
+	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
+	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
