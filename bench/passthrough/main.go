@@ -38,6 +38,7 @@ func main() {
 	runs := flag.Int("runs", 5, "measured runs of each way (after one warm-up each)")
 	latN := flag.Int("latency-requests", 2000, "sequential small produce requests for the latency probe")
 	withQuotas := flag.Bool("quotas", false, "also run Tollgate with producer and consumer quotas far above the traffic (quotas on, never reached), interleaved with the other ways")
+	baseline := flag.String("baseline", "", "also run this other tollgate binary (an earlier build), interleaved with the other ways, as the way \"baseline\"")
 	flag.Parse()
 	if *forward != "" {
 		runForwarder(*forward)
@@ -51,10 +52,19 @@ func main() {
 	if *withQuotas {
 		ways = append(ways, "tollgate+quotas")
 	}
+	if *baseline != "" {
+		ways = append(ways, "baseline")
+	}
+	binFor := func(way string) string {
+		if way == "baseline" {
+			return *baseline
+		}
+		return *tollgate
+	}
 	res := map[string][]result{}
 	for run := 0; run <= *runs; run++ {
 		for _, w := range ways {
-			r, err := once(w, *tollgate, *mib, *recSize, 0)
+			r, err := once(w, binFor(w), *mib, *recSize, 0)
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "%s run %d: %v\n", w, run, err)
 				os.Exit(1)
@@ -69,7 +79,7 @@ func main() {
 	}
 	lat := map[string][]time.Duration{}
 	for _, w := range ways {
-		r, err := once(w, *tollgate, 0, 0, *latN)
+		r, err := once(w, binFor(w), 0, 0, *latN)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "latency %s: %v\n", w, err)
 			os.Exit(1)
@@ -143,7 +153,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		self, _ := os.Executable()
 		proc = exec.Command(self, "-forward", strings.Join(pairs, ","))
 		bootstrap = fwdAddrs[0]
-	case "tollgate", "tollgate+quotas":
+	case "tollgate", "tollgate+quotas", "baseline":
 		dir, _ := os.MkdirTemp("", "tgbench")
 		defer os.RemoveAll(dir)
 		cfg := filepath.Join(dir, "tollgate.yaml")
