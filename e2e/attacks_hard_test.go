@@ -485,9 +485,14 @@ func attackRevokedLive(t *testing.T) {
 		t.Errorf("admin after the reload: %v", err)
 	}
 
-	// The file-change path: bob's user and key leave the credentials file.
+	// The file-change path: bob's user and key leave the credentials file,
+	// and bob's open connection is closed.
 	creds.write(t, "bob")
 	waitLog(t, env, 5*time.Second, "credentials reloaded", "users=1", "api_keys=1")
+	waitLog(t, env, 5*time.Second, "reason=credential_revoked")
+	if err := alterAs(bob, "bob-old-connection"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("bob's client after his removal from the credentials file: %v, want its connection closed and SASL_AUTHENTICATION_FAILED on the next login", err)
+	}
 	if err := alterAs(login("bob", "bob-secret"), "bob-new-login"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Errorf("bob logs in after his removal from the credentials file: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
@@ -507,8 +512,10 @@ func attackRevokedLive(t *testing.T) {
 	if code := createKey("admin", "admin-made"); code != 201 {
 		t.Errorf("admin after a failed reload: %d", code)
 	}
-	if err := alterAs(bob, "bob-after-bad-reload"); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
-		t.Errorf("bob after a failed reload that named him: %v", err)
+	// bob's credential is gone (his connection was closed above): he is
+	// refused at the login, and the failed reload granted him nothing.
+	if err := alterAs(bob, "bob-after-bad-reload"); !errors.Is(err, kerr.SaslAuthenticationFailed) && !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("bob after a failed reload that named him: %v, want a refusal", err)
 	}
 	writeFileAtomic(t, cfgPath, reloadConfig(creds.path, "admin"))
 	writeFileAtomic(t, creds.path, []byte("users:\n  - name: admin\n    scram:\n      SCRAM-SHA-512: not-a-credential\n"))
@@ -519,7 +526,7 @@ func attackRevokedLive(t *testing.T) {
 	if code := createKey("admin", "admin-made-2"); code != 201 {
 		t.Errorf("admin's key after a credentials file that cannot be read: %d", code)
 	}
-	noneBy := []string{"by-bob-after", "bob-new-login", "bob-after-bad-reload"}
+	noneBy := []string{"by-bob-after", "bob-new-login", "bob-after-bad-reload", "bob-old-connection"}
 	q := env.App.Engine().Quotas()
 	for _, e := range q.Entities() {
 		for _, n := range noneBy {
@@ -719,5 +726,63 @@ func attackPasswordGuessing(t *testing.T) {
 	_, events := auditLines(t, filepath.Join(dataDir, "audit.log"))
 	if len(events) == 0 || events[0]["action"] != "authenticate" || events[0]["outcome"] != "denied" {
 		t.Errorf("audit: %v", events)
+	}
+}
+
+// Withdrawn through the API: a SCRAM user deleted with the Kafka API
+// (kadm) and an API key revoked on the admin port lose the connections
+// they logged in with, at once — not at their next login.
+func attackWithdrawnThroughAPI(t *testing.T) {
+	env, keys := startTerminate(t, map[string]string{"admin": "admin-secret"}, []string{"admin"}, func(c *app.Config) {
+		c.Authorization.QuotaAdmins = []string{"admin"}
+		c.Listeners[0].SASL.FailedAuthenticationDelay = time.Millisecond
+	})
+	ctx := ctxT(t, 30*time.Second)
+	admin := kadm.NewClient(franzClient(t, franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", "admin", "admin-secret")...))
+	if _, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "dave", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "dave-secret"}}); err != nil {
+		t.Fatal(err)
+	}
+	// dave logs in by hand and stays connected.
+	dave := dialRaw(t, env.Bootstrap)
+	dave.handshake(t, 1, "SCRAM-SHA-512")
+	conv := scramConversation(t, "SCRAM-SHA-512", "dave", "dave-secret")
+	first, _ := conv.Step("")
+	ar := dave.authenticate(t, 1, []byte(first))
+	final, _ := conv.Step(string(ar.SASLAuthBytes))
+	if ar := dave.authenticate(t, 1, []byte(final)); ar.ErrorCode != 0 {
+		t.Fatalf("dave's login: error %d", ar.ErrorCode)
+	}
+	if _, err := dave.roundTrip(kmsg.NewPtrDescribeClientQuotasRequest()); err != nil {
+		t.Fatalf("dave's connection before the deletion: %v", err)
+	}
+	if res, err := admin.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "dave", Mechanism: kadm.ScramSha512}}, nil); err != nil || res.AllFailed() {
+		t.Fatalf("delete dave: %v %v", err, res)
+	}
+	dave.expectClosed(t, "dave's connection after his credential was deleted")
+
+	// An API key made on the admin port, used, then revoked there.
+	port := newAdminPort(t, env, nil)
+	code, body := port.call(t, "POST", "/api/v1/apikeys", `{"identity": "erin"}`, bearer(keys[0])...)
+	if code != 201 {
+		t.Fatalf("create a key: %d %s", code, body)
+	}
+	var made struct{ ID, Key string }
+	if err := json.Unmarshal([]byte(body), &made); err != nil || made.Key == "" {
+		t.Fatalf("the created key: %v %s", err, body)
+	}
+	erin := dialRaw(t, env.Bootstrap)
+	erin.handshake(t, 1, "PLAIN")
+	if ar := erin.authenticate(t, 1, []byte("\x00token\x00"+made.Key)); ar.ErrorCode != 0 {
+		t.Fatalf("login with the key: error %d", ar.ErrorCode)
+	}
+	if _, err := erin.roundTrip(kmsg.NewPtrDescribeClientQuotasRequest()); err != nil {
+		t.Fatalf("the key's connection before the revocation: %v", err)
+	}
+	if code, body := port.call(t, "DELETE", "/api/v1/apikeys/"+made.ID, "", bearer(keys[0])...); code != 200 {
+		t.Fatalf("revoke: %d %s", code, body)
+	}
+	erin.expectClosed(t, "the connection of a revoked API key")
+	if n := strings.Count(env.Logs.String(), "reason=credential_revoked"); n != 2 {
+		t.Errorf("%d connections closed as credential_revoked, want 2", n)
 	}
 }

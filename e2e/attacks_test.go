@@ -48,6 +48,7 @@ var attacks = []struct {
 	// eviction that spares throttled buckets, idle expiry) and bench/cardinality (a million client-ids).
 	{"DescribeUserScramCredentials: a tenant cannot list who can log in", "9", attackListUsers},
 	{"reload: a removed admin, user or API key stops working at once; a reload that cannot apply changes nothing", "10", attackRevokedLive},
+	{"a SCRAM user deleted or an API key revoked through the API loses its open connections", "10", attackWithdrawnThroughAPI},
 	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
 	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},

@@ -230,11 +230,12 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	// listeners accept.
 	a.quotaFilter.Topics = gw
 	a.startUsage(gw)
+	a.gw = gw // before Start too: a credential change may close its sessions from the first one on
 	if err := gw.Start(ctx); err != nil {
+		a.gw = nil
 		a.closeAll()
 		return nil, err
 	}
-	a.gw = gw
 	if a.path != "" {
 		go a.watch(o.WatchInterval)
 	} else {

@@ -141,7 +141,7 @@ func (a *App) openControl(upstream []string) error {
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
-	a.creds = &control.Credentials{Store: st, Audit: a.audit, Authz: a.ctl.Authz}
+	a.creds = &control.Credentials{Store: st, Audit: a.audit, Authz: a.ctl.Authz, OnChange: a.closeWithdrawn}
 	if err := a.creds.Load(); err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}

@@ -24,10 +24,11 @@ import (
 // What changes takes effect at once: a principal removed from quota_admins
 // is refused from its next request on, on the Kafka listeners and the
 // admin port alike; a user or API key removed from the credentials file
-// cannot log in or authenticate a request any more. Connections already
-// authenticated as a removed user stay open, as in Kafka (which keeps a
-// session authenticated with a since-deleted SCRAM credential until it
-// closes); their rights are those of any other principal from then on.
+// cannot log in or authenticate a request any more, and the connections
+// that logged in with it are closed (credential_revoked) — beyond Kafka,
+// which keeps a session authenticated with a since-deleted SCRAM
+// credential until it closes. The same holds for a SCRAM user deleted or
+// an API key revoked through the API (closeWithdrawn).
 func (a *App) Reload() error {
 	if a.path == "" {
 		return nil
@@ -70,6 +71,7 @@ func (a *App) Reload() error {
 	a.admins.Set(cfg.Authorization.admins())
 	users, keys := len(creds.Users()), len(creds.APIKeys())
 	a.fileCreds.Replace(creds) // creds is empty from here on
+	a.closeWithdrawn()
 	if !slices.Equal(old.QuotaAdmins, cfg.Authorization.QuotaAdmins) || old.AllowAnonymousDescribe != cfg.Authorization.AllowAnonymousDescribe {
 		a.log.Info("authorization reloaded", "file", a.path, "quota_admins", cfg.Authorization.QuotaAdmins,
 			"allow_anonymous_describe", cfg.Authorization.AllowAnonymousDescribe)

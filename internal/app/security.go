@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/audit"
@@ -199,4 +200,44 @@ func (o *observer) AuthFailed(c *principal.ConnInfo, mechanism string, err error
 		Changes:      []audit.Change{{Key: "mechanism", New: audit.String(mechanism)}},
 	}
 	o.a.audit.Record(context.Background(), ev)
+}
+
+// closeWithdrawn closes the connections whose terminated SASL login used a
+// credential that no longer exists — a SCRAM user deleted through the
+// Kafka API or removed from credentials_file, an API key revoked or
+// removed: a withdrawn credential stops working at once, not only at the
+// next login.
+func (a *App) closeWithdrawn() {
+	if a.gw == nil {
+		return
+	}
+	n := a.gw.CloseSessions(func(c *principal.ConnInfo) bool {
+		return c.Credential != "" && !a.credentialExists(c.Credential)
+	}, proxy.ReasonRevoked)
+	if n > 0 {
+		a.log.Info("closed the connections of withdrawn credentials", "connections", n)
+	}
+}
+
+// credentialExists reports whether a login's credential ("user:<name>",
+// "apikey:<id>") is still in the store or the credentials file.
+func (a *App) credentialExists(cred string) bool {
+	kind, name, _ := strings.Cut(cred, ":")
+	switch kind {
+	case "user":
+		users := layered{a.creds, a.fileCreds}
+		for _, m := range auth.Mechanisms() {
+			if m == auth.MechanismPlain {
+				continue
+			}
+			if _, ok := users.Scram(name, m); ok {
+				return true
+			}
+		}
+		return false
+	case "apikey":
+		k, ok := layeredKeys{a.creds, a.fileCreds}.ByID(name)
+		return ok && !k.Revoked
+	}
+	return true
 }

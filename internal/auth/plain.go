@@ -38,9 +38,10 @@ func parsePlain(msg []byte) (plainMessage, error) {
 }
 
 type plainServer struct {
-	creds     CredentialLookup
-	stepped   bool
-	principal principal.Principal
+	creds      CredentialLookup
+	stepped    bool
+	principal  principal.Principal
+	credential string
 }
 
 func (s *plainServer) Mechanism() string { return MechanismPlain }
@@ -67,5 +68,10 @@ func (s *plainServer) Step(tok []byte) ([]byte, bool, error) {
 		return nil, false, errPlainCredentials
 	}
 	s.principal = p
+	s.credential = "user:" + m.User
+	if m.User == APIKeyUser {
+		id, _ := ParseAPIKey(m.Password)
+		s.credential = "apikey:" + id
+	}
 	return []byte{}, true, nil
 }

@@ -40,6 +40,20 @@ type Server interface {
 	Principal() principal.Principal
 }
 
+// Credential names the credential a completed exchange used ("user:<name>"
+// or "apikey:<id>"), for closing its connections when it is withdrawn.
+func Credential(s Server) string {
+	switch s := s.(type) {
+	case *plainServer:
+		return s.credential
+	case *scramServer:
+		if s.principal.Name != "" {
+			return "user:" + s.user
+		}
+	}
+	return ""
+}
+
 // ErrAuthenticationFailed matches (errors.Is) every error Step returns.
 var ErrAuthenticationFailed = errors.New("SASL authentication failed")
 

@@ -32,6 +32,10 @@ type Credentials struct {
 	// Authz decides who may describe and alter; nil is Admins{} (nobody
 	// alters or lists users).
 	Authz Authorizer
+	// OnChange, if set, runs after every load of the snapshot — after
+	// each change, before its response is returned: the gateway closes
+	// the connections of withdrawn credentials there.
+	OnChange func()
 
 	mu     sync.Mutex // serialises alterations: validation through commit
 	loadMu sync.Mutex // serialises snapshot loads
@@ -92,6 +96,9 @@ func (c *Credentials) Load() error {
 		return err
 	}
 	c.snap.Store(s)
+	if c.OnChange != nil {
+		c.OnChange()
+	}
 	return nil
 }
 

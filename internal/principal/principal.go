@@ -41,4 +41,9 @@ type ConnInfo struct {
 	// Principal is set at accept time for PLAINTEXT and after a successful
 	// authentication otherwise.
 	Principal Principal
+	// Credential names what a login terminated at Tollgate used — "user:"
+	// and the SCRAM user, or "apikey:" and the key's id — so that its
+	// connections can be closed when the credential is withdrawn; "" for
+	// other connections. Set with Principal.
+	Credential string
 }

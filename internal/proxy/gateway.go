@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/accept"
+	"github.com/tollgate/tollgate/internal/principal"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -407,6 +408,27 @@ func (g *Gateway) removeSession(s *session) {
 	delete(g.sessions, s)
 	g.mu.Unlock()
 	g.wg.Done()
+}
+
+// CloseSessions closes every open client connection whose login matches
+// (only connections that completed a login are offered) with reason r, and
+// returns how many: the way to make a withdrawn credential stop working at
+// once.
+func (g *Gateway) CloseSessions(match func(*principal.ConnInfo) bool, r Reason) int {
+	g.mu.Lock()
+	var doomed []*session
+	for s := range g.sessions {
+		// authDone is stored after the login's Principal and
+		// Credential: reading them is safe once it reads true.
+		if s.authDone.Load() && match(&s.info) {
+			doomed = append(doomed, s)
+		}
+	}
+	g.mu.Unlock()
+	for _, s := range doomed {
+		s.close(r, errors.New("its credential was withdrawn"))
+	}
+	return len(doomed)
 }
 
 // SessionsByListener returns open client connections per listener.

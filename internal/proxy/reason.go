@@ -33,6 +33,7 @@ const (
 	ReasonHandshakeTimeout Reason = "handshake_timeout"
 	ReasonResponseTooLarge Reason = "response_too_large"
 	ReasonUpstreamTimeout  Reason = "upstream_timeout"
+	ReasonRevoked          Reason = "credential_revoked"
 )
 
 // Reasons lists every close reason, for metrics that pre-declare labels.
@@ -40,7 +41,7 @@ var Reasons = []Reason{
 	ReasonClientClosed, ReasonUpstreamClosed, ReasonUpstreamDial, ReasonUpstreamProtocol,
 	ReasonFrameTooLarge, ReasonBadFrame, ReasonTLSOnPlaintext, ReasonUnknownAPIKey,
 	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError, ReasonShed,
-	ReasonAuthFailed, ReasonTLSHandshake, ReasonIdle, ReasonHandshakeTimeout, ReasonResponseTooLarge, ReasonUpstreamTimeout,
+	ReasonAuthFailed, ReasonTLSHandshake, ReasonIdle, ReasonHandshakeTimeout, ReasonResponseTooLarge, ReasonUpstreamTimeout, ReasonRevoked,
 }
 
 // clientReason classifies an error from reading or parsing a client frame.

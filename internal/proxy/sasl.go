@@ -185,6 +185,7 @@ func (s *session) authenticate(req *Request) (bool, Reason, error) {
 	}
 	resp.SASLAuthBytes = challenge
 	if done {
+		s.info.Credential = auth.Credential(s.auth.server)
 		s.loggedIn(s.auth.server.Principal())
 		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism)...)
 	}
@@ -240,6 +241,7 @@ func (s *session) rawToken(p []byte) (Reason, error) {
 	binary.BigEndian.PutUint32(b.B, uint32(len(challenge)))
 	copy(b.B[4:], challenge)
 	if done {
+		s.info.Credential = auth.Credential(s.auth.server)
 		s.loggedIn(s.auth.server.Principal())
 		s.auth.raw = false
 		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism, "handshake", "v0")...)
