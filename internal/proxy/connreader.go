@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // connReader is a buffered reader of one connection that holds its buffer
@@ -32,9 +33,11 @@ type connReader struct {
 	// The poller's callback and its state: bound once, so that a read
 	// allocates nothing.
 	onReadable func(fd uintptr) bool
+	onPeek     func(fd uintptr) bool
 	direct     []byte // read straight into this instead of the buffer
 	n          int
 	rerr       error
+	peekByte   [1]byte
 }
 
 // readBufs are the read buffers of every connection, readBufSize each.
@@ -46,6 +49,7 @@ func newConnReader(c net.Conn) *connReader {
 		if rc, err := tc.SyscallConn(); err == nil {
 			cr.rc = rc
 			cr.onReadable = cr.readable
+			cr.onPeek = cr.peek
 		}
 	}
 	return cr
@@ -195,3 +199,23 @@ func (cr *connReader) Discard(n int) (int, error) {
 }
 
 var errPeekTooLarge = errors.New("peek larger than the read buffer")
+
+// waitReadable waits in the poller, holding no buffer, until the socket
+// has something to read (or is at EOF, or fails) — or its read deadline
+// passes. Plain TCP only; it reads nothing.
+func (cr *connReader) waitReadable() error {
+	return cr.rc.Read(cr.onPeek)
+}
+
+// peek is waitReadable's poller callback: one byte peeked (MSG_PEEK), not
+// consumed.
+func (cr *connReader) peek(fd uintptr) bool {
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&cr.peekByte[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		return errno != syscall.EAGAIN
+	}
+}

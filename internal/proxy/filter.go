@@ -206,12 +206,16 @@ func (r *Response) Decode() (kmsg.Response, bool) {
 // chain is a gateway's filters with, per API key, which of them see it
 // with which hook. The per-frame path reads these tables only.
 type chain struct {
-	filters  Chain
-	perConn  bool // some filter is a ConnFilter
-	request  [wire.MaxKey + 1][]int
-	response [wire.MaxKey + 1][]int // in reverse chain order
-	throttle [wire.MaxKey + 1][]int
-	drop     [wire.MaxKey + 1][]int
+	filters Chain
+	perConn bool // some filter is a ConnFilter
+	// needsConn says which keys reach a ConnFilter (any hook): the
+	// session makes its per-connection instances before the first such
+	// request, so a connection that never sends one holds none.
+	needsConn [wire.MaxKey + 1]bool
+	request   [wire.MaxKey + 1][]int
+	response  [wire.MaxKey + 1][]int // in reverse chain order
+	throttle  [wire.MaxKey + 1][]int
+	drop      [wire.MaxKey + 1][]int
 }
 
 func newChain(fs Chain) (*chain, error) {
@@ -223,9 +227,8 @@ func newChain(fs Chain) (*chain, error) {
 		if !filterHooks(f) {
 			return nil, fmt.Errorf("proxy: filter %s (%T) implements none of the filter hooks (OnRequest, OnResponse, Throttle, Dropped)", f.Name(), f)
 		}
-		if _, ok := f.(ConnFilter); ok {
-			c.perConn = true
-		}
+		_, perConn := f.(ConnFilter)
+		c.perConn = c.perConn || perConn
 		keys := f.Keys()
 		if keys == nil {
 			for k := int16(0); k <= wire.MaxKey; k++ {
@@ -236,6 +239,7 @@ func newChain(fs Chain) (*chain, error) {
 			if k < 0 || k > wire.MaxKey {
 				return nil, fmt.Errorf("proxy: filter %s declares API key %d, which kmsg does not know", f.Name(), k)
 			}
+			c.needsConn[k] = c.needsConn[k] || perConn
 			if _, ok := f.(RequestHook); ok {
 				c.request[k] = append(c.request[k], i)
 			}

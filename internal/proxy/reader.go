@@ -23,21 +23,45 @@ const (
 	streamMin = 64 << 10
 )
 
-// read is the client-side loop: frame, header, auth gate, filters, forward.
-func (s *session) read() {
+// read is the client-side loop: frame, header, auth gate, filters,
+// forward. It reports whether it handed the wait for the next frame to
+// idleWait (the session goes on there) rather than ending.
+func (s *session) read() (handedOff bool) {
 	var sz [4]byte
 	for {
 		if !s.waitUnmuted() {
 			s.stopReading(ReasonShutdown, nil) // no-op once closed
-			return
+			return false
 		}
-		if !s.idleDeadline() {
+		idleBy, ok := s.idleDeadline()
+		if !ok {
 			s.stopReading(ReasonShutdown, nil)
-			return
+			return false
+		}
+		if s.cr.Buffered() == 0 && s.cr.rc != nil {
+			// Nothing buffered: wait here a moment, then hand the wait
+			// to a small goroutine (see idleHandoff).
+			err := s.cr.waitReadable()
+			if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !s.draining.Load() && (idleBy.IsZero() || time.Now().Before(idleBy)) {
+				if !s.rearm(idleBy) {
+					s.stopReading(ReasonShutdown, nil)
+					return false
+				}
+				go s.idleWait()
+				return true
+			}
+			if err != nil {
+				s.stopReading(s.readReason(err), err)
+				return false
+			}
+			if !s.rearm(idleBy) {
+				s.stopReading(ReasonShutdown, nil)
+				return false
+			}
 		}
 		if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
 			s.stopReading(s.readReason(err), err)
-			return
+			return false
 		}
 		// Before a SASL login completes a frame may be no larger than
 		// Kafka's sasl.server.max.receive.size, checked before any
@@ -50,14 +74,14 @@ func (s *session) read() {
 		n, err := wire.FrameSize(sz, max)
 		if err != nil {
 			s.stopReading(clientReason(err), err)
-			return
+			return false
 		}
 		// A frame that arrived while the reader was already waiting for
 		// it is still held for a mute set meanwhile (by the previous
 		// response): a muted channel reads nothing.
 		if !s.waitUnmuted() {
 			s.stopReading(ReasonShutdown, nil)
-			return
+			return false
 		}
 		if s.adm != nil {
 			s.adm.Touch(time.Now()) // least recently used are shed first
@@ -83,15 +107,15 @@ func (s *session) read() {
 		if err == errHeldAtShutdown {
 			// The requests already forwarded still get their responses.
 			s.stopReading(ReasonShutdown, nil)
-			return
+			return false
 		}
 		if err != nil {
 			s.close(r, err)
-			return
+			return false
 		}
 		if draining {
 			s.stopReading(ReasonShutdown, nil)
-			return
+			return false
 		}
 	}
 }
@@ -100,15 +124,41 @@ func (s *session) read() {
 // that sends nothing for that long is closed (the deadline also covers a
 // frame trickled in slower than that). False when the session is draining:
 // then no new frame is read.
-func (s *session) idleDeadline() bool {
+//
+// When the reader can hand its wait off (plain TCP, nothing buffered), the
+// deadline armed is the hand-off's, idleHandoff from now, if that comes
+// first; rearm sets the idle one once the client sends or the wait moves.
+// It returns the idle deadline (zero: none).
+func (s *session) idleDeadline() (time.Time, bool) {
+	s.frameMu.Lock()
+	defer s.frameMu.Unlock()
+	if s.draining.Load() {
+		return time.Time{}, false
+	}
+	now := time.Now()
+	var idleBy time.Time
+	if d := s.gw.cfg.IdleTimeout; d > 0 {
+		idleBy = now.Add(d)
+	}
+	armed := idleBy
+	if s.cr.Buffered() == 0 && s.cr.rc != nil {
+		if h := now.Add(idleHandoff); idleBy.IsZero() || h.Before(idleBy) {
+			armed = h
+		}
+	}
+	s.client.SetReadDeadline(armed)
+	return idleBy, true
+}
+
+// rearm sets the read deadline back to the idle one after the hand-off
+// wait; false when the session is draining (whose deadline stays).
+func (s *session) rearm(idleBy time.Time) bool {
 	s.frameMu.Lock()
 	defer s.frameMu.Unlock()
 	if s.draining.Load() {
 		return false
 	}
-	if d := s.gw.cfg.IdleTimeout; d > 0 {
-		s.client.SetReadDeadline(time.Now().Add(d))
-	}
+	s.client.SetReadDeadline(idleBy)
 	return true
 }
 
@@ -286,9 +336,10 @@ var errHeldAtShutdown = errors.New("request dropped while held: connection closi
 func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 	v := &s.verdict
 	*v = Verdict{}
+	fs := s.chain(req.Key)
 	last := len(s.filters) // the filter that ended the chain; later ones never saw the request
 	for _, i := range s.gw.chain.request[req.Key] {
-		fv := s.filters[i].(RequestHook).OnRequest(s, req)
+		fv := fs[i].(RequestHook).OnRequest(s, req)
 		v.Hold = max(v.Hold, fv.Hold)
 		v.Throttle = max(v.Throttle, fv.Throttle)
 		if fv.Close != "" {
@@ -297,7 +348,7 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 		}
 		if fv.Forward != nil {
 			if v.Forward != nil {
-				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", s.filters[i].Name(), "err", errTwoForwards)...)
+				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoForwards)...)
 				v.Close, last = ReasonRefused, i
 				break
 			}
@@ -336,9 +387,6 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 		}
 		if v.Replay && s.upstream == nil {
 			s.replay = append(append(s.replay[:0], sz4(len(req.Payload))...), req.Payload...)
-			pr := *req
-			pr.Payload, pr.decoded = nil, nil
-			s.replayQ = pending{req: pr, silent: true}
 		}
 		b := wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond)
 		s.gw.hooks.served(&s.info, req, len(b.B)-4, v.Throttle)

@@ -158,9 +158,10 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 	if hs := s.gw.chain.response[key]; len(hs) > 0 {
 		s.resp = Response{Req: &pr.req, Buf: buf}
 		for _, i := range hs {
-			if err := s.filters[i].(ResponseHook).OnResponse(s, &s.resp); err != nil {
+			f := s.chain(key)[i]
+			if err := f.(ResponseHook).OnResponse(s, &s.resp); err != nil {
 				s.resp = Response{}
-				return fmt.Errorf("%w: filter %s: %w", wire.ErrMalformed, s.filters[i].Name(), err)
+				return fmt.Errorf("%w: filter %s: %w", wire.ErrMalformed, f.Name(), err)
 			}
 		}
 		s.resp = Response{}
@@ -185,7 +186,7 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 func (s *session) throttleFor(pr *pending, size int) time.Duration {
 	t := pr.throttle
 	for _, i := range s.gw.chain.throttle[pr.req.Key] {
-		t = max(t, s.filters[i].(ThrottleHook).Throttle(s, &pr.req, size))
+		t = max(t, s.chain(pr.req.Key)[i].(ThrottleHook).Throttle(s, &pr.req, size))
 	}
 	return t
 }

@@ -78,9 +78,14 @@ func (s *session) dialUpstream() (Reason, error) {
 	if s.replay != nil {
 		// The client's own request goes first (its answer refreshes the
 		// cache and is dropped), ahead of the request that made us dial.
-		s.replayQ.deadline = time.Now().Add(s.gw.cfg.RequestTimeout)
-		s.queue = slices.Insert(s.queue, s.head, s.replayQ)
-		s.replayQ = pending{}
+		if h, err := wire.ParseRequestHeader(s.replay[4:]); err == nil {
+			s.queue = slices.Insert(s.queue, s.head, pending{silent: true,
+				req: Request{Key: h.Key, Version: h.Version, CorrelationID: h.CorrelationID,
+					Size: len(s.replay) - 4, Flexible: h.API.Flexible(h.Version)},
+				deadline: time.Now().Add(s.gw.cfg.RequestTimeout)})
+		} else {
+			s.replay = nil // cannot be: it was parsed once already
+		}
 	}
 	s.upstreamDeadline()
 	s.mu.Unlock()
