@@ -682,3 +682,101 @@ func TestFaultReadyzFollowsUpstream(t *testing.T) {
 	}
 	waitUntil(t, "/readyz 200", 50*time.Millisecond, 10*time.Second, func() bool { return readyz() == http.StatusOK })
 }
+
+// A slow broker is not a dead one: with every write to node 1 and every
+// read from it 2 s late, then with its answers read 7 bytes at a time, the
+// gateway's responder reassembles every frame and nothing times out below
+// upstream.request_timeout; a producer and a consumer of a partition it
+// leads get everything, only later.
+func TestFaultSlowBroker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		env, faults := startFaultsInBubble(t)
+		dev := env.App.DevCluster()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		const topic = "slow"
+		adm := kadm.NewClient(faultClient(t, env))
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.MoveTopicPartition(topic, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		faults.Set(dev.ListenAddrs()[1], testkit.Fault{Delay: 2 * time.Second})
+		prod := faultClient(t, env, kgo.DefaultProduceTopic(topic))
+		start := time.Now()
+		var recs []*kgo.Record
+		for i := 0; i < 50; i++ {
+			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "slow-%d", i)})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el < 4*time.Second {
+			t.Errorf("producing through the slow broker took %v, want at least its 2 s each way", el)
+		}
+		faults.Set(dev.ListenAddrs()[1], testkit.Fault{ReadChunk: 7, ReadEvery: time.Millisecond})
+		start = time.Now()
+		seen := readAll(t, ctx, topic, kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext))
+		for _, r := range recs {
+			if !seen[string(r.Value)] {
+				t.Errorf("%s not consumed", r.Value)
+			}
+		}
+		if el := time.Since(start); el < 100*time.Millisecond {
+			t.Errorf("consuming through the slow reads took %v, want at least 1 ms per 7 bytes", el)
+		}
+		synctest.Wait()
+		if ls := logLines(env, "node=1", "reason=upstream"); len(ls) > 0 {
+			t.Errorf("connections to the slow broker were closed: %q", ls)
+		}
+	})
+}
+
+// A broker that resets the connection in the middle of a request (it got
+// the first 10 bytes): the session closes, the producer retries on a new
+// connection, and once the broker behaves its record is stored once.
+func TestFaultResetMidWrite(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		env, faults := startFaultsInBubble(t)
+		dev := env.App.DevCluster()
+		victim := dev.ListenAddrs()[1]
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		const topic = "reset"
+		adm := kadm.NewClient(faultClient(t, env))
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		if err := dev.MoveTopicPartition(topic, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		prod := faultClient(t, env, kgo.DefaultProduceTopic(topic))
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		faults.Set(victim, testkit.Fault{PartialWrite: 10, PartialReset: true})
+		done := make(chan error, 1)
+		prod.Produce(ctx, &kgo.Record{Value: []byte("reset")}, func(_ *kgo.Record, err error) { done <- err })
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if len(logLines(env, "node=1", "reason=upstream_closed", "connection reset")) == 0 {
+			t.Fatal("no session closed by the broker's reset")
+		}
+		faults.Clear(victim)
+		if err := <-done; err != nil {
+			t.Fatalf("the record sent into the resets: %v", err)
+		}
+		n := 0
+		for v := range readAll(t, ctx, topic, kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext)) {
+			if v == "reset" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("the record is stored %d times, want once", n)
+		}
+	})
+}

@@ -48,7 +48,9 @@ type Fault struct {
 	// bytes go out, in order, and Reads resume.
 	Stall bool
 	// Delay holds each Write for d before it goes out and each Read's
-	// bytes for d after they arrived (latency both ways).
+	// bytes for d after they were read: latency both ways, per call (a
+	// message read in several Reads is late several times; combined with
+	// ReadChunk, d per chunk).
 	Delay time.Duration
 	// ReadChunk and ReadEvery make reads slow: each Read waits ReadEvery,
 	// then returns at most ReadChunk bytes (0: no limit).
