@@ -270,12 +270,16 @@ func (c *faultConn) Read(p []byte) (int, error) {
 			continue
 		}
 		if ft.ReadEvery > 0 {
-			elapsed, err := c.waitFor("read", changed, ft.ReadEvery, true)
-			if err != nil {
-				return 0, err
+			// A deadline set meanwhile does not restart the interval; a
+			// change of the fault does (look again).
+			end := time.Now().Add(ft.ReadEvery)
+			for d := ft.ReadEvery; d > 0 && !isClosedChan(changed); d = time.Until(end) {
+				if _, err := c.waitFor("read", changed, d, true); err != nil {
+					return 0, err
+				}
 			}
-			if !elapsed {
-				continue // the fault changed: look again
+			if isClosedChan(changed) {
+				continue
 			}
 		}
 		q := p
@@ -346,8 +350,9 @@ func (c *faultConn) Write(p []byte) (int, error) {
 				return total, err
 			}
 		default:
-			if ft.Delay > 0 {
-				if _, err := c.waitFor("write", nil, ft.Delay, true); err != nil {
+			end := time.Now().Add(ft.Delay)
+			for d := ft.Delay; d > 0; d = time.Until(end) {
+				if _, err := c.waitFor("write", nil, d, true); err != nil {
 					return total, err
 				}
 			}

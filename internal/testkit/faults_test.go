@@ -267,6 +267,14 @@ func TestFaultDelay(t *testing.T) {
 			t.Fatalf("got %q", got)
 		}
 		r.took(t, "the delayed round trip", time.Since(start), 2*d)
+		// A deadline set while a write is held does not cut the delay.
+		go func() {
+			time.Sleep(d / 3)
+			c.SetWriteDeadline(time.Now().Add(time.Hour))
+		}()
+		start = time.Now()
+		write(t, c, "late")
+		r.took(t, "a delayed write whose deadline changed", time.Since(start), d)
 	})
 }
 
