@@ -204,10 +204,11 @@ func (g *Gateway) Bootstrap() string { return g.listeners[0].acc.Addr().String()
 func (g *Gateway) refresh(ctx context.Context) error {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{} // no topics, brokers only
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, g.meta)
+	resp, err := req.RequestWith(rctx, g.meta)
 	if err != nil {
+		g.forgetIfUnreachable(ctx)
 		return err
 	}
 	if resp.ClusterID != nil {
@@ -238,6 +239,55 @@ func (g *Gateway) refresh(ctx context.Context) error {
 		l.acc.Retain(live)
 	}
 	return nil
+}
+
+// forgetIfUnreachable forgets the broker set after a failed refresh if no
+// known broker accepts a connection (dialed as sessions dial, within
+// upstream.dial_timeout): the gateway is then not ready and every broker
+// port closes, so clients are refused rather than accepted and failed; the
+// bootstrap port stays open (its connections close with
+// upstream_unreachable). The next refresh that reads metadata learns the
+// brokers and reopens their ports. A refresh that failed while a broker is
+// still reachable (one broker stalled, say) changes nothing.
+func (g *Gateway) forgetIfUnreachable(ctx context.Context) {
+	g.mu.Lock()
+	addrs := make([]string, 0, len(g.brokers))
+	for _, a := range g.brokers {
+		addrs = append(addrs, a)
+	}
+	g.mu.Unlock()
+	if len(addrs) == 0 || ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
+	defer cancel()
+	reached := make(chan bool, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			c, err := g.dialFn(ctx, "tcp", a)
+			if err == nil {
+				c.Close()
+			}
+			reached <- err == nil
+		}()
+	}
+	reachable := false
+	for range addrs {
+		if <-reached {
+			reachable = true
+			cancel() // the others need not finish dialing
+		}
+	}
+	if reachable || errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
+	g.mu.Lock()
+	clear(g.brokers)
+	g.mu.Unlock()
+	g.log.Warn("no upstream broker reachable: not ready, broker ports closed until metadata can be read again", "brokers", addrs)
+	for _, l := range g.listeners {
+		l.acc.Retain(nil)
+	}
 }
 
 func (g *Gateway) refreshLoop() {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -291,6 +292,7 @@ type halfPipe struct {
 	n       int
 	wclosed bool          // the writing end closed: EOF once drained
 	rclosed bool          // the reading end closed: writes fail
+	reset   bool          // an end closed with SetLinger(0): both ends fail with ECONNRESET
 	changed chan struct{} // closed and replaced on every change
 }
 
@@ -350,6 +352,7 @@ type memConn struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	rdl, wdl  *deadline
+	linger0   atomic.Bool // SetLinger(0): Close resets
 }
 
 func newConnPair(cliAddr, srvAddr *net.TCPAddr, size int) (cli, srv *memConn) {
@@ -392,6 +395,10 @@ func (c *memConn) Read(p []byte) (int, error) {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		h.mu.Lock()
+		if h.reset {
+			h.mu.Unlock()
+			return 0, c.opErr("read", os.NewSyscallError("read", syscall.ECONNRESET))
+		}
 		if len(p) == 0 {
 			h.mu.Unlock()
 			return 0, nil
@@ -438,6 +445,10 @@ func (c *memConn) Write(p []byte) (int, error) {
 			return total, c.opErr("write", os.ErrDeadlineExceeded)
 		}
 		h.mu.Lock()
+		if h.reset {
+			h.mu.Unlock()
+			return total, c.opErr("write", os.NewSyscallError("write", syscall.ECONNRESET))
+		}
 		if h.rclosed || h.wclosed {
 			h.mu.Unlock()
 			return total, c.opErr("write", os.NewSyscallError("write", syscall.EPIPE))
@@ -468,19 +479,27 @@ func (c *memConn) Write(p []byte) (int, error) {
 
 // Close closes this end: its reads and writes fail with net.ErrClosed,
 // the peer reads what was already written and then io.EOF, and the peer's
-// writes fail.
+// writes fail. After SetLinger(0) it resets the connection instead, as TCP
+// sends an RST: what either end had not read yet is lost and the peer's
+// reads and writes fail with ECONNRESET at once.
 func (c *memConn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
+		reset := c.linger0.Load()
 		close(c.closed)
 		c.in.mu.Lock()
 		c.in.rclosed = true
+		c.in.reset = c.in.reset || reset
 		c.in.n, c.in.start = 0, 0
 		c.in.notifyLocked()
 		c.in.mu.Unlock()
 		c.out.mu.Lock()
 		c.out.wclosed = true
+		if reset {
+			c.out.reset = true
+			c.out.n, c.out.start = 0, 0
+		}
 		c.out.notifyLocked()
 		c.out.mu.Unlock()
 		c.rdl.stop()
@@ -502,6 +521,17 @@ func (c *memConn) CloseWrite() error {
 	c.out.wclosed = true
 	c.out.notifyLocked()
 	c.out.mu.Unlock()
+	return nil
+}
+
+// SetLinger is TCP's SO_LINGER as far as tests need it: 0 makes Close
+// reset the connection (see Close); any other value restores the ordinary
+// close.
+func (c *memConn) SetLinger(sec int) error {
+	if isClosedChan(c.closed) {
+		return c.opErr("set", net.ErrClosed)
+	}
+	c.linger0.Store(sec == 0)
 	return nil
 }
 

@@ -330,6 +330,45 @@ func TestNetworkConnClose(t *testing.T) {
 	})
 }
 
+// SetLinger(0) makes Close a reset, as on TCP: the peer's reads (a
+// blocked one too) and writes fail with ECONNRESET, and what was buffered
+// is lost.
+func TestNetworkConnReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n Network
+		ln := listen(t, &n, "127.0.0.1:0")
+		reset := func(c net.Conn) {
+			t.Helper()
+			if err := c.(interface{ SetLinger(int) error }).SetLinger(0); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+		}
+		cli, srv := pair(t, &n, ln)
+		srv.Write([]byte("unread"))
+		cli.Write([]byte("lost"))
+		reset(cli)
+		if b, err := io.ReadAll(srv); !errors.Is(err, syscall.ECONNRESET) || len(b) != 0 {
+			t.Errorf("the peer read %q, %v; want ECONNRESET and nothing", b, err)
+		}
+		if _, err := srv.Write([]byte("x")); !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the peer's write: %v, want ECONNRESET", err)
+		}
+		if _, err := cli.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("read after own reset: %v, want net.ErrClosed", err)
+		}
+
+		cli2, srv2 := pair(t, &n, ln)
+		errc := make(chan error, 1)
+		go func() { _, err := srv2.Read(make([]byte, 1)); errc <- err }()
+		synctest.Wait()
+		reset(cli2)
+		if err := <-errc; !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("the peer's blocked read: %v, want ECONNRESET", err)
+		}
+	})
+}
+
 // A writer gets BufferSize bytes ahead of its reader, then waits.
 func TestNetworkBuffering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

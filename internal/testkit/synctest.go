@@ -29,10 +29,18 @@ var bubbleLimit = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 // the network options.
 func StartInBubble(t *testing.T, opts app.Options, edit ...func(*app.Config)) *Env {
 	t.Helper()
+	return StartInBubbleOn(t, &Network{}, opts, edit...)
+}
+
+// StartInBubbleOn is StartInBubble on a Network the caller made (in the
+// bubble), so that it can build on it before the gateway starts: a
+// FaultDialer over it between the gateway and the brokers
+// (FaultDialer{Dial: nw.DialContext}, opts.UpstreamDial), say.
+func StartInBubbleOn(t *testing.T, nw *Network, opts app.Options, edit ...func(*app.Config)) *Env {
+	t.Helper()
 	if time.Now().After(bubbleLimit) {
 		t.Fatalf("testkit.StartInBubble must be called inside synctest.Test (the clock reads %v, not a bubble's)", time.Now())
 	}
-	nw := &Network{}
 	cfg := config(t, edit)
 	cfg.HTTP.Address = "" // no real sockets in a bubble
 	opts.DevClusterOpts = append([]kfake.Opt{kfake.ListenFn(nw.Listen)}, opts.DevClusterOpts...)

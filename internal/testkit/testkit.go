@@ -26,6 +26,9 @@ type Env struct {
 	// Net is the in-memory network everything runs on (StartInBubble),
 	// or nil (Start: real loopback sockets).
 	Net *Network
+
+	cfg  app.Config
+	opts app.Options
 }
 
 // Start runs Tollgate with the embedded 3-broker cluster on free loopback
@@ -65,15 +68,43 @@ func start(t testing.TB, cfg app.Config, opts app.Options, nw *Network) *Env {
 	if err != nil {
 		t.Fatalf("start tollgate: %v", err)
 	}
+	env := &Env{App: a, Bootstrap: a.Bootstrap(), Logs: logs, Net: nw, cfg: cfg, opts: opts}
 	t.Cleanup(func() {
-		if err := a.Stop(context.Background()); err != nil {
+		if err := env.App.Stop(context.Background()); err != nil {
 			t.Errorf("stop tollgate: %v", err)
 		}
 		if t.Failed() {
 			t.Logf("tollgate log:\n%s", logs.String())
 		}
 	})
-	return &Env{App: a, Bootstrap: a.Bootstrap(), Logs: logs, Net: nw}
+	return env
+}
+
+// Restart stops the gateway gracefully and starts it again with the same
+// configuration, data directory and options, its listeners and admin port
+// on the addresses they had (clients reconnect to the same bootstrap), as
+// an operator's restart does. The embedded cluster restarts with it,
+// empty: to restart a gateway in front of a cluster that survives, run
+// the cluster outside the app (upstream.bootstrap).
+func (e *Env) Restart(t testing.TB) {
+	t.Helper()
+	cfg := e.cfg
+	cfg.Listeners = append([]proxy.ListenerConfig(nil), cfg.Listeners...)
+	boots := e.App.Gateway().BootstrapAddrs()
+	for i := range cfg.Listeners {
+		cfg.Listeners[i].Bootstrap = boots[cfg.Listeners[i].Name]
+	}
+	if a := e.App.HTTPAddr(); a != "" {
+		cfg.HTTP.Address = a
+	}
+	if err := e.App.Stop(context.Background()); err != nil {
+		t.Fatalf("stop tollgate: %v", err)
+	}
+	a, err := app.Start(context.Background(), cfg, e.opts)
+	if err != nil {
+		t.Fatalf("restart tollgate: %v", err)
+	}
+	e.App, e.Bootstrap = a, a.Bootstrap()
 }
 
 // LogBuffer collects log output safely across goroutines.
