@@ -89,8 +89,17 @@ type Request struct {
 	// of a chain may use it.
 	Reserved int64
 
-	decoded kmsg.Request  // Decode's result, shared by the chain
-	wait    time.Duration // how long the request lets the broker wait (max_wait_ms, timeout_ms)
+	// MaxWait is how long the request itself lets the broker wait before
+	// answering: a Fetch's or ShareFetch's max_wait_ms (the long poll), a
+	// Produce's timeout_ms (replication). Set when the request is read
+	// (ShareFetch: when it is forwarded).
+	MaxWait time.Duration
+	// Forwarded is when the request was forwarded upstream (zero for one
+	// answered by the gateway): with the time its response passes, the
+	// time the upstream took to answer it.
+	Forwarded time.Time
+
+	decoded kmsg.Request // Decode's result, shared by the chain
 }
 
 // ExpectsResponse reports whether upstream will answer: everything but a

@@ -315,11 +315,11 @@ func (s *session) parse(p []byte, n int) (*Request, Reason, error) {
 			return nil, ReasonBadFrame, err
 		}
 		if ms, err := wire.ProduceTimeout(p, h); err == nil {
-			req.wait = time.Duration(max(ms, 0)) * time.Millisecond
+			req.MaxWait = time.Duration(max(ms, 0)) * time.Millisecond
 		}
 	case wire.KeyFetch:
 		if ms, ok := wire.FetchMaxWait(p, h.BodyOffset, h.Version); ok {
-			req.wait = time.Duration(max(ms, 0)) * time.Millisecond
+			req.MaxWait = time.Duration(max(ms, 0)) * time.Millisecond
 		}
 	}
 	return req, "", nil
@@ -414,13 +414,15 @@ func (s *session) enqueue(req *Request, v *Verdict) error {
 	}
 	if req.Key == wire.KeyShareFetch {
 		if sf, err := DecodeAs[*kmsg.ShareFetchRequest](req); err == nil {
-			req.wait = time.Duration(max(sf.MaxWaitMillis, 0)) * time.Millisecond
+			req.MaxWait = time.Duration(max(sf.MaxWaitMillis, 0)) * time.Millisecond
 		}
 	}
 	pr := *req
 	pr.Payload = nil
 	pr.decoded = nil
-	deadline := time.Now().Add(s.gw.cfg.RequestTimeout + req.wait)
+	now := time.Now()
+	req.Forwarded = now
+	deadline := now.Add(s.gw.cfg.RequestTimeout + req.MaxWait)
 	s.mu.Lock()
 	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline})
 	if s.head == len(s.queue)-1 {
