@@ -229,6 +229,7 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 		}
 		add(store.TypeUser, e.User, e.DefaultUser)
 		add(store.TypeClientID, e.ClientID, e.DefaultClientID)
+		add(store.TypeClientIDPrefix, e.ClientIDPrefix, false)
 		add(store.TypeIP, e.IP, e.DefaultIP)
 		ent, err := store.NewEntity(cs...)
 		if err != nil {

@@ -16,11 +16,13 @@ import (
 	"github.com/tollgate/tollgate/internal/quota"
 )
 
-// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP).
+// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP, and
+// Redpanda's client-id-prefix, which Tollgate accepts too).
 const (
-	typeUser   = "user"
-	typeClient = "client-id"
-	typeIP     = "ip"
+	typeUser         = "user"
+	typeClient       = "client-id"
+	typeIP           = "ip"
+	typeClientPrefix = "client-id-prefix"
 )
 
 // The quota keys: the four client quotas and the ip connection quota.
@@ -73,14 +75,14 @@ func comparePart(a, b part) int {
 	return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.name, b.name))
 }
 
-// entity is a client quota entity: a user, a client-id or both, or an ip.
-// It is comparable.
+// entity is a client quota entity: a user, a client-id or both, an ip, or a
+// client-id prefix. It is comparable.
 type entity struct {
-	user, client, ip part
+	user, client, ip, prefix part
 }
 
 // components returns (type, part) for the present components in the
-// canonical order user, client-id, ip.
+// canonical order user, client-id, ip, client-id-prefix.
 func (e entity) components() []struct {
 	typ string
 	p   part
@@ -92,7 +94,7 @@ func (e entity) components() []struct {
 	for _, c := range []struct {
 		typ string
 		p   part
-	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}} {
+	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}, {typeClientPrefix, e.prefix}} {
 		if c.p.set {
 			out = append(out, c)
 		}
@@ -108,6 +110,8 @@ func (e *entity) setPart(typ string, p part) bool {
 		e.client = p
 	case typeIP:
 		e.ip = p
+	case typeClientPrefix:
+		e.prefix = p
 	default:
 		return false
 	}
@@ -126,11 +130,14 @@ func (e entity) shape() string {
 	if e.ip.set {
 		s = append(s, "ip")
 	}
+	if e.prefix.set {
+		s = append(s, "client_id_prefix")
+	}
 	return strings.Join(s, "+")
 }
 
 func shapeRank(s string) int {
-	return slices.Index([]string{"user", "user+client_id", "client_id", "ip"}, s)
+	return slices.Index([]string{"user", "user+client_id", "client_id", "client_id_prefix", "ip"}, s)
 }
 
 func compareEntities(a, b entity) int {
@@ -139,6 +146,7 @@ func compareEntities(a, b entity) int {
 		comparePart(a.user, b.user),
 		comparePart(a.client, b.client),
 		comparePart(a.ip, b.ip),
+		comparePart(a.prefix, b.prefix),
 	)
 }
 
@@ -164,8 +172,15 @@ func quoteName(n string) string {
 	return n
 }
 
-// quotaEntity converts a user/client-id entity for the quota package.
+// quotaEntity converts a user/client-id or client-id prefix entity for the
+// quota package.
 func (e entity) quotaEntity() (quota.Entity, bool) {
+	if e.prefix.set {
+		if e.user.set || e.client.set || e.ip.set || e.prefix.dflt {
+			return quota.Entity{}, false
+		}
+		return quota.ClientPrefixEntity(e.prefix.name), true
+	}
 	if e.ip.set || (!e.user.set && !e.client.set) {
 		return quota.Entity{}, false
 	}

@@ -19,12 +19,12 @@ import (
 type fileEntry = quota.FileEntry
 
 var fileEntryKeys = []string{
-	"user", "default_user", "client_id", "default_client_id", "ip", "default_ip",
+	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip",
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "connection_creation_rate",
 }
 
 // shapes a file may declare in `manage:`.
-var allShapes = []string{"user", "user+client_id", "client_id", "ip"}
+var allShapes = []string{"user", "user+client_id", "client_id", "client_id_prefix", "ip"}
 
 // quotaFile is a parsed quota file: the desired quotas and the entity
 // shapes the file manages.
@@ -188,11 +188,19 @@ func fileEntity(fe fileEntry) (entity, error) {
 	if e.ip, err = pick("ip", fe.IP, fe.DefaultIP); err != nil {
 		return e, err
 	}
+	if fe.ClientIDPrefix != nil && *fe.ClientIDPrefix == "" {
+		return e, errors.New("client_id_prefix must not be empty (default_client_id: true is every client-id)")
+	}
+	if e.prefix, err = pick("client_id_prefix", fe.ClientIDPrefix, false); err != nil {
+		return e, err
+	}
 	switch {
+	case e.prefix.set && (e.user.set || e.client.set || e.ip.set):
+		return e, errors.New("client_id_prefix stands alone: it cannot have a user, a client_id or an ip")
 	case e.ip.set && (e.user.set || e.client.set):
 		return e, errors.New("an ip entity cannot have a user or a client_id")
-	case !e.ip.set && !e.user.set && !e.client.set:
-		return e, errors.New("an entry needs user, default_user, client_id, default_client_id, ip or default_ip")
+	case !e.ip.set && !e.user.set && !e.client.set && !e.prefix.set:
+		return e, errors.New("an entry needs user, default_user, client_id, default_client_id, client_id_prefix, ip or default_ip")
 	}
 	if e.ip.set && !e.ip.dflt {
 		if _, err := admission.ParseIPEntity(e.ip.name); err != nil {

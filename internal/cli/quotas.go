@@ -50,15 +50,18 @@ so Tollgate's config file can be given as is):
     consumer_byte_rate: 2097152
     request_percentage: 50
     controller_mutation_rate: 10
+  - client_id_prefix: team-a-    # Tollgate: shared by every client-id
+    producer_byte_rate: 4194304  # starting with team-a-
   - ip: 10.0.0.7                # or default_ip: true
     connection_creation_rate: 20
 
 What is removed: a key set on the cluster but not in FILE is removed when
 its entity is in FILE, or when FILE manages the entity's shape. FILE
-manages the shapes of its entries — user, user+client_id, client_id, ip
-(names and defaults alike) — and those listed in a top-level
-manage: [user, user+client_id, client_id, ip]. Entities of other shapes
-are left alone: a file of user entries never touches client-id or ip quotas.
+manages the shapes of its entries — user, user+client_id, client_id,
+client_id_prefix, ip (names and defaults alike) — and those listed in a
+top-level manage: [user, user+client_id, client_id, client_id_prefix, ip].
+Entities of other shapes are left alone: a file of user entries never
+touches client-id or ip quotas.
 
 flags:
 `
@@ -68,7 +71,8 @@ const resolveUsage = `usage: tollgate quotas resolve [--user U] [--client-id C] 
 Shows, for each quota key, which configured entity applies to a client and
 its value, with Kafka's precedence (user+client-id, user+default client-id,
 user, default user+client-id, default user+default client-id, default user,
-client-id, default client-id; per key). With --ip, connection_creation_rate:
+client-id, then Tollgate's client-id prefix (the longest matching), default
+client-id; per key). With --ip, connection_creation_rate:
 the exact ip, else (Tollgate) the most specific range, else the default ip.
 With --admin-url (Tollgate only), each bucket's live rate and utilization
 from the admin HTTP port, which needs a key that may read ($TOLLGATE_API_KEY

@@ -78,16 +78,32 @@ func validateEntity(e javaEntity) apiError {
 	return apiError{}
 }
 
+// Messages of the client-id-prefix entity, a Tollgate extension (Kafka has
+// no such type and answers "Unhandled client quota entity type").
+const (
+	msgPrefixAlone   = "Invalid quota entity combination, a client-id-prefix entity stands alone: it cannot be combined with user, client-id or ip"
+	msgPrefixDefault = "Invalid quota entity, client-id-prefix has no default entity (a default client-id quota covers every client-id)"
+)
+
 // keysForEntity is configKeysForEntityType: ip goes alone, and a named ip
-// must be an address. It returns the keys the entity may carry.
+// must be an address. Beyond Kafka, a client-id-prefix goes alone too and
+// must have a name (Redpanda's rules). It returns the keys the entity may
+// carry.
 func keysForEntity(e javaEntity) (map[string]configType, apiError) {
 	ip, hasIP := e.get(store.TypeIP)
 	_, hasUser := e.get(store.TypeUser)
 	_, hasClient := e.get(store.TypeClientID)
+	prefix, hasPrefix := e.get(store.TypeClientIDPrefix)
 	switch {
 	case hasIP && (hasUser || hasClient):
 		// "shouldnot" (sic) is Kafka's text, asserted by its tests.
 		return nil, invalid("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
+	case hasPrefix && len(e.pairs) > 1:
+		return nil, invalid(msgPrefixAlone)
+	case hasPrefix && prefix == nil:
+		return nil, invalid(msgPrefixDefault)
+	case hasPrefix:
+		return userClientKeys, apiError{}
 	case hasIP:
 		if ip != nil {
 			if e := validIPEntity(*ip); e.failed() {

@@ -143,6 +143,9 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 			continue
 		}
 		var e quota.Entity
+		if p, ok := eq.Entity.Get(store.TypeClientIDPrefix); ok {
+			e.Client = quota.Prefix(p.Name)
+		}
 		if u, ok := eq.Entity.Get(store.TypeUser); ok {
 			e.User = quotaName(u)
 		}

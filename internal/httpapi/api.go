@@ -106,19 +106,21 @@ func num(v float64) *float64 {
 	return &v
 }
 
-// Bucket is one live quota bucket.
+// Bucket is one live quota bucket: Kafka's tags user and client_id, or a
+// client-id prefix group (client_id_prefix set, user and client_id "").
 type Bucket struct {
-	Quota       string       `json:"quota"`
-	User        string       `json:"user"`
-	ClientID    string       `json:"client_id"`
-	Level       string       `json:"level"`
-	Entity      []EntityPart `json:"entity,omitempty"`
-	Limit       *float64     `json:"limit"`
-	Rate        float64      `json:"rate"`
-	Utilization float64      `json:"utilization"`
-	Throttled   int64        `json:"throttled"`
-	ThrottleMs  int64        `json:"throttle_ms_total"`
-	LastActive  string       `json:"last_active"`
+	Quota          string       `json:"quota"`
+	User           string       `json:"user"`
+	ClientID       string       `json:"client_id"`
+	ClientIDPrefix string       `json:"client_id_prefix,omitempty"`
+	Level          string       `json:"level"`
+	Entity         []EntityPart `json:"entity,omitempty"`
+	Limit          *float64     `json:"limit"`
+	Rate           float64      `json:"rate"`
+	Utilization    float64      `json:"utilization"`
+	Throttled      int64        `json:"throttled"`
+	ThrottleMs     int64        `json:"throttle_ms_total"`
+	LastActive     string       `json:"last_active"`
 }
 
 func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +135,9 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 			Limit: num(u.Quota), Rate: u.Rate, Utilization: u.Utilization,
 			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			LastActive: u.LastActive.UTC().Format(time.RFC3339Nano),
+		}
+		if u.ClientIDPrefix {
+			b.ClientID, b.ClientIDPrefix = "", u.ClientID
 		}
 		if u.Level != quota.LevelNone {
 			b.Entity = entityJSON(u.Entity)
@@ -169,20 +174,27 @@ func entityJSON(e quota.Entity) []EntityPart {
 		out = append(out, p)
 	}
 	add("user", e.User)
-	add("client-id", e.Client)
+	if e.Client.IsPrefix() {
+		add("client-id-prefix", quota.Exact(e.Client.Value()))
+	} else {
+		add("client-id", e.Client)
+	}
 	return out
 }
 
 // Resolved is the answer for one quota key.
 type Resolved struct {
-	Quota       string       `json:"quota"`
-	Level       string       `json:"level"`
-	Entity      []EntityPart `json:"entity,omitempty"`
-	Value       *float64     `json:"value"`
-	BucketUser  string       `json:"bucket_user"`
-	BucketCID   string       `json:"bucket_client_id"`
-	Rate        float64      `json:"rate"`
-	Utilization float64      `json:"utilization"`
+	Quota      string       `json:"quota"`
+	Level      string       `json:"level"`
+	Entity     []EntityPart `json:"entity,omitempty"`
+	Value      *float64     `json:"value"`
+	BucketUser string       `json:"bucket_user"`
+	BucketCID  string       `json:"bucket_client_id"`
+	// BucketPrefix is set when the bucket is a client-id prefix group:
+	// every client-id starting with it shares it (BucketCID is then "").
+	BucketPrefix string  `json:"bucket_client_id_prefix,omitempty"`
+	Rate         float64 `json:"rate"`
+	Utilization  float64 `json:"utilization"`
 }
 
 func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
@@ -202,6 +214,9 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		res := s.Engine.Resolve(k, user, cid, now)
 		rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
 			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
+		if res.ClientPrefix {
+			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
+		}
 		if res.Level != quota.LevelNone {
 			rv.Entity = entityJSON(res.Entity)
 		}

@@ -23,7 +23,10 @@ type quotaCollector struct {
 	evictions, expired                        *prometheus.Desc
 }
 
-var bucketLabels = []string{"quota", "user", "client_id"}
+// bucketLabels name a bucket: Kafka's tags user and client_id, and
+// client_id_prefix for a client-id prefix group (user and client_id are then
+// ""), so that the group "bar-" and a client-id spelled "bar-" are two series.
+var bucketLabels = []string{"quota", "user", "client_id", "client_id_prefix"}
 
 // RegisterQuotas adds the quota metrics of eng, with per-bucket series for
 // at most maxBuckets buckets (the busiest; at least 1).
@@ -73,7 +76,10 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	exported := map[quota.Key]int{}
 	for _, u := range top {
 		exported[u.Key]++
-		lv := []string{u.Key.String(), u.User, u.ClientID}
+		lv := []string{u.Key.String(), u.User, u.ClientID, ""}
+		if u.ClientIDPrefix {
+			lv[2], lv[3] = "", u.ClientID
+		}
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, u.Rate, lv...)
 		if u.Level != quota.LevelNone {
 			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, u.Quota, lv...)
