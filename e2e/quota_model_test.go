@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -138,4 +144,82 @@ func TestSynctestPrefixGroupSharesOneQuota(t *testing.T) {
 			t.Errorf("team-b-1, outside the prefix, sent only %d bytes in %v: it was limited", f, vrun)
 		}
 	})
+}
+
+// Shadow mode end to end, in virtual time: a franz-go producer at full
+// speed under a shadow quota is not slowed (no throttle reaches it, it
+// sends far beyond the quota), the engine counts what the quota would have
+// done; one audited AlterClientQuotas entry (shadow removed) enforces it,
+// from a fresh bucket: the start-up burst, then Q.
+func TestSynctestShadowThenEnforced(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var dataDir string
+		env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+			c.Authorization.QuotaAdmins = []string{"ANONYMOUS"}
+			dataDir = c.DataDir
+		})
+		ctx := context.Background()
+		adm := kadm.NewClient(bubbleClient(t, env))
+		anon := "ANONYMOUS"
+		alter := func(ops ...kadm.AlterClientQuotaOp) {
+			t.Helper()
+			res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+				Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &anon}}, Ops: ops}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("alter: %v %+v", err, res)
+			}
+		}
+		alter(kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: vq}, kadm.AlterClientQuotaOp{Key: "shadow", Value: 1})
+
+		const shadowRun = 10 * time.Second
+		n := &counted{}
+		cl := bubbleClient(t, env, kgo.ClientID("app"), kgo.WithHooks(n))
+		produceFor(cl, "shadowed", shadowRun)
+		if n.throttles.Load() != 0 {
+			t.Errorf("a shadow quota throttled the producer %d times", n.throttles.Load())
+		}
+		// Enforced, 10 s would carry the 10 s burst and 10 s of Q.
+		if sent := float64(n.prod.Load()); sent < 4*vq*(shadowRun+vburst).Seconds() {
+			t.Errorf("under a shadow quota the producer sent %.1f Q in %v: it was held", sent/vq, shadowRun)
+		}
+		r := env.App.Engine().Resolve(quota.ProducerByteRate, anon, "app", time.Now())
+		t.Logf("shadow: %v", r.Shadowed)
+		if !r.Options.Shadow || r.Shadowed.Percent() < 50 || r.Shadowed.Max != quota.DefaultMaxThrottle {
+			t.Errorf("shadow stats %+v: a producer far over its quota would have been throttled, to the cap", r.Shadowed)
+		}
+
+		alter(kadm.AlterClientQuotaOp{Key: "shadow", Remove: true})
+		events := readAudit(t, filepath.Join(dataDir, "audit.log"))
+		last := events[len(events)-1]
+		ch, _ := last["changes"].([]any)
+		if len(events) != 2 || last["outcome"] != "applied" || len(ch) != 1 ||
+			ch[0].(map[string]any)["key"] != "shadow" || ch[0].(map[string]any)["old"] != 1.0 || ch[0].(map[string]any)["new"] != nil {
+			t.Fatalf("the switch is not one audited change: %v", events)
+		}
+		e := &counted{}
+		cl2 := bubbleClient(t, env, kgo.ClientID("app"), kgo.WithHooks(e))
+		produceFor(cl2, "enforced", vrun)
+		checkHeld(t, "client-id app after the switch", e.prod.Load(), vq, vrun)
+		if e.throttles.Load() == 0 {
+			t.Error("enforced: no throttle reached the producer")
+		}
+	})
+}
+
+func readAudit(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		out = append(out, ev)
+	}
+	return out
 }

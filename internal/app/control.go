@@ -245,6 +245,9 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 				vals[k] = *v
 			}
 		}
+		if e.Shadow {
+			vals[control.KeyShadow] = 1
+		}
 		out = append(out, store.EntityQuotas{Entity: ent, Values: vals})
 	}
 	return control.Overlay(nil, out)

@@ -116,7 +116,8 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user, client-id or client_id_prefix", i))
 			} else if e.IP != nil && e.DefaultIP {
 				errs = append(errs, fmt.Errorf("quotas[%d]: ip and default_ip are exclusive", i))
-			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil {
+			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil ||
+				e.Options() != (quota.Options{}) {
 				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity takes only connection_creation_rate", i))
 			}
 			continue // connection quotas: see admissionSettings
@@ -168,6 +169,46 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 		if set == 0 {
 			errs = append(errs, fmt.Errorf("quotas[%d] (%v): no quota key set", i, ent))
 		}
+		if o := e.Options(); o != (quota.Options{}) {
+			if q.Options(ent) != (quota.Options{}) {
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): the entity's options (shadow) are set by another entry", i, ent))
+			} else if err := q.SetOptions(ent, o); err != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+			}
+		}
 	}
 	return q, errors.Join(errs...)
+}
+
+// logModeChanges logs each file entity whose quotas changed mode (shadow or
+// enforced) in a reload. A change through the Kafka API is audited; the
+// config file is its own record, and this line says when it took effect.
+func (a *App) logModeChanges(before, after []QuotaEntry) {
+	modes := func(es []QuotaEntry) map[quota.Entity]bool {
+		m := map[quota.Entity]bool{}
+		for _, e := range es {
+			if ent, err := e.Entity(); err == nil && e.IP == nil && !e.DefaultIP {
+				m[ent] = m[ent] || e.Shadow
+			}
+		}
+		return m
+	}
+	was, is := modes(before), modes(after)
+	for ent, shadow := range is {
+		if was[ent] != shadow { // a new entity is logged when it comes in shadow
+			a.log.Info("quota mode changed", "entity", ent.String(), "mode", modeName(shadow), "file", a.path)
+		}
+	}
+	for ent, shadow := range was {
+		if _, ok := is[ent]; !ok && shadow {
+			a.log.Info("quota mode changed", "entity", ent.String(), "mode", "removed", "file", a.path)
+		}
+	}
+}
+
+func modeName(shadow bool) string {
+	if shadow {
+		return "shadow"
+	}
+	return "enforced"
 }

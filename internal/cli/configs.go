@@ -97,7 +97,9 @@ flags:
                                       consumer_byte_rate, request_percentage,
                                       controller_mutation_rate (users, clients,
                                       client-id-prefixes),
-                                      connection_creation_rate (ips)
+                                      connection_creation_rate (ips); and
+                                      Tollgate's shadow=1 (measured, not
+                                      enforced; delete it to enforce)
   --add-config-file FILE              properties file of quotas to set
   --delete-config K[,K]               quotas to remove
 `
@@ -889,7 +891,7 @@ func validKeyFor(entityType, k string) bool {
 	if entityType == ipsType {
 		return k == keyConnectionCreationRate
 	}
-	return isClientQuotaKey(k)
+	return isClientQuotaKey(k) || isOptionKey(k)
 }
 
 func isSCRAMKey(k string) bool { return k == "SCRAM-SHA-256" || k == "SCRAM-SHA-512" }

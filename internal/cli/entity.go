@@ -25,13 +25,17 @@ const (
 	typeClientPrefix = "client-id-prefix"
 )
 
-// The quota keys: the four client quotas and the ip connection quota.
-const keyConnectionCreationRate = "connection_creation_rate"
+// The quota keys: the four client quotas and the ip connection quota; and
+// Tollgate's option keys of user, client-id and client-id-prefix entities.
+const (
+	keyConnectionCreationRate = "connection_creation_rate"
+	keyShadow                 = "shadow"
+)
 
 // allKeys lists every quota key in a fixed order, for listings.
 var allKeys = []string{
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
-	keyConnectionCreationRate,
+	keyConnectionCreationRate, keyShadow,
 }
 
 func keyRank(k string) int {
@@ -42,6 +46,15 @@ func keyRank(k string) int {
 }
 
 func isClientQuotaKey(k string) bool { _, ok := quota.ParseKey(k); return ok }
+
+// isOptionKey reports whether k is one of Tollgate's option keys
+// (quota.Options), which user, client-id and client-id-prefix entities take.
+func isOptionKey(k string) bool { return k == keyShadow }
+
+// options reads an entity's options from its described values.
+func options(vals map[string]float64) quota.Options {
+	return quota.Options{Shadow: vals[keyShadow] == 1}
+}
 
 // part is one component of an entity: absent, the default, or a name.
 type part struct {

@@ -21,6 +21,7 @@ type fileEntry = quota.FileEntry
 var fileEntryKeys = []string{
 	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip",
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "connection_creation_rate",
+	"shadow",
 }
 
 // shapes a file may declare in `manage:`.
@@ -156,6 +157,13 @@ func (qf *quotaFile) add(item *yaml.Node) []error {
 	}
 	if set == 0 {
 		errs = append(errs, fmt.Errorf("no quota key set for %v", e))
+	}
+	if fe.Shadow {
+		if e.ip.set {
+			errs = append(errs, errors.New("shadow: ip entities take connection_creation_rate only"))
+		} else if len(errs) == 0 {
+			qf.desired[e][keyShadow] = 1
+		}
 	}
 	qf.manages[e.shape()] = true
 	return errs

@@ -30,16 +30,20 @@ const (
 	typeDouble configType = iota
 	typeLong
 	typeInt
+	typeFlag // Tollgate's: 1 sets it, removing the key clears it
 )
 
 // The client quota keys and their types (Kafka's QuotaConfigs): the four
 // user/client-id keys, and connection_creation_rate for ip entities only.
+// Beyond Kafka, user, client-id and client-id-prefix entities take
+// Tollgate's option keys (quota.Options).
 var (
 	userClientKeys = map[string]configType{
 		"producer_byte_rate":       typeLong,
 		"consumer_byte_rate":       typeLong,
 		"request_percentage":       typeDouble,
 		"controller_mutation_rate": typeDouble,
+		KeyShadow:                  typeFlag,
 	}
 	ipKeys = map[string]configType{
 		"connection_creation_rate": typeInt,
@@ -48,6 +52,11 @@ var (
 
 // keyConnectionCreationRate is the ip entity's only key.
 const keyConnectionCreationRate = "connection_creation_rate"
+
+// KeyShadow marks every quota of its entity shadow (quota.Options.Shadow):
+// measured and shown, not enforced. Its only value is 1; removing it is the
+// switch to enforced, one audited AlterClientQuotas entry.
+const KeyShadow = "shadow"
 
 // apiError is a Kafka error code and message; code 0 is success.
 type apiError struct {
@@ -142,6 +151,12 @@ func validateKeyValue(keys map[string]configType, key string, v float64) apiErro
 	typ, ok := keys[key]
 	if !ok {
 		return invalid("Invalid configuration key " + key)
+	}
+	if typ == typeFlag {
+		if v != 1 {
+			return invalid("Quota " + key + " must be 1 (it marks the entity's quotas " + key + ": measured, not enforced; remove the key to enforce them)")
+		}
+		return apiError{}
 	}
 	if !(v > 0) {
 		return invalid("Quota " + key + " must be greater than 0")

@@ -152,6 +152,11 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 		if cl, ok := eq.Entity.Get(store.TypeClientID); ok {
 			e.Client = quotaName(cl)
 		}
+		if v, ok := eq.Values[KeyShadow]; ok && v == 1 {
+			if err := q.SetOptions(e, quota.Options{Shadow: true}); err != nil {
+				errs = append(errs, fmt.Errorf("%v %s=%v: %w", eq.Entity, KeyShadow, v, err))
+			}
+		}
 		for k, v := range eq.Values {
 			key, ok := quota.ParseKey(k)
 			if !ok {

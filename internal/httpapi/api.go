@@ -121,6 +121,31 @@ type Bucket struct {
 	Throttled      int64        `json:"throttled"`
 	ThrottleMs     int64        `json:"throttle_ms_total"`
 	LastActive     string       `json:"last_active"`
+	// Shadow is set for a bucket whose quota is in shadow mode (measured,
+	// not enforced): Throttled and ThrottleMs stay 0, Shadowed says what
+	// it would have done.
+	Shadow   bool    `json:"shadow,omitempty"`
+	Shadowed *Shadow `json:"shadowed,omitempty"`
+}
+
+// Shadow is what a shadow quota's bucket would have throttled (since it
+// was created or last switched to shadow): of its records (produce
+// requests, fetch responses, partition mutations), how many, what share,
+// by how much in all and at most.
+type Shadow struct {
+	Records          int64   `json:"records"`
+	Throttled        int64   `json:"throttled"`
+	ThrottledPercent float64 `json:"throttled_percent"`
+	ThrottleMsTotal  int64   `json:"throttle_ms_total"`
+	ThrottleMsMax    int64   `json:"throttle_ms_max"`
+}
+
+func shadowJSON(on bool, s quota.ShadowStats) *Shadow {
+	if !on {
+		return nil
+	}
+	return &Shadow{Records: s.Records, Throttled: s.Throttled, ThrottledPercent: s.Percent(),
+		ThrottleMsTotal: s.Total.Milliseconds(), ThrottleMsMax: s.Max.Milliseconds()}
 }
 
 func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
@@ -139,6 +164,7 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		if u.ClientIDPrefix {
 			b.ClientID, b.ClientIDPrefix = "", u.ClientID
 		}
+		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
 		if u.Level != quota.LevelNone {
 			b.Entity = entityJSON(u.Entity)
 		}
@@ -192,9 +218,13 @@ type Resolved struct {
 	BucketCID  string       `json:"bucket_client_id"`
 	// BucketPrefix is set when the bucket is a client-id prefix group:
 	// every client-id starting with it shares it (BucketCID is then "").
-	BucketPrefix string  `json:"bucket_client_id_prefix,omitempty"`
-	Rate         float64 `json:"rate"`
-	Utilization  float64 `json:"utilization"`
+	BucketPrefix string `json:"bucket_client_id_prefix,omitempty"`
+	// Shadow is set when the quota that applies is in shadow mode;
+	// Shadowed is then what its bucket would have throttled.
+	Shadow      bool    `json:"shadow,omitempty"`
+	Shadowed    *Shadow `json:"shadowed,omitempty"`
+	Rate        float64 `json:"rate"`
+	Utilization float64 `json:"utilization"`
 }
 
 func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +247,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		if res.ClientPrefix {
 			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
 		}
+		rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
 		if res.Level != quota.LevelNone {
 			rv.Entity = entityJSON(res.Entity)
 		}

@@ -52,3 +52,37 @@ func TestPrefixBucketsAndResolve(t *testing.T) {
 		}
 	}
 }
+
+// A shadow bucket says so, with what it would have throttled; its own
+// throttle counters stay 0.
+func TestShadowBucketsAndResolve(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	eng, err := quota.NewEngine(quota.EngineConfig{ByteRate: quota.ByteRateTokenBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	u := quota.UserEntity(quota.Exact("alice"))
+	q.Set(u, quota.ProducerByteRate, 1000)
+	q.SetOptions(u, quota.Options{Shadow: true})
+	eng.SetQuotas(q)
+	cl := eng.Client("alice", "app")
+	cl.RecordProduce(5000, now) // within the 10 000-byte burst
+	cl.RecordProduce(8000, now) // 3 000 over: 3 s
+	cl.RecordProduce(1000, now) // 4 000 over: 4 s
+	cl.RecordProduce(1000, now) // 5 000 over: 5 s
+	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
+	want := `"shadow":true,"shadowed":{"records":4,"throttled":3,"throttled_percent":75,"throttle_ms_total":12000,"throttle_ms_max":5000}`
+	for _, path := range []string{"/api/v1/buckets", "/api/v1/resolve?user=alice&client_id=x"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, localRequest("GET", path, nil))
+		var buf bytes.Buffer
+		json.Compact(&buf, rec.Body.Bytes())
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s lacks %s:\n%s", path, want, buf.String())
+		}
+		if path == "/api/v1/buckets" && !strings.Contains(buf.String(), `"throttled":0,"throttle_ms_total":0`) {
+			t.Errorf("a shadow bucket counts throttles of its own:\n%s", buf.String())
+		}
+	}
+}

@@ -142,9 +142,11 @@ func (b *bucket) throttleLeft(nowMs int64) int64 {
 }
 
 // protected reports whether evicting b would forgive a throttle or lose
-// requests in flight. b.mu must be held.
+// requests in flight. A shadow bucket imposes no throttle to forgive: it
+// is evicted like an idle one (its client loses only its shadow history).
+// b.mu must be held.
 func (b *bucket) protected(nowMs int64) bool {
-	return b.inflight > 0 || b.throttleLeft(nowMs) > 0
+	return b.inflight > 0 || (!b.shadow && b.throttleLeft(nowMs) > 0)
 }
 
 // addBucket puts a new bucket in m, evicting one first at MaxBuckets.

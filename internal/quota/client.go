@@ -67,7 +67,8 @@ func (c *Client) lock(k Key, nowMs int64) *bucket {
 
 // record adds v to the client's bucket for k and returns the throttle in ms,
 // capped at capMs when capMs > 0. Kafka records first and checks second,
-// and the value stays recorded even when it violates the quota.
+// and the value stays recorded even when it violates the quota. A shadow
+// bucket computes its throttle the same way, counts it and returns 0.
 func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	b := c.lock(k, nowMs)
 	if b == nil {
@@ -86,7 +87,7 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	if c.e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
 	}
-	b.noteThrottle(t)
+	t = b.apply(t) // 0 for a shadow bucket
 	b.mu.Unlock()
 	return t
 }
@@ -185,8 +186,11 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 	if b == nil {
 		return math.MaxInt32
 	}
-	q := b.quota
+	q, shadow := b.quota, b.shadow
 	b.mu.Unlock()
+	if shadow {
+		return math.MaxInt32
+	}
 	v := q * float64(c.e.cfg.WindowNum-1) * (float64(c.e.windowMs) / 1000)
 	if v >= math.MaxInt32 {
 		return math.MaxInt32
@@ -210,8 +214,9 @@ func (c *Client) Hold(k Key, now time.Time) time.Duration {
 		return 0
 	}
 	until := b.until
+	shadow := b.shadow
 	b.mu.Unlock()
-	if until <= nowMs {
+	if until <= nowMs || shadow {
 		return 0
 	}
 	return ms(until - nowMs)
@@ -234,6 +239,9 @@ func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
 		return 0, 0
 	}
 	defer b.mu.Unlock()
+	if b.shadow {
+		return 0, 0
+	}
 	hold := max(b.until-nowMs, 0)
 	if b.level != LevelNone && b.inflight > 0 && b.useTokens {
 		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight, b.quota, c.e.maxThrottleMs)
@@ -275,7 +283,7 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 		return requested, 0
 	}
 	defer b.mu.Unlock()
-	if b.level == LevelNone {
+	if b.level == LevelNone || b.shadow {
 		return requested, 0
 	}
 	win := float64(c.e.windowMs) / 1000
@@ -329,8 +337,9 @@ func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	tok, q := b.tokens.Tokens(nowMs), b.tokens.Quota()
+	shadow := b.shadow
 	b.mu.Unlock()
-	if tok < 0 {
+	if tok < 0 && !shadow {
 		return ms(max(rate.TokenThrottleTime(tok, q), 0)), true
 	}
 	return 0, false

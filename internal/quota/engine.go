@@ -223,6 +223,8 @@ type bucket struct {
 	key          Key
 	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
 	prefix       bool   // a client-id prefix group: client is the prefix
+	shadow       bool   // measured, never enforced (Options.Shadow)
+	sh           shadowCounters
 	level        Level
 	entity       Entity
 	quota        float64
@@ -316,6 +318,7 @@ func (e *Engine) SetQuotas(q Quotas) {
 			}
 			b.level, b.entity, b.quota = lvl, ent, v
 			b.tokens.SetQuota(v)
+			e.setOptions(b, c.optionsOf(ent))
 			b.mu.Unlock()
 		}
 		routes, order := m.reroute(t)
@@ -397,7 +400,7 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 	m.ensureDirty()
 	b := m.buckets[tg]
 	if b == nil {
-		b = e.newBucket(m.key, t, tg, nowMs)
+		b = e.newBucket(m.key, t, &e.quotas, tg, nowMs)
 		e.addBucket(m, b, nowMs)
 	}
 	r := &route{b: b}
@@ -419,7 +422,7 @@ func (m *manager) miss(v *view) {
 	}
 }
 
-func (e *Engine) newBucket(k Key, t *table, tg tags, nowMs int64) *bucket {
+func (e *Engine) newBucket(k Key, t *table, q *Quotas, tg tags, nowMs int64) *bucket {
 	lvl, ent, v := t.limit(tg)
 	b := &bucket{
 		key:        k,
@@ -433,16 +436,23 @@ func (e *Engine) newBucket(k Key, t *table, tg tags, nowMs int64) *bucket {
 		rslot:      -1,
 		lastActive: nowMs,
 	}
-	if k == ControllerMutationRate {
-		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
-		b.tokens = rate.NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
-	} else {
-		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
-		if e.cfg.ByteRate == ByteRateTokenBucket && k.byteRate() {
-			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
-			b.tokens = rate.NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
-			b.useTokens = true
-		}
-	}
+	b.shadow = q.optionsOf(ent).Shadow
+	e.initAccounting(b)
 	return b
+}
+
+// initAccounting gives b the accounting state of a new bucket of its key
+// and quota: an empty window, and a token bucket that fills at first use.
+func (e *Engine) initAccounting(b *bucket) {
+	if b.key == ControllerMutationRate {
+		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		return
+	}
+	b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
+	if e.cfg.ByteRate == ByteRateTokenBucket && b.key.byteRate() {
+		// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
+		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.WindowNum-1, e.windowMs)
+		b.useTokens = true
+	}
 }

@@ -32,7 +32,14 @@ type FileEntry struct {
 	RequestPercentage      *float64 `yaml:"request_percentage"`
 	ControllerMutationRate *float64 `yaml:"controller_mutation_rate"`
 	ConnectionCreationRate *float64 `yaml:"connection_creation_rate"`
+
+	// Shadow marks the entry's quotas shadow (Options.Shadow): measured
+	// and shown, not enforced.
+	Shadow bool `yaml:"shadow"`
 }
+
+// Options returns the entry's options.
+func (e FileEntry) Options() Options { return Options{Shadow: e.Shadow} }
 
 // Entity returns the entry's quota entity.
 func (e FileEntry) Entity() (Entity, error) {

@@ -213,6 +213,7 @@ func (t *table) limit(tg tags) (Level, Entity, float64) {
 // concurrent mutation; the Engine takes its own copy in SetQuotas.
 type Quotas struct {
 	keys [numKeys]*table
+	opts map[Entity]Options // Options, by entity
 }
 
 // Set configures value v for key k on entity e. It rejects what Kafka's
@@ -323,6 +324,12 @@ func (q *Quotas) Clone() Quotas {
 	for k, t := range q.keys {
 		c.keys[k] = t.clone()
 	}
+	if q.opts != nil {
+		c.opts = make(map[Entity]Options, len(q.opts))
+		for e, o := range q.opts {
+			c.opts[e] = o
+		}
+	}
 	return c
 }
 
@@ -352,10 +359,14 @@ type Resolution struct {
 	// ClientPrefix says the bucket is a client-id prefix group: ClientTag
 	// is the prefix, shared by every client-id that starts with it.
 	ClientPrefix bool
+	// Options are the options of Entity: Shadow, a shadow quota.
+	Options Options
 	// Rate is the bucket's current rate per second and Utilization is
-	// Rate ÷ Quota; both are 0 when the bucket does not exist yet. Only
+	// Rate ÷ Quota; both are 0 when the bucket does not exist yet.
+	// Shadowed is what a shadow bucket would have throttled. Only
 	// Engine.Resolve fills them.
 	Rate, Utilization float64
+	Shadowed          ShadowStats
 }
 
 // Limited reports whether a finite quota applies.
@@ -368,7 +379,11 @@ func (q *Quotas) Resolve(k Key, user, clientID string) Resolution {
 		return Resolution{Key: k, Quota: Unlimited}
 	}
 	t := q.keys[k]
-	return resolve(k, t, t.enabled(), user, clientID)
+	r := resolve(k, t, t.enabled(), user, clientID)
+	if r.Limited() {
+		r.Options = q.optionsOf(r.Entity)
+	}
+	return r
 }
 
 func resolve(k Key, t *table, enabled uint8, user, clientID string) Resolution {

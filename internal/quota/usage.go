@@ -30,6 +30,10 @@ type Usage struct {
 	// throttle times (after the MaxThrottle cap).
 	Throttles     int64
 	ThrottleTotal time.Duration
+	// Shadow says the bucket's quota is in shadow mode (measured, not
+	// enforced) and Shadowed is what it would have throttled while it was.
+	Shadow   bool
+	Shadowed ShadowStats
 	// Created and LastActive are when the bucket was created and last
 	// recorded into.
 	Created, LastActive time.Time
@@ -47,6 +51,8 @@ func (b *bucket) snapshot(nowMs int64) Usage {
 		Quota:          b.quota,
 		Throttles:      b.throttles,
 		ThrottleTotal:  ms(b.throttleMs),
+		Shadow:         b.shadow,
+		Shadowed:       b.sh.stats(),
 		Created:        time.UnixMilli(b.created),
 		LastActive:     time.UnixMilli(b.lastActive),
 	}
@@ -97,6 +103,7 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 	}
 	b.mu.Lock()
 	r.Rate, _ = b.rate.Peek(now.UnixMilli())
+	r.Shadowed = b.sh.stats()
 	b.mu.Unlock()
 	if r.Limited() {
 		r.Utilization = r.Rate / r.Quota

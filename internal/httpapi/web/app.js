@@ -419,8 +419,20 @@
 
   // ---------- sections ----------
 
+  // A shadow bucket throttles nobody: it is shown with what it would have
+  // done, never among the throttled.
   function isThrottled(b, tr, now) {
+    if (b.shadow) return false;
     return (isNum(b.utilization) && b.utilization > 1) || (tr && tr.throttledAt > 0 && now - tr.throttledAt < RECENT_MS);
+  }
+
+  // What a shadow quota would have done: "would have throttled 12 % of
+  // 340 requests, by up to 2.5 s".
+  function shadowText(s) {
+    if (!s || typeof s !== 'object' || !isNum(s.records)) return 'shadow: measured, not enforced';
+    if (!s.throttled) return `shadow: would have throttled none of ${count(s.records)} requests`;
+    const p = isNum(s.throttled_percent) ? s.throttled_percent : 0;
+    return `shadow: would have throttled ${p < 10 ? p.toFixed(1) : p.toFixed(0)} % of ${count(s.records)} requests, by up to ${duration(s.throttle_ms_max)}`;
   }
 
   function renderTop(buckets, now) {
@@ -448,8 +460,9 @@
       h('div', { class: 'card-head' },
         h('span', { class: 'key' }, b.quota),
         hot ? h('span', { class: 'badge bad' }, 'throttled')
-          : isNum(b.limit) ? h('span', { class: 'badge muted' }, b.level || 'quota')
-            : h('span', { class: 'badge info' }, 'no quota')),
+          : b.shadow ? h('span', { class: 'badge info', title: 'measured, not enforced' }, 'shadow')
+            : isNum(b.limit) ? h('span', { class: 'badge muted' }, b.level || 'quota')
+              : h('span', { class: 'badge info' }, 'no quota')),
       h('dl', { class: 'who' },
         h('dt', {}, 'user'), h('dd', {}, tag(b.user, 'user')),
         h('dt', {}, 'client-id'), h('dd', {}, clientTag(b))),
@@ -465,6 +478,7 @@
         ? h('div', { class: 'bar', role: 'presentation' },
           h('span', { class: uc, style: `width:${Math.min(100, b.utilization * 100).toFixed(1)}%` }))
         : h('div', { class: 'bar', role: 'presentation' }),
+      b.shadow ? h('p', { class: 'shadow-note' }, shadowText(b.shadowed)) : null,
       chart(b, tr, now));
       return card;
     }));
@@ -666,7 +680,8 @@
           h('span', { class: 'sub' }, levelText(x.level)),
           x.bucket_client_id_prefix
             ? h('span', { class: 'sub' }, 'bucket: shared by every client-id starting with ', h('span', { class: 'mono' }, x.bucket_client_id_prefix))
-            : h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id'))]),
+            : h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id')),
+          x.shadow ? h('span', { class: 'sub shadow-note' }, shadowText(x.shadowed)) : null]),
         h('td', { class: 'num' }, none ? h('span', { class: 'none' }, 'unlimited') : limitText(x.quota, x.value)),
         h('td', { class: 'num' }, none ? '' : [unit(x.quota, x.rate), isNum(x.value) ? h('span', { class: 'sub util ' + utilClass(x.utilization) }, pct(x.utilization)) : null]));
     });

@@ -147,3 +147,61 @@ func TestDescribePrefixFilterErrors(t *testing.T) {
 		}
 	}
 }
+
+// shadow = 1 marks an entity's quotas shadow; any other value is refused;
+// removing it is the switch to enforced, one audited entry with the old
+// value.
+func TestShadowKey(t *testing.T) {
+	f := newFixture(t)
+	user := ent(named("user", "alice"))
+	for _, tc := range []struct {
+		e   kmsg.AlterClientQuotasRequestEntry
+		msg string
+	}{
+		{entry(user, set("shadow", 0)), "Quota shadow must be 1 (it marks the entity's quotas shadow: measured, not enforced; remove the key to enforce them)"},
+		{entry(user, set("shadow", 2)), "Quota shadow must be 1 (it marks the entity's quotas shadow: measured, not enforced; remove the key to enforce them)"},
+		{entry(user, set("shadow", -1)), "Quota shadow must be 1 (it marks the entity's quotas shadow: measured, not enforced; remove the key to enforce them)"},
+		{entry(ent(named("ip", "1.2.3.4")), set("shadow", 1)), "Invalid configuration key shadow"},
+	} {
+		got := f.alter(t, admin, false, tc.e).Entries[0]
+		if got.ErrorCode != 42 || deref(got.ErrorMessage) != tc.msg {
+			t.Errorf("%v: %d %q", tc.e.Ops, got.ErrorCode, deref(got.ErrorMessage))
+		}
+	}
+	f.mustAlter(t,
+		entry(user, set("producer_byte_rate", 1024), set("shadow", 1)),
+		entry(ent(named(typePrefix, "etl-")), set("consumer_byte_rate", 2048), set("shadow", 1)),
+	)
+	q, _, err := f.cq.Quotas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Options(quota.UserEntity(quota.Exact("alice"))).Shadow || !q.Options(quota.ClientPrefixEntity("etl-")).Shadow {
+		t.Fatal("shadow not handed to the engine")
+	}
+	if r := q.Resolve(quota.ProducerByteRate, "alice", "x"); !r.Options.Shadow || r.Quota != 1024 {
+		t.Errorf("resolve %+v", r)
+	}
+	n := len(f.events(t))
+	f.mustAlter(t, entry(user, rm("shadow")))
+	evs := f.events(t)
+	if len(evs) != n+1 {
+		t.Fatalf("%d events for the switch, want 1", len(evs)-n)
+	}
+	ev := evs[n]
+	changes, _ := ev["changes"].([]any)
+	if ev["outcome"] != "applied" || len(changes) != 1 {
+		t.Fatalf("switch event %v", ev)
+	}
+	ch := changes[0].(map[string]any)
+	if ch["key"] != "shadow" || ch["old"] != float64(1) || ch["new"] != nil {
+		t.Errorf("switch change %v", ch)
+	}
+	q, _, _ = f.cq.Quotas()
+	if q.Options(quota.UserEntity(quota.Exact("alice"))).Shadow {
+		t.Error("still shadow after the switch")
+	}
+	if v := f.stored(t, store.Named("user", "alice")); v["producer_byte_rate"] != 1024 || len(v) != 1 {
+		t.Errorf("stored after the switch: %v", v)
+	}
+}
