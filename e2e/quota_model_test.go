@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,10 +26,11 @@ import (
 // Quotas for how teams work: client-id prefix groups (Redpanda's
 // client-id-prefix), shadow quotas and per-entity burst, end to end.
 
-// kadm passes any entity type on, as rpk does: client-id-prefix entities
-// set, described with each match type, refused with Tollgate's codes and
-// messages, all through the gateway.
-func TestPrefixThroughKadm(t *testing.T) {
+// kadm passes any entity type and key on, as rpk does: client-id-prefix
+// entities set, described with each match type, refused with Tollgate's
+// codes and messages; shadow and burst_seconds set and refused; all
+// through the gateway.
+func TestQuotaModelThroughKadm(t *testing.T) {
 	t.Parallel()
 	env := startControl(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -94,6 +97,33 @@ func TestPrefixThroughKadm(t *testing.T) {
 	}
 	if after, _ := adm.DescribeClientQuotas(ctx, false, nil); len(after) != 2 {
 		t.Errorf("after the refused entries: %d entities, want 2", len(after))
+	}
+
+	// shadow and burst_seconds: set, described, refused.
+	opts, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: prefix("team-a-"), Ops: []kadm.AlterClientQuotaOp{{Key: "shadow", Value: 1}, {Key: "burst_seconds", Value: 0}}},
+		{Entity: prefix("team-b-"), Ops: []kadm.AlterClientQuotaOp{{Key: "shadow", Value: 0}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &user}}, Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}, {Key: "burst_seconds", Value: 3601}}},
+	})
+	if err != nil || len(opts) != 3 {
+		t.Fatalf("options: %v %+v", err, opts)
+	}
+	msgs := map[string]string{}
+	for _, o := range opts {
+		msgs[*o.Entity[0].Name] = o.ErrMessage
+	}
+	if msgs["team-a-"] != "" ||
+		msgs["team-b-"] != "Quota shadow must be 1 (it marks the entity's quotas shadow: measured, not enforced; remove the key to enforce them)" ||
+		msgs["alice"] != "Quota burst_seconds must be from 0 to 3600 (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)" {
+		t.Errorf("options: %q", msgs)
+	}
+	got, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "client-id-prefix", MatchName: &team, MatchType: 0}})
+	if err != nil || len(got) != 1 || len(got[0].Values) != 4 {
+		t.Fatalf("describe with options: %v %+v", err, got)
+	}
+	r := env.App.Engine().Resolve(quota.ProducerByteRate, "bob", "team-a-1", time.Now())
+	if !r.Options.Shadow || !r.Options.HasBurst || r.Options.Burst != 0 || r.Quota != 1<<20 {
+		t.Errorf("the engine's resolution: %+v", r)
 	}
 }
 
@@ -222,4 +252,120 @@ func readAudit(t *testing.T, path string) []map[string]any {
 		out = append(out, ev)
 	}
 	return out
+}
+
+// Per-entity burst, in virtual time with a franz-go producer at full speed
+// (small batches, so that one request is a small grain): with burst 0 the
+// first seconds carry Q each, with 2 s the first ones carry 2 s worth more,
+// without one Kafka's 10 s; then Q, whatever the burst.
+func TestSynctestBurstPerEntity(t *testing.T) {
+	t.Parallel()
+	const first, run = 5 * time.Second, 20 * time.Second
+	for _, tc := range []struct {
+		name  string
+		burst *float64
+		extra float64 // seconds of Q beyond Q·first in the first seconds
+	}{
+		{"none", ptrF(0), 0},
+		{"2s", ptrF(2), 2},
+		{"kafka", nil, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				env := testkit.StartInBubble(t, app.Options{}, func(c *app.Config) {
+					e := quotaOf(ptrS("ANONYMOUS"), nil, vq, 0)
+					e.BurstSeconds = tc.burst
+					c.Quotas = []app.QuotaEntry{e}
+				})
+				p := &perSecond{start: time.Now()}
+				cl := bubbleClient(t, env, kgo.WithHooks(p), kgo.ProducerBatchMaxBytes(16<<10))
+				produceFor(cl, "burst-"+tc.name, run)
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				var early, late float64
+				for i, b := range p.secs {
+					if i < int(first/time.Second) {
+						early += b
+					} else if i >= 12 && i < int(run/time.Second) {
+						late += b
+					}
+				}
+				want := vq * (first.Seconds() + tc.extra)
+				t.Logf("burst %s: first %v carried %.2f Q (want %.1f Q); seconds 12–%d %.3f Q/s; first second %.2f Q",
+					tc.name, first, early/vq, want/vq, int(run/time.Second), late/vq/(run.Seconds()-12), p.secs[0]/vq)
+				// One request (16 KiB batches) is the grain.
+				if early > want+vq/4 || early < want-vq/4 {
+					t.Errorf("the first %v carried %.2f Q, want %.2f Q", first, early/vq, want/vq)
+				}
+				if tc.burst != nil && *tc.burst == 0 && p.secs[0] > 1.25*vq {
+					t.Errorf("burst 0: the first second carried %.2f Q, want about Q", p.secs[0]/vq)
+				}
+				if r := late / vq / (run.Seconds() - 12); r < 0.95 || r > 1.05 {
+					t.Errorf("after the start-up: %.3f Q/s, want Q", r)
+				}
+			})
+		})
+	}
+}
+
+func ptrS(s string) *string { return &s }
+
+// The dashboard shows a client-id prefix group as team-a-*, a shadow
+// bucket with what it would have throttled (not among the throttled), its
+// burst, and resolve names the group and the shadow figures.
+func TestDashboardQuotaModel(t *testing.T) {
+	// Not parallel: a real browser (see TestDashboard).
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("headless Chromium is missing at %s: %v", chromiumPath, err)
+	}
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		prefix, q, burst := "team-a-", float64(1000), 0.0
+		c.Quotas = []app.QuotaEntry{{ClientIDPrefix: &prefix, ProducerByteRate: &q, Shadow: true, BurstSeconds: &burst}}
+		c.Authorization.AllowAnonymousDescribe = true
+	})
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, env, nil, kgo.ClientID("team-a-1"), kgo.DefaultProduceTopic("dash-model"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := 0; i < 3; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 8<<10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	browser, closeBrowser := startChromium(t)
+	defer closeBrowser()
+	wait := func(name, js string) {
+		t.Helper()
+		c, cancel := context.WithTimeout(browser, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(c, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	c, cancel := context.WithTimeout(browser, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, chromedp.Steps(chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+env.App.HTTPAddr()+"/"))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the group's card", `[...document.querySelectorAll('#top-grid article')].some((a) => a.innerText.includes('team-a-*') &&
+		a.innerText.includes('shadow: would have throttled') && a.innerText.includes('start-up burst: none'))`)
+	card := run(t, browser, chromedp.Evaluate[string](`[...document.querySelectorAll('#top-grid article')].map((a) => a.innerText).join('\n---\n')`))
+	t.Logf("card:\n%s", card)
+	if !regexp.MustCompile(`shadow: would have throttled [0-9.]+ % of 3 requests, by up to [0-9.]+ s`).MatchString(card) {
+		t.Errorf("the card lacks the shadow figures:\n%s", card)
+	}
+	if rows := run(t, browser, chromedp.Evaluate[int](`document.querySelectorAll('#throttled-body tr.hot').length`)); rows != 0 {
+		t.Errorf("a shadow bucket is listed among the throttled (%d rows)", rows)
+	}
+	if err := chromedp.Do(c, chromedp.Steps(
+		chromedp.SendKeys(chromedp.ID("r-user"), "bob"),
+		chromedp.SendKeys(chromedp.ID("r-client"), "team-a-2"),
+		chromedp.Click(chromedp.CSS(`#resolve-form button`)),
+	)); err != nil {
+		t.Fatal(err)
+	}
+	wait("resolve", `document.getElementById('resolve-out').innerText.includes('shared by every client-id starting with team-a-')`)
+	res := run(t, browser, chromedp.Evaluate[string](`document.getElementById('resolve-out').innerText`))
+	if !strings.Contains(res, "level 7p · client-id-prefix") || !strings.Contains(res, "shadow: would have throttled") {
+		t.Errorf("resolve:\n%s", res)
+	}
 }

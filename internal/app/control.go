@@ -248,6 +248,9 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 		if e.Shadow {
 			vals[control.KeyShadow] = 1
 		}
+		if e.BurstSeconds != nil {
+			vals[control.KeyBurstSeconds] = *e.BurstSeconds
+		}
 		out = append(out, store.EntityQuotas{Entity: ent, Values: vals})
 	}
 	return control.Overlay(nil, out)

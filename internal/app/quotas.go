@@ -171,7 +171,9 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 		}
 		if o := e.Options(); o != (quota.Options{}) {
 			if q.Options(ent) != (quota.Options{}) {
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): the entity's options (shadow) are set by another entry", i, ent))
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): the entity's options (shadow, burst_seconds) are set by another entry", i, ent))
+			} else if o.HasBurst && !(o.Burst >= 0 && o.Burst <= quota.MaxBurstSeconds) {
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Quota burst_seconds must be from 0 to %d (seconds of quota a fresh client may send at once; 0: none; absent: Kafka's, 10)", i, ent, quota.MaxBurstSeconds))
 			} else if err := q.SetOptions(ent, o); err != nil {
 				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
 			}

@@ -19,6 +19,7 @@ func TestFileQuotaModel(t *testing.T) {
 	entries := []QuotaEntry{
 		{ClientIDPrefix: sptr("etl-"), ConsumerByteRate: fptr(2048), Shadow: true},
 		{User: sptr("alice"), ProducerByteRate: fptr(1024)},
+		{User: sptr("bob"), ProducerByteRate: fptr(1024), BurstSeconds: fptr(0)},
 	}
 	if _, err := buildQuotas(entries); err != nil {
 		t.Fatal(err)
@@ -41,8 +42,11 @@ func TestFileQuotaModel(t *testing.T) {
 	if r.Entity != quota.ClientPrefixEntity("etl-") || !r.Options.Shadow || r.Quota != 2048 {
 		t.Errorf("etl-7: %+v", r)
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "alice", "etl-7"); r.Options.Shadow {
-		t.Errorf("alice's quota is not shadow: %+v", r)
+	if r := q.Resolve(quota.ProducerByteRate, "alice", "etl-7"); r.Options.Shadow || r.Options.HasBurst {
+		t.Errorf("alice's quota has no options: %+v", r)
+	}
+	if r := q.Resolve(quota.ProducerByteRate, "bob", "x"); !r.Options.HasBurst || r.Options.Burst != 0 {
+		t.Errorf("bob's burst 0: %+v", r)
 	}
 
 	for _, tc := range []struct {
@@ -55,6 +59,9 @@ func TestFileQuotaModel(t *testing.T) {
 		{QuotaEntry{ClientIDPrefix: sptr("p"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "an ip entity cannot be combined"},
 		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1), Shadow: true}, "an ip entity takes only connection_creation_rate"},
 		{QuotaEntry{User: sptr("u"), Shadow: true}, "no quota key set"},
+		{QuotaEntry{User: sptr("u"), ProducerByteRate: fptr(1), BurstSeconds: fptr(-1)}, "Quota burst_seconds must be from 0 to 3600"},
+		{QuotaEntry{User: sptr("u"), ProducerByteRate: fptr(1), BurstSeconds: fptr(4000)}, "Quota burst_seconds must be from 0 to 3600"},
+		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1), BurstSeconds: fptr(1)}, "an ip entity takes only connection_creation_rate"},
 	} {
 		_, err := buildQuotas([]QuotaEntry{tc.e})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

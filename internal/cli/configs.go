@@ -99,7 +99,8 @@ flags:
                                       client-id-prefixes),
                                       connection_creation_rate (ips); and
                                       Tollgate's shadow=1 (measured, not
-                                      enforced; delete it to enforce)
+                                      enforced; delete it to enforce) and
+                                      burst_seconds=S (start-up burst, 0-3600)
   --add-config-file FILE              properties file of quotas to set
   --delete-config K[,K]               quotas to remove
 `

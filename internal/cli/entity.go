@@ -30,12 +30,13 @@ const (
 const (
 	keyConnectionCreationRate = "connection_creation_rate"
 	keyShadow                 = "shadow"
+	keyBurstSeconds           = "burst_seconds"
 )
 
 // allKeys lists every quota key in a fixed order, for listings.
 var allKeys = []string{
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
-	keyConnectionCreationRate, keyShadow,
+	keyConnectionCreationRate, keyShadow, keyBurstSeconds,
 }
 
 func keyRank(k string) int {
@@ -49,11 +50,15 @@ func isClientQuotaKey(k string) bool { _, ok := quota.ParseKey(k); return ok }
 
 // isOptionKey reports whether k is one of Tollgate's option keys
 // (quota.Options), which user, client-id and client-id-prefix entities take.
-func isOptionKey(k string) bool { return k == keyShadow }
+func isOptionKey(k string) bool { return k == keyShadow || k == keyBurstSeconds }
 
 // options reads an entity's options from its described values.
 func options(vals map[string]float64) quota.Options {
-	return quota.Options{Shadow: vals[keyShadow] == 1}
+	o := quota.Options{Shadow: vals[keyShadow] == 1}
+	if v, ok := vals[keyBurstSeconds]; ok {
+		o.Burst, o.HasBurst = v, true
+	}
+	return o
 }
 
 // part is one component of an entity: absent, the default, or a name.

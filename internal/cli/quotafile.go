@@ -21,7 +21,7 @@ type fileEntry = quota.FileEntry
 var fileEntryKeys = []string{
 	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip",
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "connection_creation_rate",
-	"shadow",
+	"shadow", "burst_seconds",
 }
 
 // shapes a file may declare in `manage:`.
@@ -163,6 +163,16 @@ func (qf *quotaFile) add(item *yaml.Node) []error {
 			errs = append(errs, errors.New("shadow: ip entities take connection_creation_rate only"))
 		} else if len(errs) == 0 {
 			qf.desired[e][keyShadow] = 1
+		}
+	}
+	if b := fe.BurstSeconds; b != nil {
+		switch {
+		case e.ip.set:
+			errs = append(errs, errors.New("burst_seconds: ip entities take connection_creation_rate only"))
+		case !(*b >= 0 && *b <= quota.MaxBurstSeconds):
+			errs = append(errs, fmt.Errorf("Quota burst_seconds must be from 0 to %d (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)", quota.MaxBurstSeconds))
+		case len(errs) == 0:
+			qf.desired[e][keyBurstSeconds] = *b
 		}
 	}
 	qf.manages[e.shape()] = true

@@ -51,6 +51,7 @@ so Tollgate's config file can be given as is):
     request_percentage: 50
     controller_mutation_rate: 10
     shadow: true                # Tollgate: measured, not enforced
+    burst_seconds: 0            # Tollgate: start-up burst (absent: 10 s)
   - client_id_prefix: team-a-    # Tollgate: shared by every client-id
     producer_byte_rate: 4194304  # starting with team-a-
   - ip: 10.0.0.7                # or default_ip: true
@@ -435,8 +436,8 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		if r.entity != nil {
 			ent, val = r.entity.String(), formatValue(r.value)
 		}
-		if r.res != nil && r.res.Options.Shadow {
-			val += " (shadow)"
+		if r.res != nil {
+			val += optionsNote(r.res.Options)
 		}
 		line := r.key + "\t" + ent + "\t" + val
 		note := "measured, not enforced (--admin-url shows what it would have throttled)"
@@ -526,4 +527,20 @@ func resolveIP(st state, ip netip.Addr) resolvedRow {
 		}
 	}
 	return row
+}
+
+// optionsNote renders an entity's options after its value in resolve:
+// " (shadow, burst 2s)".
+func optionsNote(o quota.Options) string {
+	var parts []string
+	if o.Shadow {
+		parts = append(parts, "shadow")
+	}
+	if o.HasBurst {
+		parts = append(parts, "burst "+formatValue(o.Burst)+"s")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -30,7 +31,8 @@ const (
 	typeDouble configType = iota
 	typeLong
 	typeInt
-	typeFlag // Tollgate's: 1 sets it, removing the key clears it
+	typeFlag  // Tollgate's: 1 sets it, removing the key clears it
+	typeBurst // Tollgate's: seconds, 0 to quota.MaxBurstSeconds
 )
 
 // The client quota keys and their types (Kafka's QuotaConfigs): the four
@@ -44,6 +46,7 @@ var (
 		"request_percentage":       typeDouble,
 		"controller_mutation_rate": typeDouble,
 		KeyShadow:                  typeFlag,
+		KeyBurstSeconds:            typeBurst,
 	}
 	ipKeys = map[string]configType{
 		"connection_creation_rate": typeInt,
@@ -57,6 +60,10 @@ const keyConnectionCreationRate = "connection_creation_rate"
 // measured and shown, not enforced. Its only value is 1; removing it is the
 // switch to enforced, one audited AlterClientQuotas entry.
 const KeyShadow = "shadow"
+
+// KeyBurstSeconds is the start-up burst of its entity's token buckets in
+// seconds of quota (quota.Options.Burst): 0 for none; absent, Kafka's.
+const KeyBurstSeconds = "burst_seconds"
 
 // apiError is a Kafka error code and message; code 0 is success.
 type apiError struct {
@@ -152,9 +159,16 @@ func validateKeyValue(keys map[string]configType, key string, v float64) apiErro
 	if !ok {
 		return invalid("Invalid configuration key " + key)
 	}
-	if typ == typeFlag {
+	switch typ {
+	case typeFlag:
 		if v != 1 {
 			return invalid("Quota " + key + " must be 1 (it marks the entity's quotas " + key + ": measured, not enforced; remove the key to enforce them)")
+		}
+		return apiError{}
+	case typeBurst:
+		if !(v >= 0 && v <= quota.MaxBurstSeconds) {
+			return invalid("Quota " + key + " must be from 0 to " + strconv.Itoa(quota.MaxBurstSeconds) +
+				" (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)")
 		}
 		return apiError{}
 	}

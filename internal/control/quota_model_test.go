@@ -1,6 +1,7 @@
 package control
 
 import (
+	"math"
 	"testing"
 
 	"github.com/tollgate/tollgate/internal/quota"
@@ -203,5 +204,37 @@ func TestShadowKey(t *testing.T) {
 	}
 	if v := f.stored(t, store.Named("user", "alice")); v["producer_byte_rate"] != 1024 || len(v) != 1 {
 		t.Errorf("stored after the switch: %v", v)
+	}
+}
+
+// burst_seconds: from 0 (none) to 3600, fractions allowed; the engine gets
+// it as the entity's burst.
+func TestBurstSecondsKey(t *testing.T) {
+	f := newFixture(t)
+	user := ent(named("user", "alice"))
+	msg := "Quota burst_seconds must be from 0 to 3600 (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)"
+	for _, v := range []float64{-1, 3600.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		got := f.alter(t, admin, false, entry(user, set("burst_seconds", v))).Entries[0]
+		if got.ErrorCode != 42 || deref(got.ErrorMessage) != msg {
+			t.Errorf("burst_seconds=%v: %d %q", v, got.ErrorCode, deref(got.ErrorMessage))
+		}
+	}
+	if got := f.alter(t, admin, false, entry(ent(dflt("ip")), set("burst_seconds", 1))).Entries[0]; deref(got.ErrorMessage) != "Invalid configuration key burst_seconds" {
+		t.Errorf("ip: %q", deref(got.ErrorMessage))
+	}
+	for _, v := range []float64{0, 0.5, 2, 3600} {
+		f.mustAlter(t, entry(user, set("producer_byte_rate", 1000), set("burst_seconds", v)))
+		q, _, err := f.cq.Quotas()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := q.Options(quota.UserEntity(quota.Exact("alice"))); !o.HasBurst || o.Burst != v {
+			t.Errorf("burst_seconds=%v: options %+v", v, o)
+		}
+	}
+	f.mustAlter(t, entry(user, rm("burst_seconds")))
+	q, _, _ := f.cq.Quotas()
+	if o := q.Options(quota.UserEntity(quota.Exact("alice"))); o.HasBurst {
+		t.Errorf("after removal: %+v", o)
 	}
 }

@@ -126,6 +126,9 @@ type Bucket struct {
 	// it would have done.
 	Shadow   bool    `json:"shadow,omitempty"`
 	Shadowed *Shadow `json:"shadowed,omitempty"`
+	// BurstSeconds is the entity's start-up burst in seconds of quota,
+	// when it sets one (absent: Kafka's).
+	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
 }
 
 // Shadow is what a shadow quota's bucket would have throttled (since it
@@ -138,6 +141,14 @@ type Shadow struct {
 	ThrottledPercent float64 `json:"throttled_percent"`
 	ThrottleMsTotal  int64   `json:"throttle_ms_total"`
 	ThrottleMsMax    int64   `json:"throttle_ms_max"`
+}
+
+func burstJSON(o quota.Options) *float64 {
+	if !o.HasBurst {
+		return nil
+	}
+	v := o.Burst
+	return &v
 }
 
 func shadowJSON(on bool, s quota.ShadowStats) *Shadow {
@@ -165,6 +176,7 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 			b.ClientID, b.ClientIDPrefix = "", u.ClientID
 		}
 		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
+		b.BurstSeconds = burstJSON(u.Options)
 		if u.Level != quota.LevelNone {
 			b.Entity = entityJSON(u.Entity)
 		}
@@ -221,10 +233,12 @@ type Resolved struct {
 	BucketPrefix string `json:"bucket_client_id_prefix,omitempty"`
 	// Shadow is set when the quota that applies is in shadow mode;
 	// Shadowed is then what its bucket would have throttled.
-	Shadow      bool    `json:"shadow,omitempty"`
-	Shadowed    *Shadow `json:"shadowed,omitempty"`
-	Rate        float64 `json:"rate"`
-	Utilization float64 `json:"utilization"`
+	Shadow   bool    `json:"shadow,omitempty"`
+	Shadowed *Shadow `json:"shadowed,omitempty"`
+	// BurstSeconds is the entity's start-up burst, when it sets one.
+	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
+	Rate         float64  `json:"rate"`
+	Utilization  float64  `json:"utilization"`
 }
 
 func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
@@ -248,6 +262,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
 		}
 		rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
+		rv.BurstSeconds = burstJSON(res.Options)
 		if res.Level != quota.LevelNone {
 			rv.Entity = entityJSON(res.Entity)
 		}

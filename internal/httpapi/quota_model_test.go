@@ -64,7 +64,7 @@ func TestShadowBucketsAndResolve(t *testing.T) {
 	var q quota.Quotas
 	u := quota.UserEntity(quota.Exact("alice"))
 	q.Set(u, quota.ProducerByteRate, 1000)
-	q.SetOptions(u, quota.Options{Shadow: true})
+	q.SetOptions(u, quota.Options{Shadow: true, Burst: 10, HasBurst: true})
 	eng.SetQuotas(q)
 	cl := eng.Client("alice", "app")
 	cl.RecordProduce(5000, now) // within the 10 000-byte burst
@@ -72,7 +72,7 @@ func TestShadowBucketsAndResolve(t *testing.T) {
 	cl.RecordProduce(1000, now) // 4 000 over: 4 s
 	cl.RecordProduce(1000, now) // 5 000 over: 5 s
 	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
-	want := `"shadow":true,"shadowed":{"records":4,"throttled":3,"throttled_percent":75,"throttle_ms_total":12000,"throttle_ms_max":5000}`
+	want := `"shadow":true,"shadowed":{"records":4,"throttled":3,"throttled_percent":75,"throttle_ms_total":12000,"throttle_ms_max":5000},"burst_seconds":10`
 	for _, path := range []string{"/api/v1/buckets", "/api/v1/resolve?user=alice&client_id=x"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, localRequest("GET", path, nil))

@@ -177,7 +177,8 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 }
 
 // FetchMaxBytes returns the largest fetch the consumer's quota window can
-// hold, floor(Q·(N−1)·W), which the gateway uses to clamp max_bytes (and
+// hold, floor(Q·(N−1)·W) — under the token bucket, Q × the entity's burst
+// when it sets one — which the gateway uses to clamp max_bytes (and
 // min_bytes) of consumer fetches. Without it a small quota makes consumers
 // fetch more than the window allows and stay throttled forever. Without a
 // quota it returns math.MaxInt32.
@@ -186,12 +187,12 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 	if b == nil {
 		return math.MaxInt32
 	}
-	q, shadow := b.quota, b.shadow
+	q, shadow, win := b.quota, b.shadow, c.e.fetchWindowSeconds(b)
 	b.mu.Unlock()
 	if shadow {
 		return math.MaxInt32
 	}
-	v := q * float64(c.e.cfg.WindowNum-1) * (float64(c.e.windowMs) / 1000)
+	v := q * win
 	if v >= math.MaxInt32 {
 		return math.MaxInt32
 	}
@@ -270,7 +271,8 @@ func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
 }
 
 // ReserveFetch clamps one consumer fetch. max_bytes becomes at most
-// floor(Q·(N−1)·W), Kafka's clamp, and — because a gateway's bucket is fed
+// floor(Q·(N−1)·W), Kafka's clamp (Q × the entity's burst under the token
+// bucket when it sets one), and — because a gateway's bucket is fed
 // by fetches on several connections at once — at most what the bucket
 // still has room for (its tokens, or the sampled window's room), counting
 // the fetches already in flight; but
@@ -286,8 +288,7 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 	if b.level == LevelNone || b.shadow {
 		return requested, 0
 	}
-	win := float64(c.e.windowMs) / 1000
-	static := b.quota * float64(c.e.cfg.WindowNum-1) * win
+	static := b.quota * c.e.fetchWindowSeconds(b)
 	var room float64
 	if b.useTokens {
 		room = b.tokens.Peek(now.UnixMilli()) - b.inflight

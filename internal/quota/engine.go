@@ -224,6 +224,8 @@ type bucket struct {
 	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
 	prefix       bool   // a client-id prefix group: client is the prefix
 	shadow       bool   // measured, never enforced (Options.Shadow)
+	hasBurst     bool   // Options.HasBurst: burst is the entity's
+	burst        float64
 	sh           shadowCounters
 	level        Level
 	entity       Entity
@@ -436,7 +438,8 @@ func (e *Engine) newBucket(k Key, t *table, q *Quotas, tg tags, nowMs int64) *bu
 		rslot:      -1,
 		lastActive: nowMs,
 	}
-	b.shadow = q.optionsOf(ent).Shadow
+	o := q.optionsOf(ent)
+	b.shadow, b.hasBurst, b.burst = o.Shadow, o.HasBurst, o.Burst
 	e.initAccounting(b)
 	return b
 }
@@ -447,12 +450,15 @@ func (e *Engine) initAccounting(b *bucket) {
 	if b.key == ControllerMutationRate {
 		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
 		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
-		return
+	} else {
+		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
+		if e.cfg.ByteRate == ByteRateTokenBucket && b.key.byteRate() {
+			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
+			b.tokens = rate.NewTokenBucket(b.quota, e.cfg.WindowNum-1, e.windowMs)
+			b.useTokens = true
+		}
 	}
-	b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
-	if e.cfg.ByteRate == ByteRateTokenBucket && b.key.byteRate() {
-		// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
-		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.WindowNum-1, e.windowMs)
-		b.useTokens = true
+	if b.hasBurst {
+		b.tokens.SetBurst(b.burst) // before the first use fills it
 	}
 }

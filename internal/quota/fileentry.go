@@ -36,10 +36,19 @@ type FileEntry struct {
 	// Shadow marks the entry's quotas shadow (Options.Shadow): measured
 	// and shown, not enforced.
 	Shadow bool `yaml:"shadow"`
+	// BurstSeconds is the start-up burst of the entry's token buckets in
+	// seconds of quota (Options.Burst); absent: Kafka's.
+	BurstSeconds *float64 `yaml:"burst_seconds"`
 }
 
 // Options returns the entry's options.
-func (e FileEntry) Options() Options { return Options{Shadow: e.Shadow} }
+func (e FileEntry) Options() Options {
+	o := Options{Shadow: e.Shadow}
+	if e.BurstSeconds != nil {
+		o.Burst, o.HasBurst = *e.BurstSeconds, true
+	}
+	return o
+}
 
 // Entity returns the entry's quota entity.
 func (e FileEntry) Entity() (Entity, error) {

@@ -21,13 +21,34 @@ type Options struct {
 	// of, or the engine ORs a tenant's mark in where it reads an entity's
 	// options (Quotas.optionsOf) — buckets need nothing else.
 	Shadow bool
+	// Burst, when HasBurst, is the start-up burst of the entity's token
+	// buckets in seconds of quota: a fresh client may send Burst×Q at once
+	// (0: nothing ahead of Q, from the first request). Without it the
+	// burst is Kafka's: Q·(N−1)·W for the byte rates (10 s), N·W·Q for
+	// controller_mutation_rate (11 s). It applies where a token bucket
+	// measures: the byte rates under ByteRateTokenBucket (and their fetch
+	// clamp), controller_mutation_rate always; under ByteRateSampled the
+	// byte rates keep Kafka's arithmetic, whose burst is its window.
+	Burst    float64
+	HasBurst bool
 }
 
+// MaxBurstSeconds bounds Options.Burst: a bucket idle for an hour expires
+// and starts again full, so a longer burst could only ever be a first one.
+const MaxBurstSeconds = 3600
+
 // SetOptions sets entity e's options; the zero Options removes them. The
-// entity is validated as Set validates it.
+// entity is validated as Set validates it, and a burst must be from 0 to
+// MaxBurstSeconds.
 func (q *Quotas) SetOptions(e Entity, o Options) error {
 	if err := e.Validate(); err != nil {
 		return err
+	}
+	if o.HasBurst && !(o.Burst >= 0 && o.Burst <= MaxBurstSeconds) {
+		return fmt.Errorf("quota: burst %v s is not from 0 to %d", o.Burst, MaxBurstSeconds)
+	}
+	if !o.HasBurst {
+		o.Burst = 0
 	}
 	if o == (Options{}) {
 		delete(q.opts, e)
@@ -109,11 +130,40 @@ func (b *bucket) apply(t int64) int64 {
 // new to the quota: a shadow bucket's client was never slowed down, so the
 // debt it ran up would otherwise throttle it for as long as it took to run
 // it up (hours of the maximum throttle after a day over the quota). Its
-// counters are kept. Engine.mu and b.mu must be held.
+// counters are kept. A changed burst keeps the tokens, up to the new burst.
+// Engine.mu and b.mu must be held.
 func (e *Engine) setOptions(b *bucket, o Options) {
+	burst := b.hasBurst != o.HasBurst || b.burst != o.Burst
+	b.hasBurst, b.burst = o.HasBurst, o.Burst
 	if b.shadow != o.Shadow {
+		b.shadow = o.Shadow
 		e.initAccounting(b)
 		b.until = 0
+		return
 	}
-	b.shadow = o.Shadow
+	if burst && (b.useTokens || b.key == ControllerMutationRate) {
+		b.tokens.SetBurst(e.burstSeconds(b))
+	}
+}
+
+// burstSeconds is the burst of b's token bucket in seconds of quota: its
+// entity's, else Kafka's for its key.
+func (e *Engine) burstSeconds(b *bucket) float64 {
+	switch {
+	case b.hasBurst:
+		return b.burst
+	case b.key == ControllerMutationRate:
+		return float64(e.cfg.ControllerWindowNum) * float64(e.ctlWindowMs) / 1000
+	}
+	return float64(e.cfg.WindowNum-1) * float64(e.windowMs) / 1000
+}
+
+// fetchWindowSeconds is the static fetch clamp's length, in seconds of
+// quota: Kafka's (N−1)·W, or the entity's burst where a token bucket
+// measures (a response never carries more than the bucket may hold).
+func (e *Engine) fetchWindowSeconds(b *bucket) float64 {
+	if b.useTokens {
+		return e.burstSeconds(b)
+	}
+	return float64(e.cfg.WindowNum-1) * float64(e.windowMs) / 1000
 }

@@ -34,6 +34,9 @@ type Usage struct {
 	// enforced) and Shadowed is what it would have throttled while it was.
 	Shadow   bool
 	Shadowed ShadowStats
+	// Options are the bucket's entity's options as the bucket applies them
+	// (Options.Shadow is Shadow).
+	Options Options
 	// Created and LastActive are when the bucket was created and last
 	// recorded into.
 	Created, LastActive time.Time
@@ -52,6 +55,7 @@ func (b *bucket) snapshot(nowMs int64) Usage {
 		Throttles:      b.throttles,
 		ThrottleTotal:  ms(b.throttleMs),
 		Shadow:         b.shadow,
+		Options:        Options{Shadow: b.shadow, Burst: b.burst, HasBurst: b.hasBurst},
 		Shadowed:       b.sh.stats(),
 		Created:        time.UnixMilli(b.created),
 		LastActive:     time.UnixMilli(b.lastActive),

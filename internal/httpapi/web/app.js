@@ -478,7 +478,8 @@
         ? h('div', { class: 'bar', role: 'presentation' },
           h('span', { class: uc, style: `width:${Math.min(100, b.utilization * 100).toFixed(1)}%` }))
         : h('div', { class: 'bar', role: 'presentation' }),
-      b.shadow ? h('p', { class: 'shadow-note' }, shadowText(b.shadowed)) : null,
+      b.shadow ? h('p', { class: 'bucket-note' }, shadowText(b.shadowed)) : null,
+      isNum(b.burst_seconds) ? h('p', { class: 'bucket-note' }, 'start-up burst: ' + (b.burst_seconds === 0 ? 'none' : sig(b.burst_seconds) + ' s of quota')) : null,
       chart(b, tr, now));
       return card;
     }));
@@ -681,7 +682,7 @@
           x.bucket_client_id_prefix
             ? h('span', { class: 'sub' }, 'bucket: shared by every client-id starting with ', h('span', { class: 'mono' }, x.bucket_client_id_prefix))
             : h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id')),
-          x.shadow ? h('span', { class: 'sub shadow-note' }, shadowText(x.shadowed)) : null]),
+          x.shadow ? h('span', { class: 'sub bucket-note' }, shadowText(x.shadowed)) : null]),
         h('td', { class: 'num' }, none ? h('span', { class: 'none' }, 'unlimited') : limitText(x.quota, x.value)),
         h('td', { class: 'num' }, none ? '' : [unit(x.quota, x.rate), isNum(x.value) ? h('span', { class: 'sub util ' + utilClass(x.utilization) }, pct(x.utilization)) : null]));
     });

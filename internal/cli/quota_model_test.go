@@ -2,9 +2,10 @@ package cli
 
 import "testing"
 
-// client-id prefixes are Tollgate's (and Redpanda's), so these run against
-// the gateway only: kafka-configs-style flags, apply files and resolve.
-func TestPrefixCommands(t *testing.T) {
+// client-id prefixes, shadow and burst_seconds are Tollgate's (prefixes
+// Redpanda's too), so these run against the gateway only: kafka-configs
+// style flags, apply files and resolve.
+func TestQuotaModelCommands(t *testing.T) {
 	tg := startGateway(t)
 	s := newSession(t, tg)
 	configs := func(args ...string) int {
@@ -36,12 +37,25 @@ func TestPrefixCommands(t *testing.T) {
 	resolve("--user", "alice", "--client-id", "bar-web-1")
 	resolve("--user", "alice", "--client-id", "other")
 
+	s.note("shadow and burst_seconds are keys of the entity, for all its quotas")
+	configs("--alter", "--client-id-prefix", "bar-", "--add-config", "shadow=1,burst_seconds=2")
+	configs("--describe", "--client-id-prefix", "bar-")
+	resolve("--user", "alice", "--client-id", "bar-web-1")
+	configs("--alter", "--client-id-prefix", "bar-", "--add-config", "shadow=2")
+	configs("--alter", "--client-id-prefix", "bar-", "--add-config", "burst_seconds=-1")
+	configs("--alter", "--entity-type", "ips", "--entity-default", "--add-config", "shadow=1")
+	s.note("the switch to enforced: delete shadow")
+	configs("--alter", "--client-id-prefix", "bar-", "--delete-config", "shadow")
+	resolve("--user", "alice", "--client-id", "bar-web-1")
+
 	s.note("apply files take client_id_prefix entries and manage their shape")
 	f := s.file("prefixes.yaml", `
 - client_id_prefix: "team-a-"
   producer_byte_rate: 1048576
 - client_id_prefix: "team-b-"
   consumer_byte_rate: 2097152
+  shadow: true
+  burst_seconds: 0.5
 `)
 	s.run("quotas", "apply", "--bootstrap-server", "$BOOTSTRAP", "--yes", "-f", f)
 	configs("--describe", "--entity-type", "client-id-prefixes")
@@ -53,7 +67,13 @@ func TestPrefixCommands(t *testing.T) {
   producer_byte_rate: 1
 - client_id_prefix: "y-"
   connection_creation_rate: 1
+- user: alice
+  producer_byte_rate: 1
+  burst_seconds: 4000
+- ip: 10.0.0.1
+  connection_creation_rate: 1
+  shadow: true
 `)
 	s.run("quotas", "apply", "--bootstrap-server", "$BOOTSTRAP", "--dry-run", "-f", bad)
-	s.golden("prefix")
+	s.golden("quota_model")
 }
