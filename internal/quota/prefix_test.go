@@ -59,6 +59,8 @@ func TestPrefixPrecedenceTable(t *testing.T) {
 			[]entry{{pfx("bar-"), 100}, {ent(ex("alice"), none), 800}}, "bob", "bar-1", pfx("bar-"), true, "", "bar-"},
 		{"(default user, client-id) (level 4) beats a prefix",
 			[]entry{{pfx("bar-"), 100}, {ent(deflt, ex("bar-1")), 900}}, "alice", "bar-1", ent(deflt, ex("bar-1")), false, "alice", "bar-1"},
+		{"the prefix's other client-ids stay in the group",
+			[]entry{{pfx("bar-"), 100}, {ent(deflt, ex("bar-1")), 900}}, "alice", "bar-2", pfx("bar-"), true, "", "bar-"},
 		{"(default user, default client-id) (level 5) hides every prefix",
 			[]entry{{pfx("bar-"), 100}, {ent(deflt, deflt), 1000}}, "alice", "bar-1", ent(deflt, deflt), false, "alice", "bar-1"},
 		{"the default user (level 6) hides every prefix",
