@@ -25,7 +25,8 @@ func TestMetricsReference(t *testing.T) {
 	t.Parallel()
 	user, rate := "ANONYMOUS", float64(1<<30)
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
-		c.Quotas = []app.QuotaEntry{{User: &user, ProducerByteRate: &rate}}
+		// Shadow, so that the shadow series appear too.
+		c.Quotas = []app.QuotaEntry{{User: &user, ProducerByteRate: &rate, Shadow: true}}
 		// 127.0.0.2 may not connect at all: a refusal for the per-IP metrics.
 		c.BrokerConfigs = map[string]string{"max.connections.per.ip.overrides": "127.0.0.2:0"}
 	})

@@ -229,6 +229,7 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 		}
 		add(store.TypeUser, e.User, e.DefaultUser)
 		add(store.TypeClientID, e.ClientID, e.DefaultClientID)
+		add(store.TypeClientIDPrefix, e.ClientIDPrefix, false)
 		add(store.TypeIP, e.IP, e.DefaultIP)
 		ent, err := store.NewEntity(cs...)
 		if err != nil {
@@ -243,6 +244,12 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 			if v != nil {
 				vals[k] = *v
 			}
+		}
+		if e.Shadow {
+			vals[control.KeyShadow] = 1
+		}
+		if e.BurstSeconds != nil {
+			vals[control.KeyBurstSeconds] = *e.BurstSeconds
 		}
 		out = append(out, store.EntityQuotas{Entity: ent, Values: vals})
 	}

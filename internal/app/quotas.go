@@ -112,11 +112,12 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 	var errs []error
 	for i, e := range entries {
 		if e.IP != nil || e.DefaultIP {
-			if e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID {
-				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user or client-id", i))
+			if e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID || e.ClientIDPrefix != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user, client-id or client_id_prefix", i))
 			} else if e.IP != nil && e.DefaultIP {
 				errs = append(errs, fmt.Errorf("quotas[%d]: ip and default_ip are exclusive", i))
-			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil {
+			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil ||
+				e.Options() != (quota.Options{}) {
 				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity takes only connection_creation_rate", i))
 			}
 			continue // connection quotas: see admissionSettings
@@ -168,6 +169,48 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 		if set == 0 {
 			errs = append(errs, fmt.Errorf("quotas[%d] (%v): no quota key set", i, ent))
 		}
+		if o := e.Options(); o != (quota.Options{}) {
+			if q.Options(ent) != (quota.Options{}) {
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): the entity's options (shadow, burst_seconds) are set by another entry", i, ent))
+			} else if o.HasBurst && !(o.Burst >= 0 && o.Burst <= quota.MaxBurstSeconds) {
+				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Quota burst_seconds must be from 0 to %d (seconds of quota a fresh client may send at once; 0: none; absent: Kafka's, 10)", i, ent, quota.MaxBurstSeconds))
+			} else if err := q.SetOptions(ent, o); err != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+			}
+		}
 	}
 	return q, errors.Join(errs...)
+}
+
+// logModeChanges logs each file entity whose quotas changed mode (shadow or
+// enforced) in a reload. A change through the Kafka API is audited; the
+// config file is its own record, and this line says when it took effect.
+func (a *App) logModeChanges(before, after []QuotaEntry) {
+	modes := func(es []QuotaEntry) map[quota.Entity]bool {
+		m := map[quota.Entity]bool{}
+		for _, e := range es {
+			if ent, err := e.Entity(); err == nil && e.IP == nil && !e.DefaultIP {
+				m[ent] = m[ent] || e.Shadow
+			}
+		}
+		return m
+	}
+	was, is := modes(before), modes(after)
+	for ent, shadow := range is {
+		if was[ent] != shadow { // a new entity is logged when it comes in shadow
+			a.log.Info("quota mode changed", "entity", ent.String(), "mode", modeName(shadow), "file", a.path)
+		}
+	}
+	for ent, shadow := range was {
+		if _, ok := is[ent]; !ok && shadow {
+			a.log.Info("quota mode changed", "entity", ent.String(), "mode", "removed", "file", a.path)
+		}
+	}
+}
+
+func modeName(shadow bool) string {
+	if shadow {
+		return "shadow"
+	}
+	return "enforced"
 }

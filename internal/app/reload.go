@@ -63,6 +63,7 @@ func (a *App) Reload() error {
 	// Everything is valid: apply.
 	a.mu.Lock()
 	old := a.cfg.Authorization
+	oldQuotas := a.cfg.Quotas
 	a.cfg.Quotas = cfg.Quotas
 	a.cfg.BrokerConfigs = cfg.BrokerConfigs
 	a.cfg.Authorization = cfg.Authorization
@@ -84,6 +85,7 @@ func (a *App) Reload() error {
 	}
 	q := a.engine.Quotas()
 	a.log.Info("quotas reloaded", "file", a.path, "entities", q.Len())
+	a.logModeChanges(oldQuotas, cfg.Quotas)
 	return nil
 }
 

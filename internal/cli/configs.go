@@ -22,11 +22,14 @@ import (
 	"github.com/tollgate/tollgate/internal/admission"
 )
 
-// Entity types of kafka-configs' --entity-type.
+// Entity types of kafka-configs' --entity-type, and Tollgate's
+// client-id-prefixes (Redpanda's client-id-prefix entity, which kafka-configs
+// does not know).
 const (
-	usersType   = "users"
-	clientsType = "clients"
-	ipsType     = "ips"
+	usersType          = "users"
+	clientsType        = "clients"
+	ipsType            = "ips"
+	clientPrefixesType = "client-id-prefixes"
 )
 
 // kafkaOnlyTypes are entity types kafka-configs knows that are not client
@@ -58,7 +61,7 @@ type configsOpts struct {
 	hasDelete     bool
 
 	// The shorthand entity flags.
-	user, client, ip                         []string
+	user, client, ip, clientPrefix           []string
 	userDefaults, clientDefaults, ipDefaults bool
 
 	unsupported []string // Kafka flags for what is not a client quota
@@ -76,10 +79,13 @@ ENTITY is one of
   --entity-type clients --entity-name CLIENT-ID | --entity-default
   --entity-type users --entity-name USER --entity-type clients --entity-name CLIENT-ID
   --entity-type ips     --entity-name IP | --entity-default
-or the shorthands --user USER, --client CLIENT-ID, --ip IP, --user-defaults,
---client-defaults, --ip-defaults. Names pair with types in order; with
---describe a type without a name lists every entity of that type.
-With --alter, --entity-type ips alone means the default ip (KIP-612).
+  --entity-type client-id-prefixes --entity-name PREFIX   (Tollgate, Redpanda)
+or the shorthands --user USER, --client CLIENT-ID, --ip IP,
+--client-id-prefix PREFIX, --user-defaults, --client-defaults, --ip-defaults.
+Names pair with types in order; with --describe a type without a name lists
+every entity of that type. With --alter, --entity-type ips alone means the
+default ip (KIP-612). A client-id prefix is one quota shared by every
+client-id that starts with it; it has no default and stands alone.
 
 flags:
   --bootstrap-server HOST:PORT[,...]  the servers to connect to (required)
@@ -89,8 +95,12 @@ flags:
   --alter                             alter the quota configs of the entity
   --add-config K=V[,K=V]              quotas to set: producer_byte_rate,
                                       consumer_byte_rate, request_percentage,
-                                      controller_mutation_rate (users, clients),
-                                      connection_creation_rate (ips)
+                                      controller_mutation_rate (users, clients,
+                                      client-id-prefixes),
+                                      connection_creation_rate (ips); and
+                                      Tollgate's shadow=1 (measured, not
+                                      enforced; delete it to enforce) and
+                                      burst_seconds=S (start-up burst, 0-3600)
   --add-config-file FILE              properties file of quotas to set
   --delete-config K[,K]               quotas to remove
 `
@@ -135,6 +145,7 @@ func parseConfigsArgs(args []string, stdout io.Writer) (*configsOpts, error, boo
 	str("user", &o.user)
 	str("client", &o.client)
 	str("ip", &o.ip)
+	str("client-id-prefix", &o.clientPrefix)
 	boolean("user-defaults", func() { o.userDefaults = true })
 	boolean("client-defaults", func() { o.clientDefaults = true })
 	boolean("ip-defaults", func() { o.ipDefaults = true })
@@ -172,6 +183,9 @@ func (o *configsOpts) entityTypes() []string {
 	if len(o.ip) > 0 {
 		out = append(out, ipsType)
 	}
+	if len(o.clientPrefix) > 0 {
+		out = append(out, clientPrefixesType)
+	}
 	if o.clientDefaults {
 		out = append(out, clientsType)
 	}
@@ -187,7 +201,7 @@ func (o *configsOpts) entityTypes() []string {
 // entityNames is ConfigCommandOptions.entityNames: "" is the default.
 func (o *configsOpts) entityNames() []string {
 	out := slices.Clone(o.specNames)
-	for _, v := range [][]string{o.client, o.user, o.ip} {
+	for _, v := range [][]string{o.client, o.user, o.ip, o.clientPrefix} {
 		if len(v) > 0 {
 			out = append(out, v[0])
 		}
@@ -201,7 +215,7 @@ func (o *configsOpts) entityNames() []string {
 }
 
 func (o *configsOpts) hasShorthand() bool {
-	return len(o.user)+len(o.client)+len(o.ip) > 0 || o.userDefaults || o.clientDefaults || o.ipDefaults
+	return len(o.user)+len(o.client)+len(o.ip)+len(o.clientPrefix) > 0 || o.userDefaults || o.clientDefaults || o.ipDefaults
 }
 
 // usageError is an invalid command line: kafka-configs prints the message
@@ -218,13 +232,13 @@ func argErr(format string, a ...any) error { return &usageError{msg: fmt.Sprintf
 // check is ConfigCommandOptions.checkArgs plus processCommand's checks,
 // in kafka-configs' order and with its messages.
 func (o *configsOpts) check() error {
-	for _, f := range [][]string{o.bootstrap, o.addConfig, o.user, o.client, o.ip} {
+	for _, f := range [][]string{o.bootstrap, o.addConfig, o.user, o.client, o.ip, o.clientPrefix} {
 		if len(f) > 1 {
 			return argErr("Found multiple arguments for an option that takes only one")
 		}
 	}
 	if len(o.unsupported) > 0 {
-		return argErr("%s is not supported: tollgate configs manages client quotas (users, clients, ips) and broker configs (brokers)", o.unsupported[0])
+		return argErr("%s is not supported: tollgate configs manages client quotas (users, clients, ips, client-id-prefixes) and broker configs (brokers)", o.unsupported[0])
 	}
 	if actions := min(o.describe, 1) + min(o.alter, 1); actions != 1 {
 		return &usageError{msg: "Command must include exactly one action: --describe, --alter", showUsage: true}
@@ -256,10 +270,10 @@ func (o *configsOpts) check() error {
 	}
 	for _, t := range types {
 		if slices.Contains(kafkaOnlyTypes, t) {
-			return argErr("Entity type %s is not supported: tollgate configs manages client quotas (users, clients, ips) and broker configs (brokers); use kafka-configs.sh for %s", t, t)
+			return argErr("Entity type %s is not supported: tollgate configs manages client quotas (users, clients, ips, client-id-prefixes) and broker configs (brokers); use kafka-configs.sh for %s", t, t)
 		}
-		if t != usersType && t != clientsType && t != ipsType && t != brokersType {
-			return argErr("Invalid entity type %s, the entity type must be one of users, clients, brokers, ips with a --bootstrap-server argument", t)
+		if t != usersType && t != clientsType && t != ipsType && t != brokersType && t != clientPrefixesType {
+			return argErr("Invalid entity type %s, the entity type must be one of users, clients, brokers, ips, client-id-prefixes with a --bootstrap-server argument", t)
 		}
 	}
 	if len(types) == 0 {
@@ -279,6 +293,9 @@ func (o *configsOpts) check() error {
 	}
 	hasName := slices.ContainsFunc(names, func(n string) bool { return n != "" })
 	hasDefault := slices.Contains(names, "")
+	if seen[clientPrefixesType] && hasDefault {
+		return argErr("client-id-prefixes have no default entity: give the prefix with --entity-name (a default client-id quota is --entity-type clients --entity-default)")
+	}
 	if hasName && seen[ipsType] {
 		for _, n := range names {
 			if n != "" && !validIPEntity(n) {
@@ -292,7 +309,7 @@ func (o *configsOpts) check() error {
 				// KIP-612: "--entity-type ips" alone alters the default ip.
 				o.specNames = append(o.specNames, "")
 			} else {
-				return argErr("An entity-name or default entity must be specified with --alter of users, clients, brokers or ips")
+				return argErr("An entity-name or default entity must be specified with --alter of users, clients, brokers, ips or client-id-prefixes")
 			}
 		}
 		if len(o.addConfig) > 0 && len(o.addConfigFile) > 0 {
@@ -436,6 +453,8 @@ func wireType(t string) string {
 		return typeUser
 	case clientsType:
 		return typeClient
+	case clientPrefixesType:
+		return typeClientPrefix
 	}
 	return typeIP
 }
@@ -475,6 +494,8 @@ func matchesStrict(e entity, filter []filterComponent) bool {
 			p = e.user
 		case typeClient:
 			p = e.client
+		case typeClientPrefix:
+			p = e.prefix
 		default:
 			p = e.ip
 		}
@@ -544,7 +565,7 @@ func javaKeyOrder(values map[string]float64) []string {
 func kafkaEntityString(e entity) string {
 	var parts []string
 	for _, c := range e.components() {
-		typ := map[string]string{typeUser: "user-principal", typeClient: "client-id", typeIP: "ip"}[c.typ]
+		typ := map[string]string{typeUser: "user-principal", typeClient: "client-id", typeIP: "ip", typeClientPrefix: "client-id-prefix"}[c.typ]
 		if c.p.dflt || c.p.name == "" {
 			parts = append(parts, "the default "+typ)
 		} else {
@@ -576,7 +597,7 @@ func describeConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpt
 	}
 	// As kafka-configs: SCRAM credentials are described for users, unless
 	// client-ids or a default are involved.
-	if types[0] == ipsType || slices.Contains(types, clientsType) || slices.Contains(names, "") {
+	if types[0] == ipsType || types[0] == clientPrefixesType || slices.Contains(types, clientsType) || slices.Contains(names, "") {
 		return nil
 	}
 	return describeSCRAM(ctx, env, cl, names)
@@ -774,12 +795,16 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 		if len(all) > 0 {
 			return argErr("Only connection quota configs can be added for 'ips' using --bootstrap-server. Unexpected config names: %s", strings.Join(all, ", "))
 		}
-	case entityType == clientsType || len(types) == 2:
+	case entityType == clientsType || entityType == clientPrefixesType || len(types) == 2:
+		what := "clients"
+		if entityType == clientPrefixesType {
+			what = clientPrefixesType
+		}
 		if len(unknownAdd) > 0 {
-			return argErr("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected config names: %s", strings.Join(unknownAdd, ","))
+			return argErr("Only quota configs can be added for '%s' using --bootstrap-server. Unexpected config names: %s", what, strings.Join(unknownAdd, ","))
 		}
 		if len(unknownDel) > 0 {
-			return argErr("Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected config names: %s", strings.Join(unknownDel, ","))
+			return argErr("Only quota configs can be deleted for '%s' using --bootstrap-server. Unexpected config names: %s", what, strings.Join(unknownDel, ","))
 		}
 	default: // users
 		notSCRAM := func(ks []string) []string { return slices.DeleteFunc(slices.Clone(ks), isSCRAMKey) }
@@ -853,7 +878,9 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 	if res[0].err != nil {
 		return res[0].err
 	}
-	if entityName != "" {
+	if entityType == clientPrefixesType {
+		fmt.Fprintf(env.Stdout, "Completed updating config for client-id-prefix %s.\n", entityName)
+	} else if entityName != "" {
 		fmt.Fprintf(env.Stdout, "Completed updating config for %s %s.\n", strings.TrimSuffix(entityType, "s"), entityName)
 	} else {
 		fmt.Fprintf(env.Stdout, "Completed updating default config for %s in the cluster.\n", entityType)
@@ -865,7 +892,7 @@ func validKeyFor(entityType, k string) bool {
 	if entityType == ipsType {
 		return k == keyConnectionCreationRate
 	}
-	return isClientQuotaKey(k)
+	return isClientQuotaKey(k) || isOptionKey(k)
 }
 
 func isSCRAMKey(k string) bool { return k == "SCRAM-SHA-256" || k == "SCRAM-SHA-512" }

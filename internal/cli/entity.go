@@ -16,20 +16,27 @@ import (
 	"github.com/tollgate/tollgate/internal/quota"
 )
 
-// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP).
+// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP, and
+// Redpanda's client-id-prefix, which Tollgate accepts too).
 const (
-	typeUser   = "user"
-	typeClient = "client-id"
-	typeIP     = "ip"
+	typeUser         = "user"
+	typeClient       = "client-id"
+	typeIP           = "ip"
+	typeClientPrefix = "client-id-prefix"
 )
 
-// The quota keys: the four client quotas and the ip connection quota.
-const keyConnectionCreationRate = "connection_creation_rate"
+// The quota keys: the four client quotas and the ip connection quota; and
+// Tollgate's option keys of user, client-id and client-id-prefix entities.
+const (
+	keyConnectionCreationRate = "connection_creation_rate"
+	keyShadow                 = "shadow"
+	keyBurstSeconds           = "burst_seconds"
+)
 
 // allKeys lists every quota key in a fixed order, for listings.
 var allKeys = []string{
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
-	keyConnectionCreationRate,
+	keyConnectionCreationRate, keyShadow, keyBurstSeconds,
 }
 
 func keyRank(k string) int {
@@ -40,6 +47,19 @@ func keyRank(k string) int {
 }
 
 func isClientQuotaKey(k string) bool { _, ok := quota.ParseKey(k); return ok }
+
+// isOptionKey reports whether k is one of Tollgate's option keys
+// (quota.Options), which user, client-id and client-id-prefix entities take.
+func isOptionKey(k string) bool { return k == keyShadow || k == keyBurstSeconds }
+
+// options reads an entity's options from its described values.
+func options(vals map[string]float64) quota.Options {
+	o := quota.Options{Shadow: vals[keyShadow] == 1}
+	if v, ok := vals[keyBurstSeconds]; ok {
+		o.Burst, o.HasBurst = v, true
+	}
+	return o
+}
 
 // part is one component of an entity: absent, the default, or a name.
 type part struct {
@@ -73,14 +93,14 @@ func comparePart(a, b part) int {
 	return cmp.Or(cmp.Compare(rank(a), rank(b)), strings.Compare(a.name, b.name))
 }
 
-// entity is a client quota entity: a user, a client-id or both, or an ip.
-// It is comparable.
+// entity is a client quota entity: a user, a client-id or both, an ip, or a
+// client-id prefix. It is comparable.
 type entity struct {
-	user, client, ip part
+	user, client, ip, prefix part
 }
 
 // components returns (type, part) for the present components in the
-// canonical order user, client-id, ip.
+// canonical order user, client-id, ip, client-id-prefix.
 func (e entity) components() []struct {
 	typ string
 	p   part
@@ -92,7 +112,7 @@ func (e entity) components() []struct {
 	for _, c := range []struct {
 		typ string
 		p   part
-	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}} {
+	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}, {typeClientPrefix, e.prefix}} {
 		if c.p.set {
 			out = append(out, c)
 		}
@@ -108,6 +128,8 @@ func (e *entity) setPart(typ string, p part) bool {
 		e.client = p
 	case typeIP:
 		e.ip = p
+	case typeClientPrefix:
+		e.prefix = p
 	default:
 		return false
 	}
@@ -126,11 +148,14 @@ func (e entity) shape() string {
 	if e.ip.set {
 		s = append(s, "ip")
 	}
+	if e.prefix.set {
+		s = append(s, "client_id_prefix")
+	}
 	return strings.Join(s, "+")
 }
 
 func shapeRank(s string) int {
-	return slices.Index([]string{"user", "user+client_id", "client_id", "ip"}, s)
+	return slices.Index([]string{"user", "user+client_id", "client_id", "client_id_prefix", "ip"}, s)
 }
 
 func compareEntities(a, b entity) int {
@@ -139,6 +164,7 @@ func compareEntities(a, b entity) int {
 		comparePart(a.user, b.user),
 		comparePart(a.client, b.client),
 		comparePart(a.ip, b.ip),
+		comparePart(a.prefix, b.prefix),
 	)
 }
 
@@ -164,8 +190,15 @@ func quoteName(n string) string {
 	return n
 }
 
-// quotaEntity converts a user/client-id entity for the quota package.
+// quotaEntity converts a user/client-id or client-id prefix entity for the
+// quota package.
 func (e entity) quotaEntity() (quota.Entity, bool) {
+	if e.prefix.set {
+		if e.user.set || e.client.set || e.ip.set || e.prefix.dflt {
+			return quota.Entity{}, false
+		}
+		return quota.ClientPrefixEntity(e.prefix.name), true
+	}
 	if e.ip.set || (!e.user.set && !e.client.set) {
 		return quota.Entity{}, false
 	}

@@ -19,12 +19,13 @@ import (
 type fileEntry = quota.FileEntry
 
 var fileEntryKeys = []string{
-	"user", "default_user", "client_id", "default_client_id", "ip", "default_ip",
+	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip",
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "connection_creation_rate",
+	"shadow", "burst_seconds",
 }
 
 // shapes a file may declare in `manage:`.
-var allShapes = []string{"user", "user+client_id", "client_id", "ip"}
+var allShapes = []string{"user", "user+client_id", "client_id", "client_id_prefix", "ip"}
 
 // quotaFile is a parsed quota file: the desired quotas and the entity
 // shapes the file manages.
@@ -157,6 +158,23 @@ func (qf *quotaFile) add(item *yaml.Node) []error {
 	if set == 0 {
 		errs = append(errs, fmt.Errorf("no quota key set for %v", e))
 	}
+	if fe.Shadow {
+		if e.ip.set {
+			errs = append(errs, errors.New("shadow: ip entities take connection_creation_rate only"))
+		} else if len(errs) == 0 {
+			qf.desired[e][keyShadow] = 1
+		}
+	}
+	if b := fe.BurstSeconds; b != nil {
+		switch {
+		case e.ip.set:
+			errs = append(errs, errors.New("burst_seconds: ip entities take connection_creation_rate only"))
+		case !(*b >= 0 && *b <= quota.MaxBurstSeconds):
+			errs = append(errs, fmt.Errorf("Quota burst_seconds must be from 0 to %d (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)", quota.MaxBurstSeconds))
+		case len(errs) == 0:
+			qf.desired[e][keyBurstSeconds] = *b
+		}
+	}
 	qf.manages[e.shape()] = true
 	return errs
 }
@@ -188,11 +206,19 @@ func fileEntity(fe fileEntry) (entity, error) {
 	if e.ip, err = pick("ip", fe.IP, fe.DefaultIP); err != nil {
 		return e, err
 	}
+	if fe.ClientIDPrefix != nil && *fe.ClientIDPrefix == "" {
+		return e, errors.New("client_id_prefix must not be empty (default_client_id: true is every client-id)")
+	}
+	if e.prefix, err = pick("client_id_prefix", fe.ClientIDPrefix, false); err != nil {
+		return e, err
+	}
 	switch {
+	case e.prefix.set && (e.user.set || e.client.set || e.ip.set):
+		return e, errors.New("client_id_prefix stands alone: it cannot have a user, a client_id or an ip")
 	case e.ip.set && (e.user.set || e.client.set):
 		return e, errors.New("an ip entity cannot have a user or a client_id")
-	case !e.ip.set && !e.user.set && !e.client.set:
-		return e, errors.New("an entry needs user, default_user, client_id, default_client_id, ip or default_ip")
+	case !e.ip.set && !e.user.set && !e.client.set && !e.prefix.set:
+		return e, errors.New("an entry needs user, default_user, client_id, default_client_id, client_id_prefix, ip or default_ip")
 	}
 	if e.ip.set && !e.ip.dflt {
 		if _, err := admission.ParseIPEntity(e.ip.name); err != nil {

@@ -50,15 +50,20 @@ so Tollgate's config file can be given as is):
     consumer_byte_rate: 2097152
     request_percentage: 50
     controller_mutation_rate: 10
+    shadow: true                # Tollgate: measured, not enforced
+    burst_seconds: 0            # Tollgate: start-up burst (absent: 10 s)
+  - client_id_prefix: team-a-    # Tollgate: shared by every client-id
+    producer_byte_rate: 4194304  # starting with team-a-
   - ip: 10.0.0.7                # or default_ip: true
     connection_creation_rate: 20
 
 What is removed: a key set on the cluster but not in FILE is removed when
 its entity is in FILE, or when FILE manages the entity's shape. FILE
-manages the shapes of its entries — user, user+client_id, client_id, ip
-(names and defaults alike) — and those listed in a top-level
-manage: [user, user+client_id, client_id, ip]. Entities of other shapes
-are left alone: a file of user entries never touches client-id or ip quotas.
+manages the shapes of its entries — user, user+client_id, client_id,
+client_id_prefix, ip (names and defaults alike) — and those listed in a
+top-level manage: [user, user+client_id, client_id, client_id_prefix, ip].
+Entities of other shapes are left alone: a file of user entries never
+touches client-id or ip quotas.
 
 flags:
 `
@@ -68,7 +73,8 @@ const resolveUsage = `usage: tollgate quotas resolve [--user U] [--client-id C] 
 Shows, for each quota key, which configured entity applies to a client and
 its value, with Kafka's precedence (user+client-id, user+default client-id,
 user, default user+client-id, default user+default client-id, default user,
-client-id, default client-id; per key). With --ip, connection_creation_rate:
+client-id, then Tollgate's client-id prefix (the longest matching), default
+client-id; per key). With --ip, connection_creation_rate:
 the exact ip, else (Tollgate) the most specific range, else the default ip.
 With --admin-url (Tollgate only), each bucket's live rate and utilization
 from the admin HTTP port, which needs a key that may read ($TOLLGATE_API_KEY
@@ -342,16 +348,24 @@ type resolvedRow struct {
 	res *quota.Resolution
 }
 
-// liveSource adds RATE and UTILIZATION columns to `quotas resolve`. It is
-// the extension point for Tollgate's HTTP API (GET /api/v1/resolve returns
-// rate and utilization per key for a user and client_id): a source built
-// on it is passed to resolveWith behind a flag naming the HTTP address.
-// runResolve passes nil: the CLI prints the configuration only, which is
-// all a plain Kafka cluster can tell.
+// liveSource adds RATE and UTILIZATION columns to `quotas resolve`, and
+// what a shadow quota would have throttled. It is the extension point for
+// Tollgate's HTTP API (GET /api/v1/resolve returns them per key for a user
+// and client_id): a source built on it is passed to resolveWith behind a
+// flag naming the HTTP address. runResolve passes nil: the CLI prints the
+// configuration only, which is all a plain Kafka cluster can tell.
 type liveSource interface {
-	// Live returns the current rate of the row's bucket and its
-	// utilization (rate ÷ quota); ok is false when the bucket is unknown.
-	Live(ctx context.Context, user, clientID string, row resolvedRow) (rate, utilization float64, ok bool, err error)
+	// Live returns the row's bucket as the gateway sees it now; ok is false
+	// when the bucket is unknown.
+	Live(ctx context.Context, user, clientID string, row resolvedRow) (live liveRow, ok bool, err error)
+}
+
+// liveRow is one key's bucket as the gateway sees it.
+type liveRow struct {
+	rate, utilization float64
+	// shadowed is what a shadow quota's bucket would have throttled; nil
+	// when the quota is enforced.
+	shadowed *quota.ShadowStats
 }
 
 func runResolve(ctx context.Context, env *Env, args []string) int {
@@ -410,6 +424,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		rows = append(rows, resolveIP(st, ip))
 	}
 
+	var notes []string
 	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
 	header := "KEY\tENTITY\tVALUE"
 	if live != nil {
@@ -421,21 +436,36 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		if r.entity != nil {
 			ent, val = r.entity.String(), formatValue(r.value)
 		}
+		if r.res != nil {
+			val += optionsNote(r.res.Options)
+		}
 		line := r.key + "\t" + ent + "\t" + val
+		note := "measured, not enforced (--admin-url shows what it would have throttled)"
 		if live != nil {
-			rate, util, ok, err := live.Live(ctx, user, clientID, r)
+			lr, ok, err := live.Live(ctx, user, clientID, r)
 			switch {
 			case err != nil:
 				line += "\t?\t?"
+				note = "measured, not enforced (the admin API did not answer: " + err.Error() + ")"
 			case !ok:
 				line += "\t-\t-"
+				note = "measured, not enforced; no traffic yet"
 			default:
-				line += fmt.Sprintf("\t%.0f/s\t%.2f%%", rate, 100*util)
+				line += fmt.Sprintf("\t%.0f/s\t%.2f%%", lr.rate, 100*lr.utilization)
+				if lr.shadowed != nil {
+					note = "measured, not enforced: " + lr.shadowed.String()
+				}
 			}
 		}
 		fmt.Fprintln(tw, line)
+		if r.res != nil && r.res.Options.Shadow {
+			notes = append(notes, r.key+" is in shadow mode: "+note)
+		}
 	}
 	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(env.Stdout, n)
+	}
 	return 0
 }
 
@@ -450,6 +480,7 @@ func resolveRows(st state, user, clientID string) []resolvedRow {
 			continue
 		}
 		back[qe] = e
+		_ = q.SetOptions(qe, options(vals))
 		for k, v := range vals {
 			if key, ok := quota.ParseKey(k); ok {
 				_ = q.Set(qe, key, v) // Kafka stores only valid values
@@ -496,4 +527,20 @@ func resolveIP(st state, ip netip.Addr) resolvedRow {
 		}
 	}
 	return row
+}
+
+// optionsNote renders an entity's options after its value in resolve:
+// " (shadow, burst 2s)".
+func optionsNote(o quota.Options) string {
+	var parts []string
+	if o.Shadow {
+		parts = append(parts, "shadow")
+	}
+	if o.HasBurst {
+		parts = append(parts, "burst "+formatValue(o.Burst)+"s")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -24,6 +24,8 @@ import (
 // entry's result while the earlier entry's changes stay applied
 // * Entity checks: not empty, types user/client-id/ip, no "" name, ip
 // alone, a named ip must be an address
+// * client-id-prefix (Tollgate and Redpanda; Kafka answers "Unhandled
+// client quota entity type"): alone, named, not ""; the keys of a client-id
 // * Sets are validated (key allowed for the entity kind, > 0, LONG/INT
 // range, fractions beyond 1e-6); removals are not, and removing an unset
 // key is a silent success; setting the current value writes nothing

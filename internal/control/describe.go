@@ -21,6 +21,10 @@ import (
 // with entries null: empty type (42), a type twice (42), an unknown type
 // (35 UNSUPPORTED_VERSION), EXACT without a match, DEFAULT or SPECIFIED
 // with one, an unknown match type (42); then ip with user or client-id (42)
+// * client-id-prefix (Tollgate and Redpanda): EXACT matches a prefix entity
+// by its prefix, ANY every prefix entity; DEFAULT is refused (42: a prefix
+// has no default), and so is client-id-prefix with any other component
+// (42: prefix entities stand alone, such a filter could match nothing)
 // * EXACT matches the raw name, case-sensitively; DEFAULT matches the
 // default (null name); SPECIFIED matches any name, defaults included
 // * strict: the entity has exactly as many types as there are components;
@@ -113,6 +117,9 @@ func parseFilter(comps []kmsg.DescribeClientQuotasRequestComponent, strict bool)
 			if comp.Match != nil {
 				return f, invalid("Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
 			}
+			if t == store.TypeClientIDPrefix {
+				return f, invalid("Request specified MATCH_TYPE_DEFAULT for client-id-prefix, which has no default entity.")
+			}
 			f.exact[t] = nil
 		case kmsg.QuotasMatchTypeAny:
 			if comp.Match != nil {
@@ -129,6 +136,9 @@ func parseFilter(comps []kmsg.DescribeClientQuotasRequestComponent, strict bool)
 	}
 	if has(store.TypeIP) && (has(store.TypeUser) || has(store.TypeClientID)) {
 		return f, invalid("Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
+	}
+	if has(store.TypeClientIDPrefix) && (has(store.TypeIP) || has(store.TypeUser) || has(store.TypeClientID)) {
+		return f, invalid("Invalid entity filter component combination. A client-id-prefix filter component should not be used with another one: client-id-prefix entities stand alone.")
 	}
 	return f, apiError{}
 }

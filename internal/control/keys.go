@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -30,16 +31,22 @@ const (
 	typeDouble configType = iota
 	typeLong
 	typeInt
+	typeFlag  // Tollgate's: 1 sets it, removing the key clears it
+	typeBurst // Tollgate's: seconds, 0 to quota.MaxBurstSeconds
 )
 
 // The client quota keys and their types (Kafka's QuotaConfigs): the four
 // user/client-id keys, and connection_creation_rate for ip entities only.
+// Beyond Kafka, user, client-id and client-id-prefix entities take
+// Tollgate's option keys (quota.Options).
 var (
 	userClientKeys = map[string]configType{
 		"producer_byte_rate":       typeLong,
 		"consumer_byte_rate":       typeLong,
 		"request_percentage":       typeDouble,
 		"controller_mutation_rate": typeDouble,
+		KeyShadow:                  typeFlag,
+		KeyBurstSeconds:            typeBurst,
 	}
 	ipKeys = map[string]configType{
 		"connection_creation_rate": typeInt,
@@ -48,6 +55,15 @@ var (
 
 // keyConnectionCreationRate is the ip entity's only key.
 const keyConnectionCreationRate = "connection_creation_rate"
+
+// KeyShadow marks every quota of its entity shadow (quota.Options.Shadow):
+// measured and shown, not enforced. Its only value is 1; removing it is the
+// switch to enforced, one audited AlterClientQuotas entry.
+const KeyShadow = "shadow"
+
+// KeyBurstSeconds is the start-up burst of its entity's token buckets in
+// seconds of quota (quota.Options.Burst): 0 for none; absent, Kafka's.
+const KeyBurstSeconds = "burst_seconds"
 
 // apiError is a Kafka error code and message; code 0 is success.
 type apiError struct {
@@ -78,16 +94,32 @@ func validateEntity(e javaEntity) apiError {
 	return apiError{}
 }
 
+// Messages of the client-id-prefix entity, a Tollgate extension (Kafka has
+// no such type and answers "Unhandled client quota entity type").
+const (
+	msgPrefixAlone   = "Invalid quota entity combination, a client-id-prefix entity stands alone: it cannot be combined with user, client-id or ip"
+	msgPrefixDefault = "Invalid quota entity, client-id-prefix has no default entity (a default client-id quota covers every client-id)"
+)
+
 // keysForEntity is configKeysForEntityType: ip goes alone, and a named ip
-// must be an address. It returns the keys the entity may carry.
+// must be an address. Beyond Kafka, a client-id-prefix goes alone too and
+// must have a name (Redpanda's rules). It returns the keys the entity may
+// carry.
 func keysForEntity(e javaEntity) (map[string]configType, apiError) {
 	ip, hasIP := e.get(store.TypeIP)
 	_, hasUser := e.get(store.TypeUser)
 	_, hasClient := e.get(store.TypeClientID)
+	prefix, hasPrefix := e.get(store.TypeClientIDPrefix)
 	switch {
 	case hasIP && (hasUser || hasClient):
 		// "shouldnot" (sic) is Kafka's text, asserted by its tests.
 		return nil, invalid("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
+	case hasPrefix && len(e.pairs) > 1:
+		return nil, invalid(msgPrefixAlone)
+	case hasPrefix && prefix == nil:
+		return nil, invalid(msgPrefixDefault)
+	case hasPrefix:
+		return userClientKeys, apiError{}
 	case hasIP:
 		if ip != nil {
 			if e := validIPEntity(*ip); e.failed() {
@@ -126,6 +158,19 @@ func validateKeyValue(keys map[string]configType, key string, v float64) apiErro
 	typ, ok := keys[key]
 	if !ok {
 		return invalid("Invalid configuration key " + key)
+	}
+	switch typ {
+	case typeFlag:
+		if v != 1 {
+			return invalid("Quota " + key + " must be 1 (it marks the entity's quotas " + key + ": measured, not enforced; remove the key to enforce them)")
+		}
+		return apiError{}
+	case typeBurst:
+		if !(v >= 0 && v <= quota.MaxBurstSeconds) {
+			return invalid("Quota " + key + " must be from 0 to " + strconv.Itoa(quota.MaxBurstSeconds) +
+				" (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)")
+		}
+		return apiError{}
 	}
 	if !(v > 0) {
 		return invalid("Quota " + key + " must be greater than 0")

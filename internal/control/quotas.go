@@ -143,11 +143,19 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 			continue
 		}
 		var e quota.Entity
+		if p, ok := eq.Entity.Get(store.TypeClientIDPrefix); ok {
+			e.Client = quota.Prefix(p.Name)
+		}
 		if u, ok := eq.Entity.Get(store.TypeUser); ok {
 			e.User = quotaName(u)
 		}
 		if cl, ok := eq.Entity.Get(store.TypeClientID); ok {
 			e.Client = quotaName(cl)
+		}
+		if o := OptionsOf(eq.Values); o != (quota.Options{}) {
+			if err := q.SetOptions(e, o); err != nil {
+				errs = append(errs, fmt.Errorf("%v options: %w", eq.Entity, err))
+			}
 		}
 		for k, v := range eq.Values {
 			key, ok := quota.ParseKey(k)
@@ -187,4 +195,15 @@ func (c *ClientQuotas) changed() {
 // refusal are not fatal: the response is an error already.
 func (c *ClientQuotas) record(ctx context.Context, e audit.Event) error {
 	return c.Audit.Record(ctx, e)
+}
+
+// OptionsOf reads an entity's options from its keys: shadow = 1, and
+// burst_seconds.
+func OptionsOf(vals map[string]float64) quota.Options {
+	var o quota.Options
+	o.Shadow = vals[KeyShadow] == 1
+	if v, ok := vals[KeyBurstSeconds]; ok {
+		o.Burst, o.HasBurst = v, true
+	}
+	return o
 }

@@ -106,19 +106,57 @@ func num(v float64) *float64 {
 	return &v
 }
 
-// Bucket is one live quota bucket.
+// Bucket is one live quota bucket: Kafka's tags user and client_id, or a
+// client-id prefix group (client_id_prefix set, user and client_id "").
 type Bucket struct {
-	Quota       string       `json:"quota"`
-	User        string       `json:"user"`
-	ClientID    string       `json:"client_id"`
-	Level       string       `json:"level"`
-	Entity      []EntityPart `json:"entity,omitempty"`
-	Limit       *float64     `json:"limit"`
-	Rate        float64      `json:"rate"`
-	Utilization float64      `json:"utilization"`
-	Throttled   int64        `json:"throttled"`
-	ThrottleMs  int64        `json:"throttle_ms_total"`
-	LastActive  string       `json:"last_active"`
+	Quota          string       `json:"quota"`
+	User           string       `json:"user"`
+	ClientID       string       `json:"client_id"`
+	ClientIDPrefix string       `json:"client_id_prefix,omitempty"`
+	Level          string       `json:"level"`
+	Entity         []EntityPart `json:"entity,omitempty"`
+	Limit          *float64     `json:"limit"`
+	Rate           float64      `json:"rate"`
+	Utilization    float64      `json:"utilization"`
+	Throttled      int64        `json:"throttled"`
+	ThrottleMs     int64        `json:"throttle_ms_total"`
+	LastActive     string       `json:"last_active"`
+	// Shadow is set for a bucket whose quota is in shadow mode (measured,
+	// not enforced): Throttled and ThrottleMs stay 0, Shadowed says what
+	// it would have done.
+	Shadow   bool    `json:"shadow,omitempty"`
+	Shadowed *Shadow `json:"shadowed,omitempty"`
+	// BurstSeconds is the entity's start-up burst in seconds of quota,
+	// when it sets one (absent: Kafka's).
+	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
+}
+
+// Shadow is what a shadow quota's bucket would have throttled (since it
+// was created or last switched to shadow): of its records (produce
+// requests, fetch responses, partition mutations), how many, what share,
+// by how much in all and at most.
+type Shadow struct {
+	Records          int64   `json:"records"`
+	Throttled        int64   `json:"throttled"`
+	ThrottledPercent float64 `json:"throttled_percent"`
+	ThrottleMsTotal  int64   `json:"throttle_ms_total"`
+	ThrottleMsMax    int64   `json:"throttle_ms_max"`
+}
+
+func burstJSON(o quota.Options) *float64 {
+	if !o.HasBurst {
+		return nil
+	}
+	v := o.Burst
+	return &v
+}
+
+func shadowJSON(on bool, s quota.ShadowStats) *Shadow {
+	if !on {
+		return nil
+	}
+	return &Shadow{Records: s.Records, Throttled: s.Throttled, ThrottledPercent: s.Percent(),
+		ThrottleMsTotal: s.Total.Milliseconds(), ThrottleMsMax: s.Max.Milliseconds()}
 }
 
 func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
@@ -134,6 +172,11 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			LastActive: u.LastActive.UTC().Format(time.RFC3339Nano),
 		}
+		if u.ClientIDPrefix {
+			b.ClientID, b.ClientIDPrefix = "", u.ClientID
+		}
+		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
+		b.BurstSeconds = burstJSON(u.Options)
 		if u.Level != quota.LevelNone {
 			b.Entity = entityJSON(u.Entity)
 		}
@@ -169,20 +212,33 @@ func entityJSON(e quota.Entity) []EntityPart {
 		out = append(out, p)
 	}
 	add("user", e.User)
-	add("client-id", e.Client)
+	if e.Client.IsPrefix() {
+		add("client-id-prefix", quota.Exact(e.Client.Value()))
+	} else {
+		add("client-id", e.Client)
+	}
 	return out
 }
 
 // Resolved is the answer for one quota key.
 type Resolved struct {
-	Quota       string       `json:"quota"`
-	Level       string       `json:"level"`
-	Entity      []EntityPart `json:"entity,omitempty"`
-	Value       *float64     `json:"value"`
-	BucketUser  string       `json:"bucket_user"`
-	BucketCID   string       `json:"bucket_client_id"`
-	Rate        float64      `json:"rate"`
-	Utilization float64      `json:"utilization"`
+	Quota      string       `json:"quota"`
+	Level      string       `json:"level"`
+	Entity     []EntityPart `json:"entity,omitempty"`
+	Value      *float64     `json:"value"`
+	BucketUser string       `json:"bucket_user"`
+	BucketCID  string       `json:"bucket_client_id"`
+	// BucketPrefix is set when the bucket is a client-id prefix group:
+	// every client-id starting with it shares it (BucketCID is then "").
+	BucketPrefix string `json:"bucket_client_id_prefix,omitempty"`
+	// Shadow is set when the quota that applies is in shadow mode;
+	// Shadowed is then what its bucket would have throttled.
+	Shadow   bool    `json:"shadow,omitempty"`
+	Shadowed *Shadow `json:"shadowed,omitempty"`
+	// BurstSeconds is the entity's start-up burst, when it sets one.
+	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
+	Rate         float64  `json:"rate"`
+	Utilization  float64  `json:"utilization"`
 }
 
 func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
@@ -202,6 +258,11 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		res := s.Engine.Resolve(k, user, cid, now)
 		rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
 			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
+		if res.ClientPrefix {
+			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
+		}
+		rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
+		rv.BurstSeconds = burstJSON(res.Options)
 		if res.Level != quota.LevelNone {
 			rv.Entity = entityJSON(res.Entity)
 		}

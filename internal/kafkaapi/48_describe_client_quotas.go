@@ -20,7 +20,8 @@ import (
 // authorization.allow_anonymous_describe.
 //
 // Differs from a broker: the brokers' own quotas are not shown (Tollgate
-// enforces instead of them).
+// enforces instead of them); filters may name client-id-prefix (EXACT and
+// ANY; Redpanda's entity type), which Kafka answers UNSUPPORTED_VERSION.
 func (q *clientQuotas) describe(ctx context.Context, who control.Initiator, req *kmsg.DescribeClientQuotasRequest) proxy.Verdict {
 	return proxy.Verdict{Respond: q.ctl.Describe(ctx, who, req)}
 }

@@ -22,7 +22,9 @@ import (
 // names).
 //
 // Differs from a broker: the quotas apply to the whole cluster at once, not
-// per broker.
+// per broker; the entity type client-id-prefix (Redpanda's: one quota shared
+// by every client-id starting with the name) is accepted where Kafka answers
+// INVALID_REQUEST "Unhandled client quota entity type".
 func (q *clientQuotas) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterClientQuotasRequest) proxy.Verdict {
 	return proxy.Verdict{Respond: q.ctl.Alter(ctx, who, req)}
 }

@@ -19,11 +19,15 @@ type quotaCollector struct {
 	maxBuckets int
 
 	rate, limit, util, throttled, throttleSec *prometheus.Desc
+	shadowRecords, shadowThrottled, shadowSec *prometheus.Desc
 	buckets, unexported, routes               *prometheus.Desc
 	evictions, expired                        *prometheus.Desc
 }
 
-var bucketLabels = []string{"quota", "user", "client_id"}
+// bucketLabels name a bucket: Kafka's tags user and client_id, and
+// client_id_prefix for a client-id prefix group (user and client_id are then
+// ""), so that the group "bar-" and a client-id spelled "bar-" are two series.
+var bucketLabels = []string{"quota", "user", "client_id", "client_id_prefix"}
 
 // RegisterQuotas adds the quota metrics of eng, with per-bucket series for
 // at most maxBuckets buckets (the busiest; at least 1).
@@ -48,6 +52,12 @@ func (m *Metrics) RegisterQuotasAt(eng *quota.Engine, maxBuckets int, now func()
 			"Responses throttled by this bucket.", bucketLabels, nil),
 		throttleSec: prometheus.NewDesc("tollgate_quota_throttle_seconds_total",
 			"Total throttle time imposed by this bucket.", bucketLabels, nil),
+		shadowRecords: prometheus.NewDesc("tollgate_quota_shadow_records_total",
+			"Records (produce requests, fetch responses, partition mutations) counted into a bucket while its quota is in shadow mode.", bucketLabels, nil),
+		shadowThrottled: prometheus.NewDesc("tollgate_quota_shadow_throttled_total",
+			"Records a shadow quota would have throttled (or refused); nothing was applied.", bucketLabels, nil),
+		shadowSec: prometheus.NewDesc("tollgate_quota_shadow_throttle_seconds_total",
+			"Throttle time a shadow quota would have imposed; nothing was applied.", bucketLabels, nil),
 		buckets: prometheus.NewDesc("tollgate_quota_buckets",
 			"Live quota buckets (idle buckets expire after an hour).", []string{"quota"}, nil),
 		unexported: prometheus.NewDesc("tollgate_quota_buckets_unexported",
@@ -63,6 +73,7 @@ func (m *Metrics) RegisterQuotasAt(eng *quota.Engine, maxBuckets int, now func()
 
 func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.rate, c.limit, c.util, c.throttled, c.throttleSec,
+		c.shadowRecords, c.shadowThrottled, c.shadowSec,
 		c.buckets, c.unexported, c.routes, c.evictions, c.expired} {
 		ch <- d
 	}
@@ -73,7 +84,10 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	exported := map[quota.Key]int{}
 	for _, u := range top {
 		exported[u.Key]++
-		lv := []string{u.Key.String(), u.User, u.ClientID}
+		lv := []string{u.Key.String(), u.User, u.ClientID, ""}
+		if u.ClientIDPrefix {
+			lv[2], lv[3] = "", u.ClientID
+		}
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, u.Rate, lv...)
 		if u.Level != quota.LevelNone {
 			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, u.Quota, lv...)
@@ -81,6 +95,11 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.throttled, prometheus.CounterValue, float64(u.Throttles), lv...)
 		ch <- prometheus.MustNewConstMetric(c.throttleSec, prometheus.CounterValue, u.ThrottleTotal.Seconds(), lv...)
+		if u.Shadow {
+			ch <- prometheus.MustNewConstMetric(c.shadowRecords, prometheus.CounterValue, float64(u.Shadowed.Records), lv...)
+			ch <- prometheus.MustNewConstMetric(c.shadowThrottled, prometheus.CounterValue, float64(u.Shadowed.Throttled), lv...)
+			ch <- prometheus.MustNewConstMetric(c.shadowSec, prometheus.CounterValue, u.Shadowed.Total.Seconds(), lv...)
+		}
 	}
 	gauge := func(d *prometheus.Desc, v int, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), lv...)

@@ -142,9 +142,11 @@ func (b *bucket) throttleLeft(nowMs int64) int64 {
 }
 
 // protected reports whether evicting b would forgive a throttle or lose
-// requests in flight. b.mu must be held.
+// requests in flight. A shadow bucket imposes no throttle to forgive: it
+// is evicted like an idle one (its client loses only its shadow history).
+// b.mu must be held.
 func (b *bucket) protected(nowMs int64) bool {
-	return b.inflight > 0 || b.throttleLeft(nowMs) > 0
+	return b.inflight > 0 || (!b.shadow && b.throttleLeft(nowMs) > 0)
 }
 
 // addBucket puts a new bucket in m, evicting one first at MaxBuckets.
@@ -159,7 +161,7 @@ func (e *Engine) addBucket(m *manager, b *bucket, nowMs int64) {
 		b.slot = int32(len(m.clk.ring))
 		m.clk.ring = append(m.clk.ring, b)
 	}
-	m.buckets[ident{b.user, b.client}] = b
+	m.buckets[b.tags()] = b
 }
 
 // evictBucket evicts one bucket of m and returns its ring slot. Engine.mu
@@ -213,7 +215,7 @@ func (e *Engine) evictBucket(m *manager, nowMs int64) int {
 // b's ring slot.
 func (e *Engine) dropBucket(m *manager, b *bucket) {
 	b.dead = true
-	delete(m.buckets, ident{b.user, b.client})
+	delete(m.buckets, b.tags())
 	if i := int(b.rslot); m.dirty != nil && i >= 0 && i < len(m.clk.rring) {
 		if rs := m.clk.rring[i]; rs.r != nil && rs.r.b == b && m.dirty[rs.id] == rs.r {
 			m.removeRoute(rs.r)
@@ -368,7 +370,7 @@ func (e *Engine) expireLocked(nowMs int64) int {
 			b.mu.Lock()
 			if nowMs-b.lastActive >= e.expiryMs {
 				b.dead = true
-				delete(m.buckets, ident{b.user, b.client})
+				delete(m.buckets, b.tags())
 				dropped++
 				m.ev.expiredBuckets++
 			} else {

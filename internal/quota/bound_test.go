@@ -265,7 +265,7 @@ func checkClock(t *testing.T, e *Engine) {
 			t.Fatalf("%v: ring %d, buckets %d", Key(k), len(m.clk.ring), len(m.buckets))
 		}
 		for i, b := range m.clk.ring {
-			if int(b.slot) != i || m.buckets[ident{b.user, b.client}] != b || b.dead {
+			if int(b.slot) != i || m.buckets[b.tags()] != b || b.dead {
 				t.Fatalf("%v: ring slot %d holds %q/%q (slot %d, dead %v)", Key(k), i, b.user, b.client, b.slot, b.dead)
 			}
 		}

@@ -67,7 +67,8 @@ func (c *Client) lock(k Key, nowMs int64) *bucket {
 
 // record adds v to the client's bucket for k and returns the throttle in ms,
 // capped at capMs when capMs > 0. Kafka records first and checks second,
-// and the value stays recorded even when it violates the quota.
+// and the value stays recorded even when it violates the quota. A shadow
+// bucket computes its throttle the same way, counts it and returns 0.
 func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	b := c.lock(k, nowMs)
 	if b == nil {
@@ -86,7 +87,7 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	if c.e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
 	}
-	b.noteThrottle(t)
+	t = b.apply(t) // 0 for a shadow bucket
 	b.mu.Unlock()
 	return t
 }
@@ -176,7 +177,8 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 }
 
 // FetchMaxBytes returns the largest fetch the consumer's quota window can
-// hold, floor(Q·(N−1)·W), which the gateway uses to clamp max_bytes (and
+// hold, floor(Q·(N−1)·W) — under the token bucket, Q × the entity's burst
+// when it sets one — which the gateway uses to clamp max_bytes (and
 // min_bytes) of consumer fetches. Without it a small quota makes consumers
 // fetch more than the window allows and stay throttled forever. Without a
 // quota it returns math.MaxInt32.
@@ -185,9 +187,12 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 	if b == nil {
 		return math.MaxInt32
 	}
-	q := b.quota
+	q, shadow, win := b.quota, b.shadow, c.e.fetchWindowSeconds(b)
 	b.mu.Unlock()
-	v := q * float64(c.e.cfg.WindowNum-1) * (float64(c.e.windowMs) / 1000)
+	if shadow {
+		return math.MaxInt32
+	}
+	v := q * win
 	if v >= math.MaxInt32 {
 		return math.MaxInt32
 	}
@@ -210,8 +215,9 @@ func (c *Client) Hold(k Key, now time.Time) time.Duration {
 		return 0
 	}
 	until := b.until
+	shadow := b.shadow
 	b.mu.Unlock()
-	if until <= nowMs {
+	if until <= nowMs || shadow {
 		return 0
 	}
 	return ms(until - nowMs)
@@ -234,6 +240,9 @@ func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
 		return 0, 0
 	}
 	defer b.mu.Unlock()
+	if b.shadow {
+		return 0, 0
+	}
 	hold := max(b.until-nowMs, 0)
 	if b.level != LevelNone && b.inflight > 0 && b.useTokens {
 		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight, b.quota, c.e.maxThrottleMs)
@@ -262,7 +271,8 @@ func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
 }
 
 // ReserveFetch clamps one consumer fetch. max_bytes becomes at most
-// floor(Q·(N−1)·W), Kafka's clamp, and — because a gateway's bucket is fed
+// floor(Q·(N−1)·W), Kafka's clamp (Q × the entity's burst under the token
+// bucket when it sets one), and — because a gateway's bucket is fed
 // by fetches on several connections at once — at most what the bucket
 // still has room for (its tokens, or the sampled window's room), counting
 // the fetches already in flight; but
@@ -275,11 +285,10 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 		return requested, 0
 	}
 	defer b.mu.Unlock()
-	if b.level == LevelNone {
+	if b.level == LevelNone || b.shadow {
 		return requested, 0
 	}
-	win := float64(c.e.windowMs) / 1000
-	static := b.quota * float64(c.e.cfg.WindowNum-1) * win
+	static := b.quota * c.e.fetchWindowSeconds(b)
 	var room float64
 	if b.useTokens {
 		room = b.tokens.Peek(now.UnixMilli()) - b.inflight
@@ -329,8 +338,9 @@ func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	tok, q := b.tokens.Tokens(nowMs), b.tokens.Quota()
+	shadow := b.shadow
 	b.mu.Unlock()
-	if tok < 0 {
+	if tok < 0 && !shadow {
 		return ms(max(rate.TokenThrottleTime(tok, q), 0)), true
 	}
 	return 0, false

@@ -183,12 +183,12 @@ type manager struct {
 	// Guarded by Engine.mu.
 	dirty   map[ident]*route // superset of view.routes while not nil
 	misses  int
-	buckets map[ident]*bucket // by tags
+	buckets map[tags]*bucket
 	clk     clock
 	ev      evictions
 }
 
-// ident is a (user, client-id) pair or a (user tag, client tag) pair.
+// ident is a (user, client-id) pair, the key of a route.
 type ident struct{ user, client string }
 
 // view is what the hot path reads; it is never modified once published.
@@ -222,6 +222,11 @@ type bucket struct {
 	mu           sync.Mutex
 	key          Key
 	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
+	prefix       bool   // a client-id prefix group: client is the prefix
+	shadow       bool   // measured, never enforced (Options.Shadow)
+	hasBurst     bool   // Options.HasBurst: burst is the entity's
+	burst        float64
+	sh           shadowCounters
 	level        Level
 	entity       Entity
 	quota        float64
@@ -247,6 +252,9 @@ type bucket struct {
 	seen     int64 // lastActive when the eviction hand last passed; mu
 	_        cacheLinePad
 }
+
+// tags returns the bucket's tags, its key in the manager's bucket map.
+func (b *bucket) tags() tags { return tags{user: b.user, client: b.client, prefix: b.prefix} }
 
 func (b *bucket) noteThrottle(t int64) {
 	if t > 0 {
@@ -274,7 +282,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	for k := range e.mgr {
 		m := &e.mgr[k]
 		m.key = Key(k)
-		m.buckets = make(map[ident]*bucket)
+		m.buckets = make(map[tags]*bucket)
 		m.view.Store(&view{})
 	}
 	return e, nil
@@ -305,13 +313,14 @@ func (e *Engine) SetQuotas(q Quotas) {
 		m := &e.mgr[k]
 		t := c.keys[k]
 		for _, b := range m.buckets {
-			lvl, ent, v := t.limit(b.user, b.client)
+			lvl, ent, v := t.limit(b.tags())
 			b.mu.Lock()
 			if b.quota != v {
 				b.until = 0 // a new bound gives a new throttle
 			}
 			b.level, b.entity, b.quota = lvl, ent, v
 			b.tokens.SetQuota(v)
+			e.setOptions(b, c.optionsOf(ent))
 			b.mu.Unlock()
 		}
 		routes, order := m.reroute(t)
@@ -340,8 +349,7 @@ func (m *manager) reroute(t *table) (map[ident]*route, []routeSlot) {
 		if rs.r == nil || src[rs.id] != rs.r {
 			continue
 		}
-		ut, ct := t.tags(en, rs.id.user, rs.id.client)
-		b := m.buckets[ident{ut, ct}]
+		b := m.buckets[t.tags(en, rs.id.user, rs.id.client)]
 		if b == nil {
 			continue
 		}
@@ -390,11 +398,11 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 		return r.b
 	}
 	t := e.quotas.keys[m.key]
-	ut, ct := t.tags(t.enabled(), user, client)
+	tg := t.tags(t.enabled(), user, client)
 	m.ensureDirty()
-	b := m.buckets[ident{ut, ct}]
+	b := m.buckets[tg]
 	if b == nil {
-		b = e.newBucket(m.key, t, ut, ct, nowMs)
+		b = e.newBucket(m.key, t, &e.quotas, tg, nowMs)
 		e.addBucket(m, b, nowMs)
 	}
 	r := &route{b: b}
@@ -416,12 +424,13 @@ func (m *manager) miss(v *view) {
 	}
 }
 
-func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int64) *bucket {
-	lvl, ent, v := t.limit(userTag, clientTag)
+func (e *Engine) newBucket(k Key, t *table, q *Quotas, tg tags, nowMs int64) *bucket {
+	lvl, ent, v := t.limit(tg)
 	b := &bucket{
 		key:        k,
-		user:       strings.Clone(userTag),
-		client:     strings.Clone(clientTag),
+		user:       strings.Clone(tg.user),
+		client:     strings.Clone(tg.client),
+		prefix:     tg.prefix,
 		level:      lvl,
 		entity:     ent,
 		quota:      v,
@@ -429,16 +438,27 @@ func (e *Engine) newBucket(k Key, t *table, userTag, clientTag string, nowMs int
 		rslot:      -1,
 		lastActive: nowMs,
 	}
-	if k == ControllerMutationRate {
+	o := q.optionsOf(ent)
+	b.shadow, b.hasBurst, b.burst = o.Shadow, o.HasBurst, o.Burst
+	e.initAccounting(b)
+	return b
+}
+
+// initAccounting gives b the accounting state of a new bucket of its key
+// and quota: an empty window, and a token bucket that fills at first use.
+func (e *Engine) initAccounting(b *bucket) {
+	if b.key == ControllerMutationRate {
 		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
-		b.tokens = rate.NewTokenBucket(v, e.cfg.ControllerWindowNum, e.ctlWindowMs)
+		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
 		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
-		if e.cfg.ByteRate == ByteRateTokenBucket && k.byteRate() {
+		if e.cfg.ByteRate == ByteRateTokenBucket && b.key.byteRate() {
 			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
-			b.tokens = rate.NewTokenBucket(v, e.cfg.WindowNum-1, e.windowMs)
+			b.tokens = rate.NewTokenBucket(b.quota, e.cfg.WindowNum-1, e.windowMs)
 			b.useTokens = true
 		}
 	}
-	return b
+	if b.hasBurst {
+		b.tokens.SetBurst(b.burst) // before the first use fills it
+	}
 }

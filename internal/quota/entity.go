@@ -60,12 +60,14 @@ const (
 	absent nameKind = iota
 	exact
 	dflt
+	prefix
 )
 
 // Name is one component (user or client-id) of a quota entity: absent (the
-// zero Name), a specific name, or the default. The default is its own kind
-// rather than a reserved string because Kafka names are arbitrary: a user
-// may literally be called "<default>" and must not become the default.
+// zero Name), a specific name, or the default; a client-id may also be a
+// prefix (Redpanda's client-id-prefix). The default is its own kind rather
+// than a reserved string because Kafka names are arbitrary: a user may
+// literally be called "<default>" and must not become the default.
 type Name struct {
 	kind nameKind
 	name string
@@ -79,7 +81,13 @@ func Exact(name string) Name { return Name{kind: exact, name: name} }
 // the wire).
 func Default() Name { return Name{kind: dflt} }
 
-// IsSet reports whether the component is present (exact or default).
+// Prefix is a client-id prefix: the entity {client-id-prefix: p} is one
+// quota shared by every client-id that starts with p (Redpanda's
+// client-id-prefix entity). Only a client-id component may be a prefix, and
+// only alone (Entity.Validate).
+func Prefix(p string) Name { return Name{kind: prefix, name: p} }
+
+// IsSet reports whether the component is present (exact, default or prefix).
 func (n Name) IsSet() bool { return n.kind != absent }
 
 // IsDefault reports whether the component is the default.
@@ -88,7 +96,11 @@ func (n Name) IsDefault() bool { return n.kind == dflt }
 // IsExact reports whether the component names a specific user or client-id.
 func (n Name) IsExact() bool { return n.kind == exact }
 
-// Value returns the exact name, or "" for a default or absent component.
+// IsPrefix reports whether the component is a client-id prefix.
+func (n Name) IsPrefix() bool { return n.kind == prefix }
+
+// Value returns the exact name or the prefix, "" for a default or absent
+// component.
 func (n Name) Value() string { return n.name }
 
 // String renders the component for logs: exact names are quoted so that a
@@ -99,6 +111,8 @@ func (n Name) String() string {
 		return strconv.Quote(n.name)
 	case dflt:
 		return "<default>"
+	case prefix:
+		return strconv.Quote(n.name) + "*"
 	}
 	return "<absent>"
 }
@@ -119,9 +133,18 @@ func ClientEntity(client Name) Entity { return Entity{Client: client} }
 // UserClientEntity is the entity {user, client-id}.
 func UserClientEntity(user, client Name) Entity { return Entity{User: user, Client: client} }
 
-// Level returns which of the eight precedence levels the entity configures,
-// or LevelNone if it has no component.
+// ClientPrefixEntity is the entity {client-id-prefix: p}.
+func ClientPrefixEntity(p string) Entity { return Entity{Client: Prefix(p)} }
+
+// Level returns which of the precedence levels the entity configures, or
+// LevelNone if it has no component (or is not valid: a prefix with a user).
 func (e Entity) Level() Level {
+	if e.Client.kind == prefix {
+		if e.User.kind != absent {
+			return LevelNone
+		}
+		return LevelClientPrefix
+	}
 	switch e.User.kind {
 	case exact:
 		switch e.Client.kind {
@@ -150,10 +173,24 @@ func (e Entity) Level() Level {
 }
 
 // Validate rejects entities Kafka's AlterClientQuotas would reject: no
-// component at all, or an exact name that is empty.
+// component at all, or an exact name that is empty; and a client-id prefix
+// that is empty or comes with a user (a prefix group stands alone, as in
+// Redpanda), or a user that is a prefix.
 func (e Entity) Validate() error {
 	if !e.User.IsSet() && !e.Client.IsSet() {
 		return fmt.Errorf("quota: empty entity")
+	}
+	if e.User.kind == prefix {
+		return fmt.Errorf("quota: a user cannot be a prefix")
+	}
+	if e.Client.kind == prefix {
+		switch {
+		case e.User.IsSet():
+			return fmt.Errorf("quota: a client-id prefix cannot be combined with a user")
+		case e.Client.name == "":
+			return fmt.Errorf("quota: empty client-id prefix not supported")
+		}
+		return nil
 	}
 	if e.User.kind == exact && e.User.name == "" {
 		return fmt.Errorf("quota: empty user not supported")
@@ -164,8 +201,12 @@ func (e Entity) Validate() error {
 	return nil
 }
 
-// String renders the entity for logs, e.g. user="alice",client-id=<default>.
+// String renders the entity for logs, e.g. user="alice",client-id=<default>
+// or client-id-prefix="bar-".
 func (e Entity) String() string {
+	if e.Client.kind == prefix && !e.User.IsSet() {
+		return "client-id-prefix=" + strconv.Quote(e.Client.name)
+	}
 	switch {
 	case e.User.IsSet() && e.Client.IsSet():
 		return "user=" + e.User.String() + ",client-id=" + e.Client.String()
@@ -177,11 +218,14 @@ func (e Entity) String() string {
 	return "<empty>"
 }
 
-// Level is one of Kafka's eight user/client-id quota levels, numbered in
-// precedence order (1 wins). LevelNone means no quota applies.
+// Level is one of Kafka's eight user/client-id quota levels, or Tollgate's
+// client-id prefix level between Kafka's 7 and 8, in precedence order (the
+// first wins). LevelNone means no quota applies.
 type Level uint8
 
-// The levels of §3.2, with who shares one bucket.
+// The levels of §3.2, with who shares one bucket. LevelClientPrefix is
+// Redpanda's client-id-prefix: after an exact client-id (7), before the
+// default client-id (8); docs/quotas.md has the table.
 const (
 	LevelNone                     Level = iota // no quota: unlimited
 	LevelUserClient                            // (U, C): all connections of U with C
@@ -191,6 +235,7 @@ const (
 	LevelDefaultUserDefaultClient              // (default, default): one bucket per (user, client-id)
 	LevelDefaultUser                           // (default): one bucket per user
 	LevelClient                                // (C): all users of C together
+	LevelClientPrefix                          // (C-prefix P): all client-ids starting with P, all users, together
 	LevelDefaultClient                         // (client default): one bucket per client-id
 )
 
@@ -203,6 +248,7 @@ var levelNames = [...]string{
 	LevelDefaultUserDefaultClient: "default-user+default-client-id",
 	LevelDefaultUser:              "default-user",
 	LevelClient:                   "client-id",
+	LevelClientPrefix:             "client-id-prefix",
 	LevelDefaultClient:            "default-client-id",
 }
 
@@ -216,7 +262,7 @@ func (l Level) String() string {
 
 // Bits of Kafka's "enabled levels" mask (§3.3 Step A).
 const (
-	bitClient     = 1 // levels 7, 8
+	bitClient     = 1 // levels 7, 8 and the client-id prefix level
 	bitUser       = 2 // levels 3, 6
 	bitUserClient = 4 // levels 1, 2, 4, 5
 )
@@ -224,7 +270,7 @@ const (
 // bit returns the enabled-levels bit the level belongs to.
 func (l Level) bit() uint8 {
 	switch l {
-	case LevelClient, LevelDefaultClient:
+	case LevelClient, LevelClientPrefix, LevelDefaultClient:
 		return bitClient
 	case LevelUser, LevelDefaultUser:
 		return bitUser

@@ -19,26 +19,33 @@ const ThrottlingQuotaExceededMessage = "The throttling quota has been exceeded."
 // recorded, but an accepted mutation may drive the bucket far below zero,
 // so the request that overshoots passes and the next one is rejected.
 // Permissive records first and reports the deficit as a throttle.
+//
+// A shadow bucket rejects nothing and throttles nothing: it charges every
+// mutation (each one passes) and counts the throttle strict or permissive
+// mode would have given.
 func (b *bucket) recordMutation(n float64, strict bool, nowMs int64) (bool, int64) {
+	var t int64
 	if strict {
 		if tok := b.tokens.Tokens(nowMs); tok < 0 {
-			t := rate.TokenThrottleTime(tok, b.tokens.Quota())
-			b.noteThrottle(t)
-			return false, t
+			t = rate.TokenThrottleTime(tok, b.tokens.Quota())
+			if !b.shadow {
+				b.apply(t)
+				return false, t
+			}
 		}
 	}
 	b.rate.Record(n, nowMs)
 	b.tokens.Record(n, nowMs)
 	b.lastActive = nowMs
-	if strict {
-		return true, 0
+	if !strict {
+		if tok := b.tokens.Tokens(nowMs); tok < 0 {
+			t = rate.TokenThrottleTime(tok, b.tokens.Quota())
+		}
 	}
-	if tok := b.tokens.Tokens(nowMs); tok < 0 {
-		t := rate.TokenThrottleTime(tok, b.tokens.Quota())
-		b.noteThrottle(t)
-		return true, t
+	if strict && !b.shadow {
+		return true, 0 // accepted: the throttle comes with the next rejection
 	}
-	return true, 0
+	return true, b.apply(t)
 }
 
 // Mutation is one request's controller-mutation quota, like Kafka's

@@ -21,17 +21,72 @@ type table struct {
 	// keeps such counts and clears a level's enabled bit when its last
 	// entity is removed; before it, a bit stayed set until restart.
 	count [LevelDefaultClient + 1]int
+	// plens holds the distinct lengths of the client-id prefixes, longest
+	// first, and plenCount how many prefixes have each: the longest
+	// matching prefix of a client-id is found with one map lookup per
+	// distinct length, however long the client-id (a client chooses it).
+	plens     []int
+	plenCount map[int]int
 }
 
 func (t *table) clone() *table {
 	if t == nil {
 		return nil
 	}
-	c := &table{vals: make(map[Entity]float64, len(t.vals)), count: t.count}
+	c := &table{vals: make(map[Entity]float64, len(t.vals)), count: t.count, plens: slices.Clone(t.plens)}
 	for e, v := range t.vals {
 		c.vals[e] = v
 	}
+	if t.plenCount != nil {
+		c.plenCount = make(map[int]int, len(t.plenCount))
+		for l, n := range t.plenCount {
+			c.plenCount[l] = n
+		}
+	}
 	return c
+}
+
+// addEntity counts a new entity of t.
+func (t *table) addEntity(e Entity) {
+	t.count[e.Level()]++
+	if !e.Client.IsPrefix() {
+		return
+	}
+	l := len(e.Client.name)
+	if t.plenCount == nil {
+		t.plenCount = make(map[int]int)
+	}
+	if t.plenCount[l]++; t.plenCount[l] == 1 {
+		i, _ := slices.BinarySearchFunc(t.plens, l, func(a, b int) int { return cmp.Compare(b, a) })
+		t.plens = slices.Insert(t.plens, i, l)
+	}
+}
+
+// removeEntity uncounts an entity removed from t.
+func (t *table) removeEntity(e Entity) {
+	t.count[e.Level()]--
+	if !e.Client.IsPrefix() {
+		return
+	}
+	l := len(e.Client.name)
+	if t.plenCount[l]--; t.plenCount[l] == 0 {
+		delete(t.plenCount, l)
+		t.plens = slices.DeleteFunc(t.plens, func(x int) bool { return x == l })
+	}
+}
+
+// longestPrefix returns the longest client-id prefix of t that client
+// starts with. The empty client-id matches none (a prefix is never empty).
+func (t *table) longestPrefix(client string) (string, bool) {
+	for _, l := range t.plens {
+		if l > len(client) {
+			continue
+		}
+		if _, ok := t.vals[Entity{Client: Prefix(client[:l])}]; ok {
+			return client[:l], true
+		}
+	}
+	return "", false
 }
 
 // enabled is Kafka's enabled-levels bitmask E.
@@ -53,43 +108,80 @@ func (t *table) has(user, client Name) bool {
 	return ok
 }
 
-// tags is Step A of §3.3: the metric tags (userTag, clientTag) that name the
-// bucket of (user, client). The user tag is the raw user name: Kafka uses the
-// sanitized name, but sanitization is injective, so raw names identify the
-// same buckets and the hot path need not encode anything.
-func (t *table) tags(enabled uint8, user, client string) (string, string) {
+// tags name a bucket: Kafka's metric tags (user, client), an empty tag being
+// an unused dimension, or a client-id prefix group (prefix set, user empty,
+// client the prefix). The group is its own kind of tag, so the group of
+// prefix "bar-" and the bucket of a client-id spelled "bar-" never meet.
+type tags struct {
+	user, client string
+	prefix       bool
+}
+
+// tags is Step A of §3.3: the tags that name the bucket of (user, client).
+// The user tag is the raw user name: Kafka uses the sanitized name, but
+// sanitization is injective, so raw names identify the same buckets and the
+// hot path need not encode anything.
+//
+// Client-id prefixes are client-level entities: when the tags take Kafka's
+// client-only shape ("", client), a client-id without an entity of its own
+// (level 7) that starts with a configured prefix goes to the longest such
+// prefix's group (Redpanda's rule: exact client-id, then prefix, then the
+// default client-id).
+func (t *table) tags(enabled uint8, user, client string) tags {
 	switch enabled {
 	case 0, bitClient:
-		return "", client
+		return t.clientTags(client)
 	case bitUser:
-		return user, ""
+		return tags{user: user}
 	case bitUserClient:
-		return user, client
+		return tags{user: user, client: client}
 	}
 	// More than one kind of level is configured: the first existing of
 	// levels 1 to 6 decides the shape of the tags.
 	u, c := Exact(user), Exact(client)
 	switch {
 	case t.has(u, c), t.has(u, Default()):
-		return user, client
+		return tags{user: user, client: client}
 	case t.has(u, Name{}):
-		return user, ""
+		return tags{user: user}
 	case t.has(Default(), c), t.has(Default(), Default()):
-		return user, client
+		return tags{user: user, client: client}
 	case t.has(Default(), Name{}):
-		return user, ""
+		return tags{user: user}
 	}
-	return "", client
+	return t.clientTags(client)
+}
+
+// clientTags is the client-only shape: the client-id's prefix group when it
+// has no entity of its own and starts with a configured prefix, else
+// ("", client).
+func (t *table) clientTags(client string) tags {
+	if t == nil || len(t.plens) == 0 || t.has(Name{}, Exact(client)) {
+		return tags{client: client}
+	}
+	if p, ok := t.longestPrefix(client); ok {
+		return tags{client: p, prefix: true}
+	}
+	return tags{client: client}
 }
 
 // limit is Step B of §3.3: the bound that applies to a bucket with the given
 // tags, the level and the configured entity that supplied it. An empty tag
 // means the dimension is unused, which is why an empty client-id can only be
-// limited by a user-level quota.
-func (t *table) limit(userTag, clientTag string) (Level, Entity, float64) {
+// limited by a user-level quota. A prefix group is bounded by its prefix's
+// entity alone.
+func (t *table) limit(tg tags) (Level, Entity, float64) {
 	if t == nil {
 		return LevelNone, Entity{}, Unlimited
 	}
+	if tg.prefix {
+		e := ClientPrefixEntity(tg.client)
+		if v, ok := t.vals[e]; ok {
+			return LevelClientPrefix, e, v
+		}
+		return LevelNone, Entity{}, Unlimited
+	}
+	userTag, clientTag := tg.user, tg.client
 	var candidates [4]Entity
 	var n int
 	switch {
@@ -121,6 +213,7 @@ func (t *table) limit(userTag, clientTag string) (Level, Entity, float64) {
 // concurrent mutation; the Engine takes its own copy in SetQuotas.
 type Quotas struct {
 	keys [numKeys]*table
+	opts map[Entity]Options // Options, by entity
 }
 
 // Set configures value v for key k on entity e. It rejects what Kafka's
@@ -143,7 +236,7 @@ func (q *Quotas) Set(e Entity, k Key, v float64) error {
 		q.keys[k] = t
 	}
 	if _, ok := t.vals[e]; !ok {
-		t.count[e.Level()]++
+		t.addEntity(e)
 	}
 	t.vals[e] = v
 	return nil
@@ -159,7 +252,7 @@ func (q *Quotas) Remove(e Entity, k Key) bool {
 		return false
 	}
 	delete(t.vals, e)
-	t.count[e.Level()]--
+	t.removeEntity(e)
 	return true
 }
 
@@ -231,6 +324,12 @@ func (q *Quotas) Clone() Quotas {
 	for k, t := range q.keys {
 		c.keys[k] = t.clone()
 	}
+	if q.opts != nil {
+		c.opts = make(map[Entity]Options, len(q.opts))
+		for e, o := range q.opts {
+			c.opts[e] = o
+		}
+	}
 	return c
 }
 
@@ -257,10 +356,17 @@ type Resolution struct {
 	// tag is an unused dimension. UserTag is the raw user name; Kafka's
 	// metric tag is Sanitize(UserTag).
 	UserTag, ClientTag string
+	// ClientPrefix says the bucket is a client-id prefix group: ClientTag
+	// is the prefix, shared by every client-id that starts with it.
+	ClientPrefix bool
+	// Options are the options of Entity: Shadow, a shadow quota.
+	Options Options
 	// Rate is the bucket's current rate per second and Utilization is
-	// Rate ÷ Quota; both are 0 when the bucket does not exist yet. Only
+	// Rate ÷ Quota; both are 0 when the bucket does not exist yet.
+	// Shadowed is what a shadow bucket would have throttled. Only
 	// Engine.Resolve fills them.
 	Rate, Utilization float64
+	Shadowed          ShadowStats
 }
 
 // Limited reports whether a finite quota applies.
@@ -273,19 +379,24 @@ func (q *Quotas) Resolve(k Key, user, clientID string) Resolution {
 		return Resolution{Key: k, Quota: Unlimited}
 	}
 	t := q.keys[k]
-	return resolve(k, t, t.enabled(), user, clientID)
+	r := resolve(k, t, t.enabled(), user, clientID)
+	if r.Limited() {
+		r.Options = q.optionsOf(r.Entity)
+	}
+	return r
 }
 
 func resolve(k Key, t *table, enabled uint8, user, clientID string) Resolution {
-	ut, ct := t.tags(enabled, user, clientID)
-	lvl, ent, v := t.limit(ut, ct)
+	tg := t.tags(enabled, user, clientID)
+	lvl, ent, v := t.limit(tg)
 	return Resolution{
-		Key:       k,
-		Enabled:   enabled != 0,
-		Level:     lvl,
-		Entity:    ent,
-		Quota:     v,
-		UserTag:   ut,
-		ClientTag: ct,
+		Key:          k,
+		Enabled:      enabled != 0,
+		Level:        lvl,
+		Entity:       ent,
+		Quota:        v,
+		UserTag:      tg.user,
+		ClientTag:    tg.client,
+		ClientPrefix: tg.prefix,
 	}
 }

@@ -13,6 +13,9 @@ type Usage struct {
 	// User and ClientID are the bucket's tags; "" is an unused dimension.
 	// User is the raw name; Kafka's user tag is Sanitize(User).
 	User, ClientID string
+	// ClientIDPrefix says the bucket is a client-id prefix group: ClientID
+	// is the prefix, shared by every client-id that starts with it.
+	ClientIDPrefix bool
 	// Level and Entity say which configured quota bounds the bucket;
 	// LevelNone with Quota = Unlimited when none does.
 	Level  Level
@@ -27,6 +30,13 @@ type Usage struct {
 	// throttle times (after the MaxThrottle cap).
 	Throttles     int64
 	ThrottleTotal time.Duration
+	// Shadow says the bucket's quota is in shadow mode (measured, not
+	// enforced) and Shadowed is what it would have throttled while it was.
+	Shadow   bool
+	Shadowed ShadowStats
+	// Options are the bucket's entity's options as the bucket applies them
+	// (Options.Shadow is Shadow).
+	Options Options
 	// Created and LastActive are when the bucket was created and last
 	// recorded into.
 	Created, LastActive time.Time
@@ -35,16 +45,20 @@ type Usage struct {
 // snapshot reads a bucket at nowMs without changing it. b.mu must be held.
 func (b *bucket) snapshot(nowMs int64) Usage {
 	u := Usage{
-		Key:           b.key,
-		User:          b.user,
-		ClientID:      b.client,
-		Level:         b.level,
-		Entity:        b.entity,
-		Quota:         b.quota,
-		Throttles:     b.throttles,
-		ThrottleTotal: ms(b.throttleMs),
-		Created:       time.UnixMilli(b.created),
-		LastActive:    time.UnixMilli(b.lastActive),
+		Key:            b.key,
+		User:           b.user,
+		ClientID:       b.client,
+		ClientIDPrefix: b.prefix,
+		Level:          b.level,
+		Entity:         b.entity,
+		Quota:          b.quota,
+		Throttles:      b.throttles,
+		ThrottleTotal:  ms(b.throttleMs),
+		Shadow:         b.shadow,
+		Options:        Options{Shadow: b.shadow, Burst: b.burst, HasBurst: b.hasBurst},
+		Shadowed:       b.sh.stats(),
+		Created:        time.UnixMilli(b.created),
+		LastActive:     time.UnixMilli(b.lastActive),
 	}
 	u.Rate, _ = b.rate.Peek(nowMs)
 	if b.key == ControllerMutationRate {
@@ -86,13 +100,14 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 	}
 	e.mu.Lock()
 	r := e.quotas.Resolve(k, user, clientID)
-	b := e.mgr[k].buckets[ident{r.UserTag, r.ClientTag}]
+	b := e.mgr[k].buckets[tags{user: r.UserTag, client: r.ClientTag, prefix: r.ClientPrefix}]
 	e.mu.Unlock()
 	if b == nil || !r.Enabled {
 		return r
 	}
 	b.mu.Lock()
 	r.Rate, _ = b.rate.Peek(now.UnixMilli())
+	r.Shadowed = b.sh.stats()
 	b.mu.Unlock()
 	if r.Limited() {
 		r.Utilization = r.Rate / r.Quota
@@ -139,5 +154,16 @@ func busier(a, b Usage) bool {
 }
 
 func byTags(a, b Usage) int {
-	return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID))
+	return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID),
+		compareBool(a.ClientIDPrefix, b.ClientIDPrefix))
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
 }

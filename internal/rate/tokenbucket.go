@@ -33,6 +33,16 @@ func (b *TokenBucket) SetQuota(q float64) { b.quota = q }
 // Burst returns the maximum number of tokens, N·W·Q.
 func (b *TokenBucket) Burst() float64 { return b.burstSec * b.quota }
 
+// SetBurst makes the burst seconds × Q (0: none, the bucket never holds a
+// token), keeping the tokens up to the new burst. Kafka's burst is always
+// N·W·Q; this is Tollgate's per-entity burst.
+func (b *TokenBucket) SetBurst(seconds float64) {
+	b.burstSec = seconds
+	if b.started {
+		b.tokens = min(b.tokens, b.Burst())
+	}
+}
+
 // refill adds the tokens earned since the last update. Kafka starts a bucket
 // at 0 tokens with a last update at epoch 0, so its first refill fills it;
 // starting full at the first use is the same for any real clock and does

@@ -10,15 +10,20 @@ import (
 	"strings"
 )
 
-// The client-quota entity types of Kafka's wire model.
+// The client-quota entity types of Kafka's wire model, and Redpanda's
+// client-id-prefix (a Tollgate extension to Kafka's model: one quota shared
+// by every client-id that starts with the name).
 const (
-	TypeUser     = "user"
-	TypeClientID = "client-id"
-	TypeIP       = "ip"
+	TypeUser           = "user"
+	TypeClientID       = "client-id"
+	TypeIP             = "ip"
+	TypeClientIDPrefix = "client-id-prefix"
 )
 
-// KnownType reports whether t is one of the three entity types.
-func KnownType(t string) bool { return t == TypeUser || t == TypeClientID || t == TypeIP }
+// KnownType reports whether t is one of the four entity types.
+func KnownType(t string) bool {
+	return t == TypeUser || t == TypeClientID || t == TypeIP || t == TypeClientIDPrefix
+}
 
 // Component is one (entity type, name) pair of an entity. Name is used only
 // when Default is false; the default (entity_name = null on the wire) is its

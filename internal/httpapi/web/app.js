@@ -145,6 +145,16 @@
     return h('span', { class: 'mono' }, v);
   }
 
+  // A bucket's client-id tag, or its client-id prefix group ("bar-*": every
+  // client-id starting with bar- shares the bucket).
+  function clientTag(b) {
+    if (b && typeof b.client_id_prefix === 'string' && b.client_id_prefix !== '') {
+      return h('span', { class: 'mono', title: 'a client-id prefix group: shared by every client-id starting with ' + b.client_id_prefix },
+        b.client_id_prefix + '*');
+    }
+    return tag(b && b.client_id, 'client-id');
+  }
+
   // An entity ([{type, name, default}]) as "user=alice, client-id=default".
   function entityNode(parts) {
     if (!Array.isArray(parts) || parts.length === 0) return h('span', { class: 'none' }, '—');
@@ -162,13 +172,15 @@
     return out;
   }
 
-  // Kafka's eight levels, in precedence order.
+  // Kafka's eight levels and Tollgate's client-id prefix (7p, between 7 and
+  // 8), in precedence order, with their numbers in docs/quotas.md.
   const LEVELS = ['user+client-id', 'user+default-client-id', 'user', 'default-user+client-id',
-    'default-user+default-client-id', 'default-user', 'client-id', 'default-client-id'];
+    'default-user+default-client-id', 'default-user', 'client-id', 'client-id-prefix', 'default-client-id'];
+  const LEVEL_NUMBERS = ['1', '2', '3', '4', '5', '6', '7', '7p', '8'];
 
   function levelText(l) {
     const i = LEVELS.indexOf(l);
-    return i < 0 ? String(l ?? '') : 'level ' + (i + 1) + ' · ' + l;
+    return i < 0 ? String(l ?? '') : 'level ' + LEVEL_NUMBERS[i] + ' · ' + l;
   }
 
   // ---------- API key ----------
@@ -268,7 +280,7 @@
 
   // ---------- bucket history ----------
 
-  const keyOf = (b) => [b.quota, b.user, b.client_id].join('\u0000');
+  const keyOf = (b) => [b.quota, b.user, b.client_id, b.client_id_prefix || ''].join('\u0000');
 
   function record(buckets, now) {
     for (const b of buckets) {
@@ -407,8 +419,20 @@
 
   // ---------- sections ----------
 
+  // A shadow bucket throttles nobody: it is shown with what it would have
+  // done, never among the throttled.
   function isThrottled(b, tr, now) {
+    if (b.shadow) return false;
     return (isNum(b.utilization) && b.utilization > 1) || (tr && tr.throttledAt > 0 && now - tr.throttledAt < RECENT_MS);
+  }
+
+  // What a shadow quota would have done: "would have throttled 12 % of
+  // 340 requests, by up to 2.5 s".
+  function shadowText(s) {
+    if (!s || typeof s !== 'object' || !isNum(s.records)) return 'shadow: measured, not enforced';
+    if (!s.throttled) return `shadow: would have throttled none of ${count(s.records)} requests`;
+    const p = isNum(s.throttled_percent) ? s.throttled_percent : 0;
+    return `shadow: would have throttled ${p < 10 ? p.toFixed(1) : p.toFixed(0)} % of ${count(s.records)} requests, by up to ${duration(s.throttle_ms_max)}`;
   }
 
   function renderTop(buckets, now) {
@@ -430,16 +454,18 @@
       const card = h('article', {
         class: 'card' + (hot ? ' hot' : ''),
         dataset: { quota: b.quota, user: b.user, clientId: b.client_id },
-        'aria-label': `${b.quota} bucket of user ${b.user || 'all'}, client-id ${b.client_id || 'all'}`,
+        'aria-label': `${b.quota} bucket of user ${b.user || 'all'}, ` +
+          (b.client_id_prefix ? `client-ids starting with ${b.client_id_prefix}` : `client-id ${b.client_id || 'all'}`),
       },
       h('div', { class: 'card-head' },
         h('span', { class: 'key' }, b.quota),
         hot ? h('span', { class: 'badge bad' }, 'throttled')
-          : isNum(b.limit) ? h('span', { class: 'badge muted' }, b.level || 'quota')
-            : h('span', { class: 'badge info' }, 'no quota')),
+          : b.shadow ? h('span', { class: 'badge info', title: 'measured, not enforced' }, 'shadow')
+            : isNum(b.limit) ? h('span', { class: 'badge muted' }, b.level || 'quota')
+              : h('span', { class: 'badge info' }, 'no quota')),
       h('dl', { class: 'who' },
         h('dt', {}, 'user'), h('dd', {}, tag(b.user, 'user')),
-        h('dt', {}, 'client-id'), h('dd', {}, tag(b.client_id, 'client-id'))),
+        h('dt', {}, 'client-id'), h('dd', {}, clientTag(b))),
       h('div', { class: 'figures' },
         h('div', {},
           h('div', { class: 'rate' }, unit(b.quota, b.rate)),
@@ -452,6 +478,8 @@
         ? h('div', { class: 'bar', role: 'presentation' },
           h('span', { class: uc, style: `width:${Math.min(100, b.utilization * 100).toFixed(1)}%` }))
         : h('div', { class: 'bar', role: 'presentation' }),
+      b.shadow ? h('p', { class: 'bucket-note' }, shadowText(b.shadowed)) : null,
+      isNum(b.burst_seconds) ? h('p', { class: 'bucket-note' }, 'start-up burst: ' + (b.burst_seconds === 0 ? 'none' : sig(b.burst_seconds) + ' s of quota')) : null,
       chart(b, tr, now));
       return card;
     }));
@@ -470,7 +498,7 @@
         return h('tr', { class: 'hot', dataset: { quota: b.quota, user: b.user, clientId: b.client_id } },
           h('td', { class: 'mono' }, b.quota),
           h('td', {}, tag(b.user, 'user')),
-          h('td', {}, tag(b.client_id, 'client-id')),
+          h('td', {}, clientTag(b)),
           h('td', {}, entityNode(b.entity), h('span', { class: 'sub' }, levelText(b.level))),
           h('td', { class: 'num' }, unit(b.quota, b.rate)),
           h('td', { class: 'num' }, limitText(b.quota, b.limit)),
@@ -651,7 +679,10 @@
         h('td', { class: 'mono' }, x.quota),
         h('td', {}, none ? h('span', { class: 'none' }, 'no quota') : [entityNode(x.entity),
           h('span', { class: 'sub' }, levelText(x.level)),
-          h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id'))]),
+          x.bucket_client_id_prefix
+            ? h('span', { class: 'sub' }, 'bucket: shared by every client-id starting with ', h('span', { class: 'mono' }, x.bucket_client_id_prefix))
+            : h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id')),
+          x.shadow ? h('span', { class: 'sub bucket-note' }, shadowText(x.shadowed)) : null]),
         h('td', { class: 'num' }, none ? h('span', { class: 'none' }, 'unlimited') : limitText(x.quota, x.value)),
         h('td', { class: 'num' }, none ? '' : [unit(x.quota, x.rate), isNum(x.value) ? h('span', { class: 'sub util ' + utilClass(x.utilization) }, pct(x.utilization)) : null]));
     });

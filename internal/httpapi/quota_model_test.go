@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// A client-id prefix group's bucket and resolution: client_id_prefix names
+// the group, apart from a client-id spelled the same.
+func TestPrefixBucketsAndResolve(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	eng, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	q.Set(quota.ClientPrefixEntity("bar-"), quota.ProducerByteRate, 1000)
+	q.Set(quota.ClientEntity(quota.Exact("bar-")), quota.ProducerByteRate, 2000)
+	eng.SetQuotas(q)
+	eng.Client("alice", "bar-1").RecordProduce(100, now)
+	eng.Client("alice", "bar-").RecordProduce(100, now)
+	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/api/v1/buckets", []string{
+			`"user":"","client_id":"","client_id_prefix":"bar-","level":"client-id-prefix","entity":[{"type":"client-id-prefix","name":"bar-"}],"limit":1000`,
+			`"user":"","client_id":"bar-","level":"client-id","entity":[{"type":"client-id","name":"bar-"}],"limit":2000`,
+		}},
+		{"/api/v1/resolve?user=alice&client_id=bar-9", []string{
+			`"level":"client-id-prefix","entity":[{"type":"client-id-prefix","name":"bar-"}],"value":1000,"bucket_user":"","bucket_client_id":"","bucket_client_id_prefix":"bar-"`,
+		}},
+		{"/api/v1/resolve?user=alice&client_id=bar-", []string{
+			`"level":"client-id","entity":[{"type":"client-id","name":"bar-"}],"value":2000,"bucket_user":"","bucket_client_id":"bar-","rate"`,
+		}},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, localRequest("GET", tc.path, nil))
+		var buf bytes.Buffer
+		json.Compact(&buf, rec.Body.Bytes())
+		for _, w := range tc.want {
+			if !strings.Contains(buf.String(), w) {
+				t.Errorf("%s lacks %s:\n%s", tc.path, w, buf.String())
+			}
+		}
+	}
+}
+
+// A shadow bucket says so, with what it would have throttled; its own
+// throttle counters stay 0.
+func TestShadowBucketsAndResolve(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	eng, err := quota.NewEngine(quota.EngineConfig{ByteRate: quota.ByteRateTokenBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	u := quota.UserEntity(quota.Exact("alice"))
+	q.Set(u, quota.ProducerByteRate, 1000)
+	q.SetOptions(u, quota.Options{Shadow: true, Burst: 10, HasBurst: true})
+	eng.SetQuotas(q)
+	cl := eng.Client("alice", "app")
+	cl.RecordProduce(5000, now) // within the 10 000-byte burst
+	cl.RecordProduce(8000, now) // 3 000 over: 3 s
+	cl.RecordProduce(1000, now) // 4 000 over: 4 s
+	cl.RecordProduce(1000, now) // 5 000 over: 5 s
+	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
+	want := `"shadow":true,"shadowed":{"records":4,"throttled":3,"throttled_percent":75,"throttle_ms_total":12000,"throttle_ms_max":5000},"burst_seconds":10`
+	for _, path := range []string{"/api/v1/buckets", "/api/v1/resolve?user=alice&client_id=x"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, localRequest("GET", path, nil))
+		var buf bytes.Buffer
+		json.Compact(&buf, rec.Body.Bytes())
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("%s lacks %s:\n%s", path, want, buf.String())
+		}
+		if path == "/api/v1/buckets" && !strings.Contains(buf.String(), `"throttled":0,"throttle_ms_total":0`) {
+			t.Errorf("a shadow bucket counts throttles of its own:\n%s", buf.String())
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package metrics_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/metrics"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// A client-id prefix group and a client-id spelled like its prefix are two
+// series: client_id_prefix tells them apart.
+func TestQuotaPrefixLabel(t *testing.T) {
+	eng, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	q.Set(quota.ClientPrefixEntity("bar-"), quota.ProducerByteRate, 1000)
+	q.Set(quota.ClientEntity(quota.Exact("bar-")), quota.ProducerByteRate, 2000)
+	eng.SetQuotas(q)
+	m := metrics.New()
+	m.RegisterQuotas(eng, 10)
+	now := time.Now()
+	eng.Client("a", "bar-1").RecordProduce(10, now)
+	eng.Client("a", "bar-").RecordProduce(10, now)
+	expect(t, m.Registry, 1000, "tollgate_quota_limit", "client_id", "", "client_id_prefix", "bar-", "user", "")
+	expect(t, m.Registry, 2000, "tollgate_quota_limit", "client_id", "bar-", "client_id_prefix", "")
+}
+
+// A shadow bucket exports what it would have throttled, and no throttle.
+func TestQuotaShadowMetrics(t *testing.T) {
+	eng, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	u := quota.UserEntity(quota.Exact("alice"))
+	q.Set(u, quota.ProducerByteRate, 1000)
+	q.Set(quota.UserEntity(quota.Exact("bob")), quota.ProducerByteRate, 1000)
+	q.SetOptions(u, quota.Options{Shadow: true})
+	eng.SetQuotas(q)
+	m := metrics.New()
+	m.RegisterQuotas(eng, 10)
+	now := time.Now()
+	cl := eng.Client("alice", "app")
+	for i := 0; i < 4; i++ {
+		cl.RecordProduce(5000, now) // the 10 000-byte burst, then 5 000 and 10 000 over: 5 s, 10 s
+	}
+	lv := []string{"quota", "producer_byte_rate", "user", "alice"}
+	expect(t, m.Registry, 4, "tollgate_quota_shadow_records_total", lv...)
+	expect(t, m.Registry, 2, "tollgate_quota_shadow_throttled_total", lv...)
+	expect(t, m.Registry, 15, "tollgate_quota_shadow_throttle_seconds_total", lv...)
+	expect(t, m.Registry, 0, "tollgate_quota_throttled_total", lv...)
+	eng.Client("bob", "app").RecordProduce(50000, now)
+	if _, ok := sample(t, m.Registry, "tollgate_quota_shadow_records_total", "user", "bob"); ok {
+		t.Error("an enforced bucket exports shadow series")
+	}
+	expect(t, m.Registry, 1, "tollgate_quota_throttled_total", "user", "bob")
+}
