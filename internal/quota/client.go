@@ -77,12 +77,24 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	b.rate.Record(v, nowMs)
 	b.lastActive = nowMs
 	var t int64
+	unseen := 0.0
+	if c.e.clusterOn() {
+		unseen = c.e.unseen(b, nowMs)
+	}
 	if b.useTokens {
 		b.tokens.Record(v, nowMs)
-		t = tokenThrottleMs(b.tokens.Balance(), b.quota, capMs)
+		t = tokenThrottleMs(b.tokens.Balance()-unseen, b.quota, capMs)
 	} else {
 		observed, w := b.rate.Measure(nowMs)
+		observed += unseen / (float64(w) / 1000)
 		t = int64(rate.ThrottleMs(observed, b.quota, w, capMs))
+	}
+	if lt := c.e.noteLocal(b, v, nowMs); lt > t {
+		// Past this instance's lease of a Tollgate cluster's headroom.
+		t = lt
+		if capMs > 0 {
+			t = min(t, capMs)
+		}
 	}
 	if c.e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
@@ -156,6 +168,7 @@ func (c *Client) Unrecord(k Key, v float64, now time.Time) {
 		return
 	}
 	b.rate.Record(-v, nowMs)
+	c.e.noteLocal(b, -v, nowMs)
 	b.until = 0 // the deadline may have come from what is taken back
 	if k == ControllerMutationRate || b.useTokens {
 		b.tokens.Record(-v, nowMs)

@@ -169,6 +169,8 @@ type Engine struct {
 	// nextSweepMs is when the expiry sweep is due; 0 until the first slow
 	// path. Written under mu, read without it by the hot path.
 	nextSweepMs atomic.Int64
+
+	cl clusterState // the exchange with other instances (cluster.go)
 }
 
 // manager is one Kafka quota manager: one key's buckets and route cache.
@@ -250,6 +252,7 @@ type bucket struct {
 	slot     int32 // index in the bucket ring; guarded by Engine.mu
 	rslot    int32 // route ring slot of one of its routes, -1: none; Engine.mu
 	seen     int64 // lastActive when the eviction hand last passed; mu
+	share    bucketShare // the exchange with other instances; mu
 	_        cacheLinePad
 }
 
@@ -403,6 +406,8 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 	b := m.buckets[tg]
 	if b == nil {
 		b = e.newBucket(m.key, t, &e.quotas, tg, nowMs)
+		b.share.exUser, b.share.exClient = strings.Clone(user), strings.Clone(client)
+		e.learnBucket(b, nowMs)
 		e.addBucket(m, b, nowMs)
 	}
 	r := &route{b: b}

@@ -36,6 +36,7 @@ func (b *bucket) recordMutation(n float64, strict bool, nowMs int64) (bool, int6
 	}
 	b.rate.Record(n, nowMs)
 	b.tokens.Record(n, nowMs)
+	b.share.local += n // reported to a Tollgate cluster's other instances
 	b.lastActive = nowMs
 	if !strict {
 		if tok := b.tokens.Tokens(nowMs); tok < 0 {

@@ -57,6 +57,12 @@ func (b *TokenBucket) refill(nowMs int64) {
 	b.lastMs = nowMs
 }
 
+// Empty starts the bucket (or sets it) at 0 tokens at nowMs: its burst
+// spent, so that it refills from now on.
+func (b *TokenBucket) Empty(nowMs int64) {
+	b.tokens, b.lastMs, b.started = 0, nowMs, true
+}
+
 // Tokens refills and returns the tokens at nowMs (TokenBucket.measure);
 // below 0 is a violation.
 func (b *TokenBucket) Tokens(nowMs int64) float64 {

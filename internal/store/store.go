@@ -54,6 +54,8 @@ type Store struct {
 	db   *bolt.DB
 	path string
 
+	logs logState // the shared log of a Tollgate cluster (log.go)
+
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
 	closed bool

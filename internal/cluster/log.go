@@ -1,0 +1,475 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/store"
+)
+
+// Cache is where the shared log's records land: the local store, which
+// keeps enforcing the last state it applied while the upstream is away.
+type Cache interface {
+	// ReplaceLog makes the cache hold exactly recs (the topic's state
+	// read from its start; tombstones already removed) and remembers the
+	// topic and next, the next offset to apply.
+	ReplaceLog(topic string, recs []store.LogRecord, next int64) error
+	// ApplyLog applies recs in order (nil value: delete) in one
+	// transaction and remembers next.
+	ApplyLog(recs []store.LogRecord, next int64) error
+	// LogSeed returns the cache's whole state as records when it has
+	// never been attached to topic (an instance that ran alone and now
+	// starts a Tollgate cluster), nil otherwise.
+	LogSeed(topic string) ([]store.LogRecord, error)
+}
+
+// LogConfig configures the shared configuration log.
+type LogConfig struct {
+	// Opts reach the upstream: seeds, dialer, TLS, SASL. The log adds what
+	// it needs to produce and consume its topic.
+	Opts  []kgo.Opt
+	Topic string
+	// ReplicationFactor of the topic when the log creates it; 0: 3, or the
+	// number of brokers when there are fewer (logged as a warning).
+	ReplicationFactor int16
+	// MinInsyncReplicas of the topic when the log creates it; 0: 2, at
+	// most the replication factor.
+	MinInsyncReplicas int
+	Cache             Cache
+	// Timeout bounds one append (produce and read-back); 0: 10 s.
+	Timeout time.Duration
+	Logger  *slog.Logger
+}
+
+// ErrNotReady is returned by Append and CatchUp while the log has not read
+// its topic to the end since the process started: the cache's state may be
+// stale, so a change computed from it could undo someone else's.
+var ErrNotReady = errors.New("cluster: the shared configuration topic has not been read yet (is the upstream reachable?)")
+
+// errReseeded makes Run read the topic again after seeding it.
+var errReseeded = errors.New("cluster: topic seeded")
+
+// maxAppendBytes bounds one append: it must fit one record batch, which the
+// broker writes atomically, under the default max.message.bytes (1 MiB).
+const maxAppendBytes = 900 << 10
+
+// Log is the shared configuration log: a compacted, single-partition topic
+// on the upstream that every instance of a Tollgate cluster writes its
+// durable changes to and applies from, in the topic's order (the pattern of
+// Schema Registry's _schemas and Kafka Connect's config topic).
+//
+// Run reads the topic from its start into the cache, then follows it.
+// Append writes one change (all its records in one batch, which the broker
+// appends atomically) with acks=all through an idempotent producer and
+// returns once this instance has applied it: read-your-writes.
+type Log struct {
+	cfg LogConfig
+	cl  *kgo.Client
+	adm *kadm.Client
+	log *slog.Logger
+
+	appendMu sync.Mutex // one append at a time: one batch per append
+
+	mu      sync.Mutex
+	next    int64 // next offset to apply; -1 until the replay is done
+	changed chan struct{}
+	lastErr error
+	applied time.Time
+}
+
+// NewLog returns a log; nothing is contacted until Run.
+func NewLog(cfg LogConfig) (*Log, error) {
+	if cfg.Topic == "" || cfg.Cache == nil {
+		return nil, errors.New("cluster: log needs a topic and a cache")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	opts := append([]kgo.Opt{}, cfg.Opts...)
+	opts = append(opts,
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		// Records of one append are flushed together, as one batch.
+		kgo.ManualFlushing(),
+		kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.RecordRetries(5),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return &Log{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: cfg.Logger, next: -1, changed: make(chan struct{})}, nil
+}
+
+// Close stops the client; Run returns.
+func (l *Log) Close() { l.cl.Close() }
+
+// LogStatus is what the log reports about itself.
+type LogStatus struct {
+	Topic   string    `json:"topic"`
+	Ready   bool      `json:"ready"`
+	Next    int64     `json:"next_offset"`
+	Applied time.Time `json:"last_applied,omitzero"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Status returns the log's state.
+func (l *Log) Status() LogStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := LogStatus{Topic: l.cfg.Topic, Ready: l.next >= 0, Next: l.next, Applied: l.applied}
+	if l.lastErr != nil {
+		s.Error = l.lastErr.Error()
+	}
+	return s
+}
+
+func (l *Log) setErr(err error) {
+	l.mu.Lock()
+	l.lastErr = err
+	l.mu.Unlock()
+}
+
+// advance records that everything before next is applied and wakes the
+// waiters.
+func (l *Log) advance(next int64) {
+	l.mu.Lock()
+	l.next = next
+	l.lastErr = nil
+	l.applied = time.Now()
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// waitApplied waits until every offset below next is applied.
+func (l *Log) waitApplied(ctx context.Context, next int64) error {
+	for {
+		l.mu.Lock()
+		n, ch := l.next, l.changed
+		l.mu.Unlock()
+		if n >= next {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: waiting for the shared configuration topic to be read to offset %d: %w", next, ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// Run creates the topic if it is missing, reads it from its start into the
+// cache and then follows it, until ctx ends or the log is closed. Errors
+// (an unreachable upstream) are retried with a backoff; the cache keeps its
+// last state meanwhile.
+func (l *Log) Run(ctx context.Context) {
+	backoff := 250 * time.Millisecond
+	for {
+		err := l.ensureTopic(ctx)
+		if err == nil {
+			err = l.follow(ctx)
+		}
+		if ctx.Err() != nil || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		if errors.Is(err, errReseeded) {
+			continue
+		}
+		l.setErr(err)
+		l.log.Warn("shared configuration topic unavailable; retrying", "topic", l.cfg.Topic, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// ensureTopic creates the topic compacted with the configured replication,
+// and warns when an existing one is not compacted.
+func (l *Log) ensureTopic(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	topics, err := l.adm.ListTopics(ctx, l.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	if td, ok := topics[l.cfg.Topic]; ok && td.Err == nil {
+		if len(td.Partitions) != 1 {
+			return fmt.Errorf("cluster: topic %s has %d partitions; the shared configuration log needs exactly one", l.cfg.Topic, len(td.Partitions))
+		}
+		rc, err := l.adm.DescribeTopicConfigs(ctx, l.cfg.Topic)
+		if err == nil {
+			if c, err := rc.On(l.cfg.Topic, nil); err == nil {
+				for _, kv := range c.Configs {
+					if kv.Key == "cleanup.policy" && kv.Value != nil && *kv.Value != "compact" {
+						l.log.Warn("the shared configuration topic is not compacted; set cleanup.policy=compact or it will lose records to retention", "topic", l.cfg.Topic, "cleanup.policy", *kv.Value)
+					}
+				}
+			}
+		}
+		return nil
+	}
+	rf, isr, err := l.replication(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := l.adm.CreateTopic(ctx, 1, rf, map[string]*string{
+		"cleanup.policy":      kadm.StringPtr("compact"),
+		"min.insync.replicas": kadm.StringPtr(strconv.Itoa(isr)),
+		// Tombstones are kept a day, so an instance down for less than
+		// that still learns of a deletion when it reads the topic again.
+		"delete.retention.ms": kadm.StringPtr(strconv.Itoa(24 * 3600 * 1000)),
+	}, l.cfg.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: create topic %s: %w", l.cfg.Topic, err)
+	}
+	l.log.Info("created the shared configuration topic", "topic", l.cfg.Topic, "replication_factor", rf, "min_insync_replicas", isr)
+	return nil
+}
+
+// replication returns the replication factor and min.insync.replicas to
+// create a topic with: the configured values, or 3 and 2 capped to what
+// the cluster has.
+func (l *Log) replication(ctx context.Context) (int16, int, error) {
+	return replicationFor(ctx, l.adm, l.cfg.ReplicationFactor, l.cfg.MinInsyncReplicas, l.cfg.Topic, l.log)
+}
+
+func replicationFor(ctx context.Context, adm *kadm.Client, rf int16, isr int, topic string, log *slog.Logger) (int16, int, error) {
+	if rf <= 0 {
+		md, err := adm.BrokerMetadata(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		rf = 3
+		if n := len(md.Brokers); n < 3 {
+			rf = int16(max(n, 1))
+			log.Warn("the upstream has fewer than 3 brokers; creating a Tollgate cluster topic with less replication", "topic", topic, "brokers", n, "replication_factor", rf)
+		}
+	}
+	if isr <= 0 {
+		isr = min(2, int(rf))
+	}
+	return rf, min(isr, int(rf)), nil
+}
+
+// follow reads the topic from its start to its end into the cache in one
+// replacement, then applies every later batch as it arrives.
+func (l *Log) follow(ctx context.Context) error {
+	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	ends, err := l.adm.ListEndOffsets(tctx, l.cfg.Topic)
+	cancel()
+	if err != nil {
+		return err
+	}
+	end, ok := ends.Lookup(l.cfg.Topic, 0)
+	if !ok {
+		return fmt.Errorf("cluster: no end offset for %s", l.cfg.Topic)
+	}
+	if end.Err != nil {
+		return end.Err
+	}
+	hwm := end.Offset
+
+	l.cl.PurgeTopicsFromClient(l.cfg.Topic)
+	l.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}})
+	defer l.cl.PurgeTopicsFromClient(l.cfg.Topic)
+
+	state := map[string][]byte{}
+	var pos int64
+	replaying := true
+	if hwm == 0 {
+		// A new Tollgate cluster: the first instance's state seeds it.
+		seed, err := l.cfg.Cache.LogSeed(l.cfg.Topic)
+		if err != nil {
+			return err
+		}
+		if len(seed) > 0 {
+			if err := l.produce(ctx, seed); err != nil {
+				return fmt.Errorf("cluster: seeding %s with this instance's %d stored records: %w", l.cfg.Topic, len(seed), err)
+			}
+			l.log.Info("seeded the shared configuration topic with this instance's stored state", "topic", l.cfg.Topic, "records", len(seed))
+			return errReseeded
+		}
+		if err := l.cfg.Cache.ReplaceLog(l.cfg.Topic, nil, 0); err != nil {
+			return err
+		}
+		l.advance(0)
+		replaying = false
+		l.log.Info("shared configuration topic read", "topic", l.cfg.Topic, "records", 0)
+	}
+	var batch []store.LogRecord
+	for {
+		fs := l.cl.PollFetches(ctx)
+		if fs.IsClientClosed() {
+			return kgo.ErrClientClosed
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if ferr == nil {
+				ferr = err
+			}
+		})
+		if ferr != nil && !errors.Is(ferr, context.Canceled) {
+			l.setErr(ferr)
+			l.log.Warn("reading the shared configuration topic", "topic", l.cfg.Topic, "err", ferr)
+		}
+		batch = batch[:0]
+		fs.EachRecord(func(r *kgo.Record) {
+			pos = r.Offset + 1
+			if replaying {
+				if r.Value == nil {
+					delete(state, string(r.Key))
+				} else {
+					state[string(r.Key)] = r.Value
+				}
+				return
+			}
+			batch = append(batch, store.LogRecord{Key: r.Key, Value: r.Value})
+		})
+		if replaying {
+			if pos < hwm {
+				continue
+			}
+			recs := make([]store.LogRecord, 0, len(state))
+			for k, v := range state {
+				recs = append(recs, store.LogRecord{Key: []byte(k), Value: v})
+			}
+			if err := l.cfg.Cache.ReplaceLog(l.cfg.Topic, recs, pos); err != nil {
+				return err
+			}
+			replaying = false
+			state = nil
+			l.advance(pos)
+			l.log.Info("shared configuration topic read", "topic", l.cfg.Topic, "records", len(recs), "next_offset", pos)
+			continue
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if err := l.cfg.Cache.ApplyLog(batch, pos); err != nil {
+			return err
+		}
+		l.advance(pos)
+	}
+}
+
+// Append writes recs as one batch and returns once this instance applied
+// it. It fails (and nothing is written) when the log has not been read
+// since the start, or when the upstream does not acknowledge the batch in
+// time; after an acknowledgement the only failure is the read-back timing
+// out, in which case the change is durable and every instance applies it.
+func (l *Log) Append(ctx context.Context, recs []store.LogRecord) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	size := 0
+	for _, r := range recs {
+		size += len(r.Key) + len(r.Value) + 16
+	}
+	if size > maxAppendBytes {
+		return fmt.Errorf("cluster: a change of %d bytes is more than the %d one shared configuration record batch may hold; split it", size, maxAppendBytes)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if !l.Status().Ready {
+		return ErrNotReady
+	}
+	l.appendMu.Lock()
+	last, err := l.produceBatch(ctx, recs)
+	l.appendMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cluster: the shared configuration topic did not take the change: %w", err)
+	}
+	return l.waitApplied(ctx, last+1)
+}
+
+// CatchUp waits until this instance has applied everything the topic held
+// when it was called, so that a change computed next starts from the
+// latest state any instance acknowledged.
+func (l *Log) CatchUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	if !l.Status().Ready {
+		return ErrNotReady
+	}
+	ends, err := l.adm.ListEndOffsets(ctx, l.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("cluster: the shared configuration topic is unreachable: %w", err)
+	}
+	end, ok := ends.Lookup(l.cfg.Topic, 0)
+	if !ok || end.Err != nil {
+		return fmt.Errorf("cluster: the shared configuration topic is unreachable: %v", end.Err)
+	}
+	return l.waitApplied(ctx, end.Offset)
+}
+
+// produceBatch produces recs flushed together, as one batch, and returns
+// the last record's offset. The caller holds appendMu.
+func (l *Log) produceBatch(ctx context.Context, recs []store.LogRecord) (int64, error) {
+	var mu sync.Mutex
+	var last int64 = -1
+	var perr error
+	var wg sync.WaitGroup
+	wg.Add(len(recs))
+	for _, r := range recs {
+		l.cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Partition: 0}, func(r *kgo.Record, err error) {
+			mu.Lock()
+			if err != nil && perr == nil {
+				perr = err
+			}
+			last = max(last, r.Offset)
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	ferr := l.cl.Flush(ctx)
+	wg.Wait()
+	if perr == nil {
+		perr = ferr
+	}
+	return last, perr
+}
+
+// produce writes recs in batches of at most maxAppendBytes (seeding: each
+// record stands alone, so a seed split over batches is still consistent).
+func (l *Log) produce(ctx context.Context, recs []store.LogRecord) error {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && (n == 0 || size+len(recs[n].Key)+len(recs[n].Value)+16 <= maxAppendBytes) {
+			size += len(recs[n].Key) + len(recs[n].Value) + 16
+			n++
+		}
+		if _, err := l.produceBatch(ctx, recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}

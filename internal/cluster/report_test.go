@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+func TestReportRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := Report{Instance: "a", Incarnation: 17, Seq: 9, SentMs: 1234, Leaving: true, Version: "v1", Addr: "127.0.0.1:9644", Digest: "d",
+		Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "alice", Client: "c1", Value: 1024}, {Key: quota.ConsumerByteRate, User: "", Client: "c2", Value: -3.5}}}
+	parts := r.Encode()
+	if len(parts) != 1 {
+		t.Fatalf("%d parts", len(parts))
+	}
+	got, err := DecodeReport(parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Instance != "a" || got.Incarnation != 17 || got.Seq != 9 || got.SentMs != 1234 || !got.Leaving || got.Version != "v1" ||
+		got.Addr != r.Addr || got.Digest != "d" || got.Parts != 1 || len(got.Usage) != 2 || got.Usage[1] != r.Usage[1] {
+		t.Fatalf("round trip: %+v", got)
+	}
+}
+
+// TestReportSplits: a report with more usage than one record may carry is
+// split into parts under the size bound that together hold every entry.
+func TestReportSplits(t *testing.T) {
+	t.Parallel()
+	r := Report{Instance: "a", Seq: 1}
+	for i := range 30000 {
+		r.Usage = append(r.Usage, quota.Delta{Key: quota.ProducerByteRate, User: fmt.Sprintf("user-%05d", i), Client: "client-with-a-long-name", Value: float64(i)})
+	}
+	parts := r.Encode()
+	if len(parts) < 2 {
+		t.Fatalf("%d parts for %d entries", len(parts), len(r.Usage))
+	}
+	n := 0
+	for i, p := range parts {
+		if len(p) > maxReportPart {
+			t.Fatalf("part %d is %d bytes", i, len(p))
+		}
+		got, err := DecodeReport(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(got.Part) != i || int(got.Parts) != len(parts) {
+			t.Fatalf("part %d/%d says %d/%d", i, len(parts), got.Part, got.Parts)
+		}
+		for _, d := range got.Usage {
+			if d != r.Usage[n] {
+				t.Fatalf("entry %d: %+v != %+v", n, d, r.Usage[n])
+			}
+			n++
+		}
+	}
+	if n != len(r.Usage) {
+		t.Fatalf("%d of %d entries", n, len(r.Usage))
+	}
+}
+
+// TestReportRejects: what no instance writes is refused — truncations,
+// another format, counts beyond the bounds, bad keys and values.
+func TestReportRejects(t *testing.T) {
+	t.Parallel()
+	good := (&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0]
+	for i := range len(good) {
+		if _, err := DecodeReport(good[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes: accepted", i)
+		}
+	}
+	if _, err := DecodeReport(append(bytes.Clone(good), 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+	other := bytes.Clone(good)
+	other[3] = 2
+	if _, err := DecodeReport(other); err == nil {
+		t.Fatal("format 2 accepted")
+	}
+	for _, d := range []quota.Delta{{Key: 200, Value: 1}, {Key: quota.ProducerByteRate, Value: math.NaN()}, {Key: quota.ProducerByteRate, Value: math.Inf(1)}} {
+		b := (&Report{Instance: "a", Usage: []quota.Delta{d}}).Encode()[0]
+		if _, err := DecodeReport(b); err == nil {
+			t.Fatalf("%+v accepted", d)
+		}
+	}
+	if _, err := DecodeReport((&Report{}).Encode()[0]); err == nil {
+		t.Fatal("report without an instance accepted")
+	}
+	// A count of entries far beyond what the record holds allocates nothing.
+	huge := appendHeader(nil, &Report{Instance: "a"}, 0, 1)
+	huge = append(huge, 0xff, 0xff, 0xff, 0xff, 0x0f)
+	if _, err := DecodeReport(huge); err == nil {
+		t.Fatal("huge count accepted")
+	}
+}
+
+func FuzzDecodeReport(f *testing.F) {
+	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0])
+	f.Add([]byte("TGX\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := DecodeReport(b)
+		if err != nil {
+			return
+		}
+		// What decodes encodes to a record that decodes the same.
+		again, err := DecodeReport(r.Encode()[0])
+		if err != nil || again.Instance != r.Instance || len(again.Usage) != len(r.Usage) {
+			t.Fatalf("re-encoding %+v: %+v, %v", r, again, err)
+		}
+	})
+}

@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// KafkaTransport carries reports through a single-partition topic on the
+// upstream: every instance produces its reports to it and reads everyone's
+// from the end. Reports are worth nothing once they are a few intervals
+// old, so the topic keeps them minutes (retention.ms) and a lost or late
+// one is tolerated (acks=1, no retries past the interval).
+type KafkaTransport struct {
+	cl    *kgo.Client
+	topic string
+
+	mu   sync.Mutex
+	recs []*kgo.Record
+	err  error
+}
+
+// KafkaTransportConfig configures a KafkaTransport.
+type KafkaTransportConfig struct {
+	Opts              []kgo.Opt // reach the upstream
+	Topic             string
+	ReplicationFactor int16 // 0: 3, fewer when the cluster has fewer brokers
+	Interval          time.Duration
+	Logger            *slog.Logger
+}
+
+// NewKafkaTransport creates the topic if it is missing and starts reading
+// it from its end.
+func NewKafkaTransport(ctx context.Context, cfg KafkaTransportConfig) (*KafkaTransport, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 500 * time.Millisecond
+	}
+	opts := append([]kgo.Opt{}, cfg.Opts...)
+	opts = append(opts,
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.RequiredAcks(kgo.LeaderAck()),
+		kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()),
+		kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(2*cfg.Interval),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {0: kgo.NewOffset().AtEnd()}}),
+		kgo.FetchMaxWait(cfg.Interval),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	t := &KafkaTransport{cl: cl, topic: cfg.Topic}
+	if err := t.ensureTopic(ctx, cfg); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *KafkaTransport) ensureTopic(ctx context.Context, cfg KafkaTransportConfig) error {
+	adm := kadm.NewClient(t.cl)
+	topics, err := adm.ListTopics(ctx, cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("cluster: list topic %s: %w", cfg.Topic, err)
+	}
+	if td, ok := topics[cfg.Topic]; ok && td.Err == nil {
+		if len(td.Partitions) != 1 {
+			return fmt.Errorf("cluster: topic %s has %d partitions; the exchange needs exactly one", cfg.Topic, len(td.Partitions))
+		}
+		return nil
+	}
+	rf, _, err := replicationFor(ctx, adm, cfg.ReplicationFactor, 1, cfg.Topic, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	resp, err := adm.CreateTopic(ctx, 1, rf, map[string]*string{
+		"cleanup.policy": kadm.StringPtr("delete"),
+		"retention.ms":   kadm.StringPtr(strconv.Itoa(10 * 60 * 1000)),
+		"segment.ms":     kadm.StringPtr(strconv.Itoa(10 * 60 * 1000)),
+	}, cfg.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("cluster: create topic %s: %w", cfg.Topic, err)
+	}
+	return nil
+}
+
+// Publish produces one part and waits for the leader's acknowledgement.
+func (t *KafkaTransport) Publish(ctx context.Context, part []byte) error {
+	return t.cl.ProduceSync(ctx, &kgo.Record{Value: part, Partition: 0}).FirstErr()
+}
+
+// Receive returns the next report part.
+func (t *KafkaTransport) Receive(ctx context.Context) ([]byte, error) {
+	for {
+		t.mu.Lock()
+		if len(t.recs) > 0 {
+			r := t.recs[0]
+			t.recs[0] = nil
+			t.recs = t.recs[1:]
+			t.mu.Unlock()
+			return r.Value, nil
+		}
+		t.mu.Unlock()
+		fs := t.cl.PollFetches(ctx)
+		if fs.IsClientClosed() {
+			return nil, kgo.ErrClientClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
+		t.mu.Lock()
+		fs.EachRecord(func(r *kgo.Record) { t.recs = append(t.recs, r) })
+		t.mu.Unlock()
+		if ferr != nil {
+			return nil, ferr
+		}
+	}
+}
+
+// Close closes the client.
+func (t *KafkaTransport) Close() { t.cl.Close() }
