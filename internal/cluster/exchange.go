@@ -96,7 +96,7 @@ type Exchange struct {
 	pendingMs   int64 // when the pending period's tick was
 	renewed     time.Time
 	heardFrom   map[string]int64 // the latest SentMs from each member
-	stats     ExchangeStats
+	stats       ExchangeStats
 }
 
 type memberState struct {

@@ -74,10 +74,10 @@ type clusterState struct {
 	cutSinceMs atomic.Int64 // 0: connected
 	learning   atomic.Bool
 
-	mu      sync.Mutex
+	mu         sync.Mutex
 	drainMs    int64 // last DrainUsage
 	lastTickMs int64 // last Tick
-	remote  map[*bucket]struct{}
+	remote     map[*bucket]struct{}
 }
 
 // fallbackTau is how fast a cut-off instance's stand-in for the others'

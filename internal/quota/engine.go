@@ -248,10 +248,10 @@ type bucket struct {
 	// inflight is bytes of requests forwarded but not yet answered:
 	// fetch reservations (ReserveFetch) or produce requests (HoldProduce).
 	inflight float64
-	dead     bool  // expired or evicted; written with both Engine.mu and mu held
-	slot     int32 // index in the bucket ring; guarded by Engine.mu
-	rslot    int32 // route ring slot of one of its routes, -1: none; Engine.mu
-	seen     int64 // lastActive when the eviction hand last passed; mu
+	dead     bool        // expired or evicted; written with both Engine.mu and mu held
+	slot     int32       // index in the bucket ring; guarded by Engine.mu
+	rslot    int32       // route ring slot of one of its routes, -1: none; Engine.mu
+	seen     int64       // lastActive when the eviction hand last passed; mu
 	share    bucketShare // the exchange with other instances; mu
 	_        cacheLinePad
 }
