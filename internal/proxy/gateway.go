@@ -43,10 +43,10 @@ type Gateway struct {
 	// inherited are the listening sockets taken over from a predecessor
 	// (WithInherited).
 	inherited *accept.Inherited
-	clusterID   atomic.Pointer[string] // from the last metadata refresh
-	creds       auth.CredentialLookup
-	upTLS       *tls.Config
-	upSASL      sasl.Mechanism
+	clusterID atomic.Pointer[string] // from the last metadata refresh
+	creds     auth.CredentialLookup
+	upTLS     *tls.Config
+	upSASL    sasl.Mechanism
 
 	mu       sync.Mutex
 	brokers  map[int32]string // upstream node id -> host:port
