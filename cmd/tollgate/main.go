@@ -132,7 +132,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, _ := os.Executable()
-	binary := newRunningBinary(exe)
+	self := startedFrom(exe)
+	binary := newRunningBinary(self)
 	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path, AcceptorExe: exe, Inherited: inh})
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
@@ -167,10 +168,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 				}
 			}
 			// SIGUSR2, or SIGHUP after an upgrade replaced the binary:
-			// hand over to the binary at exe (errors are logged; this
-			// process then serves on).
+			// hand over to the binary at the path this process was
+			// started from (errors are logged; this process then serves
+			// on).
 			sdNotify("STATUS=Handing over to a new process")
-			if err := a.HandOver(ctx, exe, os.Args[1:]); err != nil {
+			if err := a.HandOver(ctx, self, os.Args[1:]); err != nil {
 				sdNotify("STATUS=" + statusServing + " (the last handover failed: see the log)")
 				continue
 			}

@@ -3,7 +3,10 @@ package main
 import (
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // sdNotify tells the service manager about this process (systemd's
@@ -63,4 +66,27 @@ func (b runningBinary) replaced() bool {
 		return false // being replaced, or gone: nothing to hand over to
 	}
 	return !os.SameFile(st, b.st) || !st.ModTime().Equal(b.st.ModTime()) || st.Size() != b.st.Size()
+}
+
+// startedFrom is the path this process was started by — argv[0], looked up
+// in PATH if it has no slash, made absolute — so that a handover starts
+// what is at that path now, a symlink switched to a new version included.
+// exe (os.Executable, the file itself) when argv[0] cannot be resolved.
+func startedFrom(exe string) string {
+	p := os.Args[0]
+	if !strings.Contains(p, "/") {
+		lp, err := exec.LookPath(p)
+		if err != nil {
+			return exe
+		}
+		p = lp
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return exe
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return exe
+	}
+	return abs
 }

@@ -4,7 +4,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -84,5 +86,60 @@ func TestRunningBinaryReplaced(t *testing.T) {
 	}
 	if newRunningBinary(exe).replaced() {
 		t.Fatal("the test binary reads as replaced")
+	}
+}
+
+// The packages' post-install script reloads (a handover) rather than
+// restarts a running version whose status says it can hand over: the
+// pattern it matches is in the status serve reports.
+func TestPostinstallMatchesServingStatus(t *testing.T) {
+	b, err := os.ReadFile("../../packaging/files/postinstall.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\*"([^"]+)"\*\) systemctl reload tollgate\.service`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("postinstall.sh does not reload a version that can hand over")
+	}
+	if !strings.Contains(statusServing, string(m[1])) {
+		t.Fatalf("postinstall.sh looks for %q in the status text, serve reports %q", m[1], statusServing)
+	}
+}
+
+// A handover starts what is at the path the process was started by, so a
+// symlink switched to a new version is followed (os.Executable would name
+// the old version's file).
+func TestStartedFromFollowsASwitchedSymlink(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"v1", "v2"} {
+		if err := os.WriteFile(filepath.Join(dir, v), []byte(v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "tollgate")
+	if err := os.Symlink("v1", link); err != nil {
+		t.Fatal(err)
+	}
+	arg0 := os.Args[0]
+	defer func() { os.Args[0] = arg0 }()
+	os.Args[0] = link
+	if got := startedFrom("/elsewhere"); got != link {
+		t.Fatalf("startedFrom = %q, want the symlink %q", got, link)
+	}
+	os.Args[0] = "no-such-tollgate-in-path"
+	if got := startedFrom("/elsewhere"); got != "/elsewhere" {
+		t.Fatalf("startedFrom with an unresolvable argv[0] = %q, want the executable", got)
+	}
+	st, _ := os.Stat(filepath.Join(dir, "v1"))
+	b := runningBinary{path: link, st: st}
+	if b.replaced() {
+		t.Fatal("replaced before the switch")
+	}
+	os.Remove(link)
+	if err := os.Symlink("v2", link); err != nil {
+		t.Fatal(err)
+	}
+	if !b.replaced() {
+		t.Fatal("a symlink switched to a new version does not read as replaced")
 	}
 }

@@ -167,10 +167,3 @@ func (u *usageRun) resume(now time.Time) error {
 	go u.loop()
 	return err
 }
-
-// HandedOver reports whether a new process serves in this one's place.
-func (a *App) HandedOver() bool {
-	a.handover.Lock()
-	defer a.handover.Unlock()
-	return a.handedOver
-}
