@@ -80,6 +80,7 @@ func newLimiter(t testing.TB) *admission.Limiter {
 //	exit        exit 3 at once
 //	after-data  take data_dir, then exit 4
 //	silent      say nothing until killed
+//	garbage     send a message the exchange does not know
 func runTestSuccessor(mode string) int {
 	inh, err := Inherit()
 	if err != nil || inh == nil {
@@ -96,6 +97,10 @@ func runTestSuccessor(mode string) int {
 	switch mode {
 	case "exit":
 		return 3
+	case "garbage":
+		inh.ctl.send('Z')
+		<-ctx.Done()
+		return 0
 	case "silent":
 		<-ctx.Done()
 		return 0
@@ -335,6 +340,7 @@ func TestHandoverSuccessorFails(t *testing.T) {
 		{"exit", "exited before it loaded its configuration: exit status 3", 30 * time.Second},
 		{"after-data", "exited before it served: exit status 4", 30 * time.Second},
 		{"silent", "has not loaded its configuration in time", 300 * time.Millisecond},
+		{"garbage", `unexpected control message 'Z'`, 30 * time.Second},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			succ := startSuccessor(t, a, tc.mode, boot)
