@@ -317,7 +317,7 @@ func (s *Successor) await(ctx context.Context, want byte, what string) error {
 		select {
 		case <-s.exited:
 			return fmt.Errorf("the new process (pid %d) exited before it %s: %v", s.Pid(), what, s.waited)
-		case <-time.After(time.Second):
+		case <-time.After(5 * time.Second):
 		}
 		return fmt.Errorf("the new process (pid %d) closed its control socket before it %s", s.Pid(), what)
 	case ctx.Err() != nil:
