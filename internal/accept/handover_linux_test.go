@@ -23,8 +23,9 @@ import (
 // The test binary doubles as the acceptor helper and as the successor of
 // a handover (as tollgate serve is both).
 const (
-	successorModeEnv = "TOLLGATE_TEST_SUCCESSOR"
-	successorAddrEnv = "TOLLGATE_TEST_SUCCESSOR_BOOTSTRAP"
+	successorModeEnv   = "TOLLGATE_TEST_SUCCESSOR"
+	successorAddrEnv   = "TOLLGATE_TEST_SUCCESSOR_BOOTSTRAP"
+	successorBrokerEnv = "TOLLGATE_TEST_SUCCESSOR_BROKER_PORT"
 )
 
 func TestMain(m *testing.M) {
@@ -122,8 +123,10 @@ func runTestSuccessor(mode string) int {
 		return 2
 	}
 	l.Accept()
-	if _, ok := l.Open(0); !ok {
-		fmt.Fprintln(os.Stderr, "successor: broker port 0 not taken over")
+	// As the gateway does once it has read the brokers: the port taken
+	// over starts accepting.
+	if p, err := l.Port(0); err != nil || fmt.Sprint(p) != os.Getenv(successorBrokerEnv) {
+		fmt.Fprintln(os.Stderr, "successor: broker port 0 not taken over:", p, err)
 		return 2
 	}
 	if err := inh.Serving(); err != nil {
@@ -248,6 +251,7 @@ func TestHandoverRefusesAndDropsNothing(t *testing.T) {
 		return tallies[boot].count('A') >= 50 && tallies[broker].count('A') >= 50
 	})
 
+	t.Setenv(successorBrokerEnv, fmt.Sprint(bport))
 	succ := startSuccessor(t, a, "serve", boot)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

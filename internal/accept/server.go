@@ -233,6 +233,11 @@ type brokerPort struct {
 	node int32
 	ln   net.Listener
 	port int32
+	// idle: taken over from a predecessor, not accepting yet: it starts
+	// when Port is first asked for it, that is once the gateway knows the
+	// broker (until then its connections wait in the backlog, or the
+	// predecessor takes them).
+	idle bool
 }
 
 // Listen opens a listener's bootstrap port (or takes it over, see
@@ -252,8 +257,9 @@ func (s *Server) Listen(cfg ListenerConfig, h Handler) (*Listener, error) {
 }
 
 // Accept starts accepting on the bootstrap port (broker ports accept as
-// soon as Port opens them), and on every broker port taken over from a
-// predecessor: they were accepting there, and clients know them.
+// soon as Port opens them). It also takes over every broker port the
+// predecessor handed over, so that none closes: each accepts once Port is
+// asked for it, and Retain closes those of brokers that are gone.
 func (l *Listener) Accept() {
 	l.srv.startLoop(l, l.boot, -1)
 	host, _, _ := net.SplitHostPort(l.cfg.Bootstrap)
@@ -275,11 +281,11 @@ func (l *Listener) Accept() {
 			ln.Close()
 			continue
 		}
-		bp := &brokerPort{node: id, ln: ln, port: int32(ln.Addr().(*net.TCPAddr).Port)}
-		l.ports[id] = bp
+		_, ps, _ := net.SplitHostPort(ln.Addr().String())
+		p, _ := strconv.Atoi(ps)
+		l.ports[id] = &brokerPort{node: id, ln: ln, port: int32(p), idle: true}
 		l.mu.Unlock()
 		l.srv.log.Info("broker port taken over", "listener", l.cfg.Name, "node", id, "addr", ln.Addr().String())
-		l.srv.startLoop(l, ln, id)
 	}
 }
 
@@ -301,6 +307,10 @@ func (l *Listener) Port(id int32) (int32, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if bp, ok := l.ports[id]; ok {
+		if bp.idle && !l.closed {
+			bp.idle = false
+			l.srv.startLoop(l, bp.ln, id)
+		}
 		return bp.port, nil
 	}
 	if l.closed {
