@@ -1,6 +1,8 @@
 // Command tollgate is the Kafka-protocol quota gateway.
 //
-//	tollgate serve [--config tollgate.yaml]   run the gateway (embedded dev cluster when no upstream)
+//	tollgate serve [--config tollgate.yaml]   run the gateway (embedded dev cluster when no upstream);
+//	                                          SIGHUP reloads the config (and hands over to a replaced
+//	                                          binary), SIGUSR2 hands over to the binary, SIGTERM drains
 //	tollgate validate FILE                    check a config file offline
 //	tollgate configs ...                      kafka-configs.sh's flags for quotas and broker configs
 //	tollgate quotas apply|resolve ...         declarative quotas; which quota applies to a client
@@ -96,11 +98,29 @@ func serveFlags(path *string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// statusServing is the service's status text while it serves; the
+// packages' post-install script reads it ("hands over") to tell a running
+// version that can take an upgrade by reload.
+const statusServing = "Serving; systemctl reload hands over to a replaced binary without refusing a connection"
+
 func serve(args []string, stdout, stderr io.Writer) int {
 	path := new(string)
 	if err := serveFlags(path, stderr).Parse(args); err != nil {
 		return 2
 	}
+	// First: an uncaught SIGHUP or SIGUSR2 ends the process.
+	ctl := make(chan os.Signal, 2)
+	signal.Notify(ctl, syscall.SIGHUP, syscall.SIGUSR2)
+	defer signal.Stop(ctl)
+	// Started by a handover: the old process's listening sockets. If this
+	// process fails before it serves, closing them (and the control
+	// socket) tells the old one, which carries on.
+	inh, err := accept.Inherit()
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 1
+	}
+	defer inh.Close()
 	cfg := app.Default()
 	if *path != "" {
 		var err error
@@ -112,7 +132,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	exe, _ := os.Executable()
-	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path, AcceptorExe: exe})
+	self := startedFrom(exe)
+	binary := newRunningBinary(self)
+	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path, AcceptorExe: exe, Inherited: inh})
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1
@@ -121,17 +143,51 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if u := a.HTTPURL(); u != "" {
 		fmt.Fprintf(stdout, "Dashboard: %s/  Metrics: %s/metrics\n", u, u)
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	state := "READY=1\nSTATUS=" + statusServing
+	if inh != nil {
+		// The service's main process from now on: said before the old
+		// one is told, so that its exit is not the service's.
+		state = fmt.Sprintf("MAINPID=%d\n%s", os.Getpid(), state)
+	}
+	if err := sdNotify(state); err != nil {
+		fmt.Fprintln(stderr, "tollgate: sd_notify:", err)
+	}
+	if inh != nil {
+		if err := inh.Serving(); err != nil {
+			fmt.Fprintln(stderr, "tollgate:", err)
+		}
+		inh.Close()
+	}
 	for ctx.Err() == nil {
 		select {
-		case <-hup:
-			a.Reload() // errors are logged; the running config stays
+		case sig := <-ctl:
+			if sig == syscall.SIGHUP {
+				a.Reload() // errors are logged; the running config stays
+				if !binary.replaced() {
+					continue
+				}
+			}
+			// SIGUSR2, or SIGHUP after an upgrade replaced the binary:
+			// hand over to the binary at the path this process was
+			// started from (errors are logged; this process then serves
+			// on).
+			sdNotify("STATUS=Handing over to a new process")
+			if err := a.HandOver(ctx, self, os.Args[1:]); err != nil {
+				sdNotify("STATUS=" + statusServing + " (the last handover failed: see the log)")
+				continue
+			}
+			fmt.Fprintln(stdout, "Handed over to a new process: finishing in-flight requests...")
+			stop()
+			if err := a.Stop(context.Background()); err != nil {
+				fmt.Fprintln(stderr, "tollgate:", err)
+				return 1
+			}
+			return 0
 		case <-ctx.Done():
 		}
 	}
 	stop()
+	sdNotify("STOPPING=1")
 	fmt.Fprintln(stdout, "Shutting down: finishing in-flight requests...")
 	if err := a.Stop(context.Background()); err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)

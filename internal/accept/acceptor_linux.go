@@ -52,6 +52,7 @@ const (
 	pairSndBuf  = 4096            // a port's socketpair: a few messages in flight
 	msgListen   = 'L'             // control: a listening socket and its pair
 	msgClose    = 'C'             // control: sockets to close, with their deadlines
+	msgStop     = 'S'             // control: stop accepting (a handover), keep closing
 	msgReady    = 'R'             // helper -> gateway, once, when it runs
 	helperReady = 5 * time.Second // how long the gateway waits for msgReady
 	helperNice  = 19              // the helper's CPU priority
@@ -173,6 +174,12 @@ func (a *acceptorProc) send(p []byte, fds []int) bool {
 	return true
 }
 
+// stopAccepting tells the helper to stop accepting on every port (a
+// handover): it closes its copies of the listening sockets, passes on what
+// it has accepted and then closes each port's pair. False if the helper is
+// gone.
+func (a *acceptorProc) stopAccepting() bool { return a.send([]byte{msgStop}, nil) }
+
 // listen hands the helper a listening socket and returns the gateway's
 // end of the port's socketpair, from which accepted sockets arrive.
 func (a *acceptorProc) listen(rl *rawListener) (*os.File, error) {
@@ -208,6 +215,8 @@ func helperAccept(l *Listener, rl *rawListener, node int32) {
 		pf.Close()
 		return
 	}
+	rl.viaHelper.Store(true)
+	defer rl.viaHelper.Store(false)
 	rc, err := pf.SyscallConn()
 	if err != nil {
 		rawAccept(l, rl, node)
@@ -240,8 +249,8 @@ func helperAccept(l *Listener, rl *rawListener, node int32) {
 			for _, fd := range fds {
 				syscall.Close(fd)
 			}
-			if rl.isClosed() {
-				return
+			if rl.isClosed() || l.srv.isStopping() {
+				return // closed, or the helper stopped for a handover
 			}
 			l.srv.log.Warn("acceptor helper gone; accepting in the gateway", "listener", l.cfg.Name, "err", rerr)
 			rawAccept(l, rl, node)
@@ -347,6 +356,7 @@ func runHelper() int {
 	}
 	closing := make(chan struct{})
 	parked := newParkedConns()
+	ports := &helperPorts{open: map[*os.File]bool{}}
 	closerDone := make(chan struct{})
 	go func() { parked.run(closing); close(closerDone) }()
 	if _, err := ctl.Write([]byte{msgReady}); err != nil {
@@ -374,9 +384,11 @@ func runHelper() int {
 		switch buf[0] {
 		case msgListen:
 			if len(fds) == 2 {
-				go helperListen(fds[0], fds[1])
+				go helperListen(fds[0], fds[1], ports)
 				continue
 			}
+		case msgStop:
+			ports.stop()
 		case msgClose:
 			for i, fd := range fds {
 				at := time.Now()
@@ -396,14 +408,57 @@ func runHelper() int {
 	return 0
 }
 
+// helperPorts are the listening sockets the helper accepts on, for
+// msgStop.
+type helperPorts struct {
+	mu      sync.Mutex
+	open    map[*os.File]bool
+	stopped bool
+}
+
+// add records a port's listening socket; false once stopped.
+func (p *helperPorts) add(lf *os.File) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.open[lf] = true
+	return true
+}
+
+func (p *helperPorts) remove(lf *os.File) {
+	p.mu.Lock()
+	delete(p.open, lf)
+	p.mu.Unlock()
+}
+
+// stop closes every listening socket: each port's loop then passes on the
+// sockets it has accepted and closes its pair, which the gateway reads to
+// its end.
+func (p *helperPorts) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	for lf := range p.open {
+		lf.Close()
+	}
+}
+
 // helperListen accepts on one port and passes the sockets to the gateway
-// until the gateway closes its end of the port's pair.
-func helperListen(lfd, pfd int) {
+// until the gateway closes its end of the port's pair, or msgStop closes
+// the listening socket.
+func helperListen(lfd, pfd int, ports *helperPorts) {
 	syscall.SetNonblock(lfd, true)
 	lf := os.NewFile(uintptr(lfd), "listener")
 	syscall.SetNonblock(pfd, true)
 	pf := os.NewFile(uintptr(pfd), "acceptor-port")
 	defer pf.Close()
+	if !ports.add(lf) {
+		lf.Close()
+		return
+	}
+	defer ports.remove(lf)
 	lrc, err1 := lf.SyscallConn()
 	prc, err2 := pf.SyscallConn()
 	if err1 != nil || err2 != nil {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pires/go-proxyproto"
@@ -33,6 +34,10 @@ type proxyListener struct {
 	done    chan struct{}
 	once    sync.Once
 	err     error
+	headers sync.WaitGroup // connections whose header is being read
+	// stopped: stopAccepting closed the port; the accept loop ends once
+	// the headers being read are in.
+	stopped atomic.Bool
 }
 
 func newProxyListener(ln net.Listener, cfg ListenerConfig, log *slog.Logger) *proxyListener {
@@ -49,14 +54,29 @@ func (p *proxyListener) run() {
 	for {
 		c, err := p.Listener.Accept()
 		if err != nil {
+			if p.stopped.Load() {
+				p.headers.Wait() // hand them on first: a handover
+			}
 			p.once.Do(func() {
 				p.err = err // before done closes: Accept reads it after
 				close(p.done)
 			})
 			return
 		}
-		go p.header(c)
+		p.headers.Add(1)
+		go func() {
+			defer p.headers.Done()
+			p.header(c)
+		}()
 	}
+}
+
+// stopAccepting closes the port but lets the connections whose header is
+// being read through (StopAccepting); Accept reports the port closed
+// after them.
+func (p *proxyListener) stopAccepting() {
+	p.stopped.Store(true)
+	p.Listener.Close()
 }
 
 // TrustedProxy reports whether addr is within one of the prefixes.

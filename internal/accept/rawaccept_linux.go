@@ -28,6 +28,9 @@ type rawListener struct {
 	// sockets from the acceptor helper (and not, say, in an admission
 	// wait): a backlog that fills then is the helper's doing.
 	waitingHelper atomic.Bool
+	// viaHelper is set while the acceptor helper accepts on this port
+	// (helperAccept reads its pair).
+	viaHelper atomic.Bool
 
 	mu     sync.Mutex
 	f      *os.File // fd registered with the poller, once rawAccept runs
@@ -85,6 +88,8 @@ func (l *rawListener) setPair(f *os.File) bool {
 	l.pair = f
 	return true
 }
+
+func (l *rawListener) helperAccepts() bool { return l.viaHelper.Load() }
 
 func (l *rawListener) isClosed() bool {
 	l.mu.Lock()

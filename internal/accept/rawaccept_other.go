@@ -14,6 +14,8 @@ type rawListener struct{ net.Listener }
 
 func rawCapable(ln net.Listener) net.Listener { return ln }
 
+func (*rawListener) helperAccepts() bool { return false }
+
 func rawAccept(*Listener, *rawListener, int32) {}
 
 var errNoFD = errors.New("bare descriptors are used on Linux only")
@@ -29,6 +31,7 @@ type acceptorProc struct{}
 func (*acceptorProc) running() bool { return false }
 
 func (*acceptorProc) stop()                   {}
+func (*acceptorProc) stopAccepting() bool     { return false }
 func (*acceptorProc) send([]byte, []int) bool { return false }
 
 func helperAccept(*Listener, *rawListener, int32) {}

@@ -45,6 +45,10 @@ type Options struct {
 	AcceptorExe string
 	// Refused is told of refused connections; may be nil.
 	Refused RefusalHook
+	// Inherited are the listening sockets this process took over from its
+	// predecessor (a handover): a port it names is taken, not opened
+	// afresh, so that it is never closed. May be nil.
+	Inherited *Inherited
 }
 
 // Server owns every listening port of a gateway, its accept loops, the
@@ -62,13 +66,20 @@ type Server struct {
 	stall  stallWatch    // the acceptor helper's ports (Linux)
 	stalls atomic.Uint64 // helpers found stalled and killed
 
+	inherited *Inherited
+
 	nextID    func() uint64
 	closeOnce sync.Once
 	closing   chan struct{}
 	wg        sync.WaitGroup // accept loops and the closer of parked sockets
+	loops     sync.WaitGroup // accept loops
 
 	mu        sync.Mutex
 	listeners []*Listener
+	// stopping: StopAccepting has begun; no port opens any more, and an
+	// accept loop whose acceptor helper goes away ends instead of
+	// accepting itself.
+	stopping bool
 }
 
 // NewServer returns a server with no listeners; nextID numbers admitted
@@ -80,6 +91,7 @@ func NewServer(o Options, nextID func() uint64) *Server {
 		listenFn:    o.ListenFunc,
 		refused:     o.Refused,
 		acceptorExe: o.AcceptorExe,
+		inherited:   o.Inherited,
 		parked:      newParkedConns(),
 		nextID:      nextID,
 		closing:     make(chan struct{}),
@@ -135,6 +147,46 @@ func (s *Server) Close() {
 // Wait returns when every accept loop has ended (after Close).
 func (s *Server) Wait() { s.wg.Wait() }
 
+// StopAccepting stops accepting on every port without dropping a
+// connection already accepted, for a handover to a process that holds the
+// same listening sockets: the acceptor helper stops accepting and every
+// socket it had accepted is admitted and served as usual; a PROXY-protocol
+// port serves the connections whose header it is reading. Connections
+// waiting in the ports' backlogs stay there, for the other process. After
+// that, or after wait, every port is closed as by Close.
+func (s *Server) StopAccepting(wait time.Duration) {
+	s.mu.Lock()
+	again := s.stopping
+	s.stopping = true
+	ls := slices.Clone(s.listeners)
+	s.mu.Unlock()
+	if !again {
+		helper := s.acceptor != nil && s.acceptor.stopAccepting()
+		for _, l := range ls {
+			l.stopAccepting(helper)
+		}
+		done := make(chan struct{})
+		go func() {
+			s.loops.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(wait)
+		select {
+		case <-done:
+		case <-t.C:
+			s.log.Warn("accept loops still running after the handover's stop; closing their ports", "waited", wait)
+		}
+		t.Stop()
+	}
+	s.Close()
+}
+
+func (s *Server) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
 // AcceptorProcessRunning reports whether the acceptor helper accepts for
 // this server (tollgate_acceptor_process_up).
 func (s *Server) AcceptorProcessRunning() bool {
@@ -181,13 +233,19 @@ type brokerPort struct {
 	node int32
 	ln   net.Listener
 	port int32
+	// idle: taken over from a predecessor, not accepting yet: it starts
+	// when Port is first asked for it, that is once the gateway knows the
+	// broker (until then its connections wait in the backlog, or the
+	// predecessor takes them).
+	idle bool
 }
 
-// Listen opens a listener's bootstrap port; Accept starts accepting on it.
-// Admitted connections go to h.
+// Listen opens a listener's bootstrap port (or takes it over, see
+// Options.Inherited); Accept starts accepting on it. Admitted connections
+// go to h.
 func (s *Server) Listen(cfg ListenerConfig, h Handler) (*Listener, error) {
 	l := &Listener{srv: s, cfg: cfg, h: h, ports: map[int32]*brokerPort{}}
-	ln, err := s.listen(cfg, cfg.Bootstrap)
+	ln, err := s.listen(cfg, bootstrapKey(cfg.Name), cfg.Bootstrap)
 	if err != nil {
 		return nil, fmt.Errorf("listener %s: %w", cfg.Name, err)
 	}
@@ -199,10 +257,43 @@ func (s *Server) Listen(cfg ListenerConfig, h Handler) (*Listener, error) {
 }
 
 // Accept starts accepting on the bootstrap port (broker ports accept as
-// soon as Port opens them).
+// soon as Port opens them). It also takes over every broker port the
+// predecessor handed over, so that none closes: each accepts once Port is
+// asked for it, and Retain closes those of brokers that are gone.
 func (l *Listener) Accept() {
-	l.srv.wg.Add(1)
-	go l.accept(l.boot, -1)
+	l.srv.startLoop(l, l.boot, -1)
+	host, _, _ := net.SplitHostPort(l.cfg.Bootstrap)
+	for _, id := range l.srv.inherited.brokers(l.cfg.Name) {
+		port := 0
+		if l.cfg.BrokerPortBase > 0 {
+			port = l.cfg.BrokerPortBase + int(id)
+		}
+		key := brokerKey(l.cfg.Name, id)
+		ln, err := l.srv.inherited.Listener(key, net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			l.srv.log.Warn("not taking over a broker port", "listener", l.cfg.Name, "node", id, "err", err)
+			continue
+		}
+		ln = l.srv.wrap(l.cfg, ln)
+		l.mu.Lock()
+		if _, ok := l.ports[id]; ok || l.closed {
+			l.mu.Unlock()
+			ln.Close()
+			continue
+		}
+		_, ps, _ := net.SplitHostPort(ln.Addr().String())
+		p, _ := strconv.Atoi(ps)
+		l.ports[id] = &brokerPort{node: id, ln: ln, port: int32(p), idle: true}
+		l.mu.Unlock()
+		l.srv.log.Info("broker port taken over", "listener", l.cfg.Name, "node", id, "addr", ln.Addr().String())
+	}
+}
+
+// startLoop starts an accept loop.
+func (s *Server) startLoop(l *Listener, ln net.Listener, node int32) {
+	s.wg.Add(1)
+	s.loops.Add(1)
+	go l.accept(ln, node)
 }
 
 // Addr is the bootstrap port's address.
@@ -216,10 +307,17 @@ func (l *Listener) Port(id int32) (int32, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if bp, ok := l.ports[id]; ok {
+		if bp.idle && !l.closed {
+			bp.idle = false
+			l.srv.startLoop(l, bp.ln, id)
+		}
 		return bp.port, nil
 	}
 	if l.closed {
 		return 0, errors.New("listener closed")
+	}
+	if l.srv.isStopping() {
+		return 0, errors.New("handing over: the new process opens it")
 	}
 	host, _, _ := net.SplitHostPort(l.cfg.Bootstrap)
 	port := 0
@@ -229,7 +327,7 @@ func (l *Listener) Port(id int32) (int32, error) {
 			return 0, errors.New("broker_port_base + node id exceeds 65535")
 		}
 	}
-	ln, err := l.srv.listen(l.cfg, net.JoinHostPort(host, strconv.Itoa(port)))
+	ln, err := l.srv.listen(l.cfg, brokerKey(l.cfg.Name, id), net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		return 0, err
 	}
@@ -238,8 +336,7 @@ func (l *Listener) Port(id int32) (int32, error) {
 	bp := &brokerPort{node: id, ln: ln, port: int32(p)}
 	l.ports[id] = bp
 	l.srv.log.Info("broker port open", "listener", l.cfg.Name, "node", id, "addr", ln.Addr().String())
-	l.srv.wg.Add(1)
-	go l.accept(ln, id)
+	l.srv.startLoop(l, ln, id)
 	return bp.port, nil
 }
 
@@ -304,8 +401,38 @@ func (l *Listener) Close() {
 	}
 }
 
+// stopAccepting stops this listener's ports accepting (StopAccepting):
+// those the acceptor helper accepts for end when it has passed on what it
+// accepted (helper says it was told to stop); a PROXY-protocol port ends
+// when the headers it is reading are in; the others close at once (their
+// accept loops serve every socket they accept before they look again).
+func (l *Listener) stopAccepting(helper bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	stop := func(ln net.Listener) {
+		switch t := ln.(type) {
+		case *proxyListener:
+			t.stopAccepting()
+		case *rawListener:
+			if !helper || !t.helperAccepts() {
+				t.Close()
+			}
+		default:
+			ln.Close()
+		}
+	}
+	stop(l.boot)
+	for _, bp := range l.ports {
+		stop(bp.ln)
+	}
+}
+
 func (l *Listener) accept(ln net.Listener, node int32) {
 	defer l.srv.wg.Done()
+	defer l.srv.loops.Done()
 	if rl, ok := ln.(*rawListener); ok {
 		if l.srv.acceptor != nil {
 			helperAccept(l, rl, node)
@@ -380,21 +507,34 @@ func (l *Listener) admitAndServe(sock socket, node int32, spare **admission.Conn
 	l.h.Serve(c, node, ac)
 }
 
-// listen opens one port of a listener, reading PROXY headers if the
-// listener is configured to. TLS is layered by the session on each
-// connection served, not on the listener: a refused socket costs no TLS
-// state.
-func (s *Server) listen(cfg ListenerConfig, addr string) (net.Listener, error) {
-	ln, err := s.listenFn("tcp", addr)
+// listen opens one port of a listener (named key), or takes it over from
+// the predecessor, reading PROXY headers if the listener is configured to.
+// TLS is layered by the session on each connection served, not on the
+// listener: a refused socket costs no TLS state.
+func (s *Server) listen(cfg ListenerConfig, key, addr string) (net.Listener, error) {
+	ln, err := s.inherited.Listener(key, addr)
+	switch {
+	case err != nil:
+		s.log.Warn("not taking over a port; opening it afresh", "listener", cfg.Name, "err", err)
+	case ln != nil:
+		s.log.Info("port taken over", "listener", cfg.Name, "port", key, "addr", ln.Addr().String())
+		return s.wrap(cfg, ln), nil
+	}
+	ln, err = s.listenFn("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	return s.wrap(cfg, ln), nil
+}
+
+// wrap layers what the listener's configuration asks for on a port.
+func (s *Server) wrap(cfg ListenerConfig, ln net.Listener) net.Listener {
 	if cfg.ProxyProtocol {
 		ln = newProxyListener(ln, cfg, s.log)
 	} else if s.admit != nil {
 		ln = rawCapable(ln)
 	}
-	return ln, nil
+	return ln
 }
 
 // listenNoKeepAlive listens without Go's default TCP keep-alive on accepted

@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
@@ -57,6 +58,7 @@ type App struct {
 	gw          *proxy.Gateway
 	metrics     *metrics.Metrics
 	httpLn      net.Listener
+	httpTCP     net.Listener // httpLn under its TLS layer, for a handover
 	httpSrv     *http.Server
 	usage       *usageRun // nil when usage.enabled is false (usage.go)
 	// apiKeys is where API keys are looked up: the store, then the
@@ -75,6 +77,10 @@ type App struct {
 	// loginRefused counts its refusals.
 	logins       *auth.LoginLimiter
 	loginRefused func()
+	// handover is one handover at a time; handedOver is set once a new
+	// process serves in this one's place (handover.go).
+	handover   sync.Mutex
+	handedOver bool
 }
 
 // now is the clock of the failed-login limit (Options.Now, or time.Now).
@@ -109,6 +115,11 @@ type Options struct {
 	// UpstreamDial replaces the dialer of every upstream connection
 	// (gateway sessions, metadata, the audit topic sink).
 	UpstreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Inherited, when this process was started by a handover
+	// (accept.Inherit), are its predecessor's listening sockets: the
+	// listeners and the admin port take them over, and data_dir is opened
+	// only once the predecessor has released it.
+	Inherited *accept.Inherited
 }
 
 // NewLogger builds the logger a LogConfig asks for.
@@ -173,6 +184,14 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		upstream = dev.Addrs()
 		a.log.Info("embedded development cluster started", "brokers", len(upstream), "addrs", upstream)
 	}
+	if o.Inherited != nil {
+		// Everything before needs nothing of data_dir, which the
+		// predecessor holds until now.
+		if err := o.Inherited.TakeDataDir(ctx); err != nil {
+			a.closeAll()
+			return nil, err
+		}
+	}
 	if err := a.openControl(upstream); err != nil {
 		a.closeAll()
 		return nil, err
@@ -219,6 +238,9 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	popts = append(popts, secOpts...)
 	if o.AcceptorExe != "" && cfg.Socket.UseAcceptorProcess() {
 		popts = append(popts, proxy.WithAcceptorProcess(o.AcceptorExe))
+	}
+	if o.Inherited != nil {
+		popts = append(popts, proxy.WithInherited(o.Inherited))
 	}
 	gw, err := proxy.New(pcfg, popts...)
 	if err != nil {

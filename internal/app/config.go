@@ -44,6 +44,9 @@ type Config struct {
 	Socket SocketConfig `yaml:"socket"`
 	// ShutdownTimeout bounds how long SIGTERM waits for in-flight requests.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// HandoverTimeout bounds how long a handover waits for the new
+	// process to serve (handover.go).
+	HandoverTimeout time.Duration `yaml:"handover_timeout"`
 	// Quota holds the quota.* settings (restart to change).
 	Quota QuotaSettings `yaml:"quota"`
 	// Quotas are client quotas declared in the file; applied live when the
@@ -174,6 +177,9 @@ func (c *Config) setDefaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	if c.HandoverTimeout == 0 {
+		c.HandoverTimeout = DefaultHandoverTimeout
+	}
 }
 
 // Validate checks the whole configuration offline.
@@ -243,6 +249,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, errors.New("shutdown_timeout must not be negative"))
+	}
+	if c.HandoverTimeout < 0 {
+		errs = append(errs, errors.New("handover_timeout must not be negative"))
 	}
 	if _, err := buildQuotas(c.Quotas); err != nil {
 		errs = append(errs, err)

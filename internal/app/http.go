@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/httpapi"
 	"github.com/tollgate/tollgate/internal/principal"
@@ -165,10 +166,16 @@ func (a *App) startHTTP() error {
 			return fmt.Errorf("http.%w", err)
 		}
 	}
-	ln, err := net.Listen("tcp", c.Address)
+	ln, err := a.opts.Inherited.Listener(accept.HTTPSocket, c.Address)
 	if err != nil {
-		return fmt.Errorf("http: %w", err)
+		a.log.Warn("not taking over the admin port; opening it afresh", "err", err)
 	}
+	if ln == nil {
+		if ln, err = net.Listen("tcp", c.Address); err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+	}
+	a.httpTCP = ln
 	if st != nil {
 		ln = tls.NewListener(ln, st.Config())
 	}

@@ -49,6 +49,9 @@ type usageRun struct {
 	err  error
 	// started: the loop and the publisher run (startUsage).
 	started bool
+	// paused: data_dir is released to a new process; the ledger is
+	// closed and its loop stopped (handover.go).
+	paused bool
 }
 
 // clock is the app's clock: Options.Now, or time.Now.
@@ -186,7 +189,7 @@ func (a *App) stopUsage(ctx context.Context) error {
 		return nil
 	}
 	u.once.Do(func() {
-		if u.started {
+		if u.started && !u.paused {
 			close(u.stop)
 			<-u.done
 		}

@@ -40,10 +40,13 @@ type Gateway struct {
 	acc       *accept.Server
 	// acceptorExe is the acceptor helper's binary (WithAcceptorProcess).
 	acceptorExe string
-	clusterID   atomic.Pointer[string] // from the last metadata refresh
-	creds       auth.CredentialLookup
-	upTLS       *tls.Config
-	upSASL      sasl.Mechanism
+	// inherited are the listening sockets taken over from a predecessor
+	// (WithInherited).
+	inherited *accept.Inherited
+	clusterID atomic.Pointer[string] // from the last metadata refresh
+	creds     auth.CredentialLookup
+	upTLS     *tls.Config
+	upSASL    sasl.Mechanism
 
 	mu       sync.Mutex
 	brokers  map[int32]string // upstream node id -> host:port
@@ -152,7 +155,8 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("upstream client: %w", err)
 	}
 	g.meta = meta
-	ao := accept.Options{Log: g.log, Admission: g.admit, ListenFunc: g.listenFn, AcceptorExe: g.acceptorExe, Refused: &g.hooks}
+	ao := accept.Options{Log: g.log, Admission: g.admit, ListenFunc: g.listenFn, AcceptorExe: g.acceptorExe, Refused: &g.hooks,
+		Inherited: g.inherited}
 	g.acc = accept.NewServer(ao, func() uint64 { return g.nextID.Add(1) })
 	g.acc.Start()
 	for _, lc := range g.cfg.Listeners {
@@ -404,6 +408,35 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		g.meta.Close()
 	}
 	return err
+}
+
+// Sockets duplicates every listening socket of the gateway, for a new
+// process taking over (accept.StartSuccessor); the caller closes them.
+func (g *Gateway) Sockets() ([]accept.Socket, error) {
+	if g.acc == nil {
+		return nil, errors.New("gateway not started")
+	}
+	return g.acc.Sockets()
+}
+
+// handoverStopWait bounds how long StopAccepting waits for the sockets
+// already accepted to be handed to sessions.
+const handoverStopWait = 2 * time.Second
+
+// StopAccepting stops accepting without dropping a connection already
+// accepted (the acceptor helper's are served), leaving the connections
+// still in the ports' backlogs to the process that took the listening
+// sockets over. Shutdown then drains the sessions.
+func (g *Gateway) StopAccepting() {
+	if g.acc != nil {
+		g.acc.StopAccepting(handoverStopWait)
+	}
+}
+
+// WithInherited makes the gateway take over the listening sockets a
+// predecessor handed it (accept.Inherit) instead of opening its ports.
+func WithInherited(h *accept.Inherited) Option {
+	return func(g *Gateway) { g.inherited = h }
 }
 
 func (g *Gateway) closeListeners() {

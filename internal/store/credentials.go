@@ -63,7 +63,7 @@ type ScramResult struct {
 // then mechanism.
 func (s *Store) ScramCredentials() ([]ScramEntry, error) {
 	var out []ScramEntry
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketScram)
 		return root.ForEachBucket(func(user []byte) error {
 			return root.Bucket(user).ForEach(func(mech, cred []byte) error {
@@ -79,7 +79,7 @@ func (s *Store) ScramCredentials() ([]ScramEntry, error) {
 func (s *Store) ScramCredential(user, mechanism string) (string, bool, error) {
 	var cred string
 	var ok bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketScram).Bucket([]byte(user))
 		if b == nil {
 			return nil
@@ -186,7 +186,7 @@ func decodeAPIKey(v []byte) (APIKey, error) {
 // creation time then id.
 func (s *Store) APIKeys() ([]APIKey, error) {
 	var out []APIKey
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketAPIKeys).ForEach(func(_, v []byte) error {
 			k, err := decodeAPIKey(v)
 			if err != nil {
@@ -209,7 +209,7 @@ func (s *Store) APIKeys() ([]APIKey, error) {
 func (s *Store) APIKey(id string) (APIKey, bool, error) {
 	var k APIKey
 	var ok bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		if validAPIKeyID(id) != nil {
 			return nil
 		}
@@ -244,7 +244,7 @@ func (s *Store) PutAPIKeyFunc(k APIKey, before func() error) error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAPIKeys)
 		if b.Get([]byte(k.ID)) != nil {
 			return fmt.Errorf("%w: API key %q", ErrExists, k.ID)
@@ -272,7 +272,7 @@ func (s *Store) PutAPIKeyFunc(k APIKey, before func() error) error {
 func (s *Store) RevokeAPIKeyFunc(id string, before func(old APIKey) error) (APIKey, error) {
 	var old APIKey
 	changed := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		if validAPIKeyID(id) != nil {
 			return fmt.Errorf("%w: API key %q", ErrNotFound, id)
 		}

@@ -51,7 +51,10 @@ const lockTimeout = time.Second
 // Store is the durable configuration store. Its methods are safe for
 // concurrent use; write transactions are serialised by bbolt.
 type Store struct {
-	db   *bolt.DB
+	// dbMu guards db against Release and Reacquire: every transaction
+	// holds it for reading.
+	dbMu sync.RWMutex
+	db   *bolt.DB // nil while released
 	path string
 
 	logs logState // the shared log of a Tollgate cluster (log.go)
@@ -72,9 +75,19 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	db, err := openDB(path, lockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: db, path: path, subs: make(map[chan struct{}]struct{})}, nil
+}
+
+// openDB opens the file at path, waiting up to wait for another process
+// to let go of it, and checks (or writes) its schema.
+func openDB(path string, wait time.Duration) (*bolt.DB, error) {
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, fs.ErrNotExist)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: wait})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("store: %s is in use by another process", path)
 	}
@@ -106,13 +119,13 @@ func Open(dir string) (*Store, error) {
 	})
 	if err == nil && created {
 		// The new file's directory entry must be durable too.
-		err = syncDir(dir)
+		err = syncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	return &Store{db: db, path: path, subs: make(map[chan struct{}]struct{})}, nil
+	return db, nil
 }
 
 func syncDir(dir string) error {
@@ -139,7 +152,80 @@ func (s *Store) Close() error {
 		clear(s.subs)
 	}
 	s.mu.Unlock()
-	return s.db.Close()
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// ErrReleased is what every read and write returns while the store's file
+// is released to another process (Release).
+var ErrReleased = errors.New("store: the data directory is handed over to a new tollgate process; retry")
+
+// Release closes the file without closing the store, so that another
+// process (a new binary taking over, see accept.Successor) can open it:
+// bbolt lets one process hold it. Transactions in progress finish first;
+// until Reacquire every read and write fails with ErrReleased.
+// Subscriptions stay open.
+func (s *Store) Release() error {
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+// Reacquire opens the file again after Release, waiting up to wait for
+// the other process to let go of it. The other process may have changed
+// it meanwhile: subscribers are told, as after a commit.
+func (s *Store) Reacquire(wait time.Duration) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return errors.New("store: closed")
+	}
+	s.dbMu.Lock()
+	if s.db != nil {
+		s.dbMu.Unlock()
+		return nil
+	}
+	db, err := openDB(s.path, wait)
+	if err != nil {
+		s.dbMu.Unlock()
+		return err
+	}
+	s.db = db
+	s.dbMu.Unlock()
+	s.notify()
+	return nil
+}
+
+// view runs a read transaction, unless the file is released.
+func (s *Store) view(fn func(*bolt.Tx) error) error {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if s.db == nil {
+		return ErrReleased
+	}
+	return s.db.View(fn)
+}
+
+// update runs a write transaction, unless the file is released.
+func (s *Store) update(fn func(*bolt.Tx) error) error {
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
+	if s.db == nil {
+		return ErrReleased
+	}
+	return s.db.Update(fn)
 }
 
 // Subscribe returns a channel that receives a value after every committed
@@ -231,7 +317,7 @@ func decodeFloat(b []byte) (float64, error) {
 // canonical key.
 func (s *Store) ClientQuotas() ([]EntityQuotas, error) {
 	var out []EntityQuotas
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketQuotas)
 		return root.ForEachBucket(func(k []byte) error {
 			e, err := decodeEntity(k)
@@ -259,7 +345,7 @@ func (s *Store) ClientQuota(e Entity) (map[string]float64, error) {
 		return nil, err
 	}
 	vals := map[string]float64{}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketQuotas).Bucket(c.Key())
 		if b == nil {
 			return nil
@@ -441,7 +527,7 @@ type BrokerResult struct {
 // then brokers by id.
 func (s *Store) BrokerConfigs() ([]BrokerConfigs, error) {
 	var out []BrokerConfigs
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketBrokers)
 		return root.ForEachBucket(func(k []byte) error {
 			b, err := decodeBroker(k)
@@ -553,7 +639,7 @@ func alterAll[C, R any](s *Store, bucket []byte, changes []C, alter func(*bolt.B
 	changedOf func(R) bool, before func([]R) error) ([]R, error) {
 	results := make([]R, 0, len(changes))
 	changed := false
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucket)
 		for _, ch := range changes {
 			r, err := alter(root, ch)

@@ -471,3 +471,85 @@ func kill9Child(dir string) {
 		fmt.Printf("acked %d\n", i)
 	}
 }
+
+// Release lets another opener (a new tollgate process taking over) have
+// the file while the store stays open: reads and writes fail with
+// ErrReleased, nothing is changed. Reacquire takes the file back once the
+// other has let go, sees what it wrote, and tells subscribers.
+func TestReleaseReacquire(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	u := MustEntity(Named(TypeUser, "u"))
+	if err := s.AlterClientQuotas([]EntityChange{{Entity: u, Ops: []Op{set("a", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	ch, cancel := s.Subscribe()
+	defer cancel()
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(); err != nil {
+		t.Fatalf("a second Release: %v", err)
+	}
+	if _, err := s.ClientQuota(u); !errors.Is(err, ErrReleased) {
+		t.Fatalf("read while released: %v, want ErrReleased", err)
+	}
+	if err := s.AlterClientQuotas([]EntityChange{{Entity: u, Ops: []Op{set("a", 9)}}}); !errors.Is(err, ErrReleased) {
+		t.Fatalf("write while released: %v, want ErrReleased", err)
+	}
+	if _, err := s.APIKeys(); !errors.Is(err, ErrReleased) {
+		t.Fatalf("credentials read while released: %v, want ErrReleased", err)
+	}
+
+	other, err := Open(dir) // the file lock is free
+	if err != nil {
+		t.Fatalf("another opener after Release: %v", err)
+	}
+	if got := values(t, other, u); got["a"] != 1 {
+		t.Fatalf("the other opener reads %v: a write while released changed something", got)
+	}
+	if err := other.AlterClientQuotas([]EntityChange{{Entity: u, Ops: []Op{set("b", 2)}}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.Reacquire(100 * time.Millisecond); err == nil {
+		t.Fatal("Reacquire while the other opener holds the file succeeded")
+	} else if time.Since(start) > 5*time.Second {
+		t.Fatalf("Reacquire waited %v", time.Since(start))
+	}
+	other.Close()
+	if err := s.Reacquire(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("no signal after Reacquire: subscribers would miss what the other process changed")
+	}
+	if got := values(t, s, u); got["a"] != 1 || got["b"] != 2 {
+		t.Fatalf("after Reacquire: %v, want the other opener's change too", got)
+	}
+	if err := s.AlterClientQuotas([]EntityChange{{Entity: u, Ops: []Op{set("c", 3)}}}); err != nil {
+		t.Fatalf("write after Reacquire: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reacquire(time.Second); err == nil {
+		t.Fatal("Reacquire after Close succeeded")
+	}
+}
+
+// Close of a released store closes nothing twice.
+func TestCloseReleased(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

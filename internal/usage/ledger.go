@@ -232,6 +232,57 @@ func (l *Ledger) Close() error {
 	return errors.Join(err, l.out.close())
 }
 
+// Reopen resumes writing after Close, when the directory comes back to
+// this process (a handover to a new process that failed: another process
+// may have written minutes meanwhile). It reads the last minute written
+// again; what was counted since Close, and from now on, goes into the
+// minute after it or later, and is written by the next Flush.
+func (l *Ledger) Reopen(now time.Time) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if !l.closed {
+		return nil
+	}
+	last, found, err := recoverLast(l.o.Dir, l.o.Log.Warn)
+	if err != nil {
+		return fmt.Errorf("usage ledger %s: %w", l.o.Dir, err)
+	}
+	if found && (!l.written || last > l.last) {
+		l.last, l.written = last, true
+	}
+	if l.written {
+		floor := l.last + 1
+		// Minutes Close could not write go back into the counts: the
+		// other process may have written their minutes since.
+		s0 := &l.shards[0]
+		s0.mu.Lock()
+		for _, m := range l.pending {
+			for _, r := range m.Rows {
+				s0.closed = append(s0.closed, row{key: key{user: r.User, clientID: r.ClientID, overflow: r.Overflow}, minute: floor, c: r.Counters})
+			}
+		}
+		s0.mu.Unlock()
+		clear(l.pending)
+		l.pending = l.pending[:0]
+		for i := range l.shards {
+			s := &l.shards[i]
+			s.mu.Lock()
+			s.floor = max(s.floor, floor)
+			for j := range s.closed {
+				s.closed[j].minute = max(s.closed[j].minute, floor)
+			}
+			for _, ce := range s.cells {
+				ce.minute = max(ce.minute, floor)
+			}
+			s.mu.Unlock()
+		}
+	}
+	l.out = appender{dir: l.o.Dir}
+	l.closed = false
+	l.prune(now)
+	return nil
+}
+
 // harvest moves every count of a minute before cur out of the shards into
 // pending minutes; from then on counts go to cur or later. flushMu is
 // held.

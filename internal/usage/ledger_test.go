@@ -506,3 +506,49 @@ func TestMinutesAfter(t *testing.T) {
 		t.Fatalf("minutes after %s: %v %v", t0, got, err)
 	}
 }
+
+// A handover that fails: the ledger is closed (its open minute written)
+// while the process keeps serving, another process writes a minute of its
+// own, then the directory comes back (Reopen). What was counted while
+// closed is kept and written after the other process's minutes; no
+// minute is written twice, nothing is lost.
+func TestReopenAfterAnotherWriter(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, t0)
+	l.Record("u", "c", wire.KeyProduce, 100, 0, 0, t0.Add(10*time.Second))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Still serving while closed.
+	l.Record("u", "c", wire.KeyProduce, 20, 0, 0, t0.Add(20*time.Second))
+	// The other process, on the same directory, writes the next minute.
+	other := open(t, dir, t0.Add(30*time.Second))
+	other.Record("o", "c", wire.KeyProduce, 7, 0, 0, t0.Add(70*time.Second))
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(t0.Add(80 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(t0.Add(80 * time.Second)); err != nil {
+		t.Fatalf("a second Reopen: %v", err)
+	}
+	if last, ok := l.LastWritten(); !ok || !last.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("last written after Reopen %v %v, want the other's minute %s", last, ok, t0.Add(time.Minute))
+	}
+	l.Record("u", "c", wire.KeyProduce, 3, 0, 0, t0.Add(85*time.Second))
+	if err := l.Flush(t0.Add(3 * time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ms := readAll(t, dir)
+	tot := checkOnce(t, ms)
+	if len(ms) != 3 || !ms[2].Minute.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("minutes %+v, want t0, the other's t0+1m, then t0+2m", ms)
+	}
+	if tot["u/c"].ProduceBytes != 123 || tot["o/c"].ProduceBytes != 7 {
+		t.Fatalf("totals %+v, want u/c 123 (nothing lost while closed) and o/c 7", tot)
+	}
+}

@@ -7,8 +7,14 @@ chown root:tollgate /etc/tollgate/tollgate.yaml
 chmod 0640 /etc/tollgate/tollgate.yaml
 if [ -d /run/systemd/system ]; then
     systemctl daemon-reload >/dev/null 2>&1 || true
-    # An upgrade restarts a running gateway on the new binary.
-    systemctl try-restart tollgate.service >/dev/null 2>&1 || true
+    # An upgrade moves a running gateway to the new binary. A version that can
+    # hand its sockets over says so in its status: reload it (SIGHUP sees the
+    # replaced binary and hands over, refusing no connection). An older one
+    # is restarted.
+    case "$(systemctl show -p StatusText --value tollgate.service 2>/dev/null)" in
+    *"hands over"*) systemctl reload tollgate.service >/dev/null 2>&1 || true ;;
+    *) systemctl try-restart tollgate.service >/dev/null 2>&1 || true ;;
+    esac
 fi
 case "$1" in
 configure | 1)

@@ -535,6 +535,11 @@ func checkScripts(t *testing.T, pre, post string) {
 	if !strings.Contains(pre, "useradd --system --gid tollgate") || !strings.Contains(post, "install -d -o tollgate -g tollgate -m 0700 /var/lib/tollgate") {
 		t.Errorf("scripts do not set up the tollgate user:\n%s\n%s", pre, post)
 	}
+	// An upgrade hands over to the new binary (systemctl reload) when the
+	// running version can; cmd/tollgate's tests tie the status text.
+	if !strings.Contains(post, "systemctl reload tollgate.service") || !strings.Contains(post, "systemctl try-restart tollgate.service") {
+		t.Errorf("postinstall does not reload (or, for an older running version, restart) on upgrade:\n%s", post)
+	}
 	for _, s := range []string{pre, post} {
 		cmd := exec.Command("sh", "-n")
 		cmd.Stdin = strings.NewReader(s)
@@ -605,8 +610,9 @@ func unit(s string) map[string]map[string][]string {
 }
 
 // checkUnit: the hardened unit runs the packaged binary on the packaged
-// config as its own user, reloads with SIGHUP, may write only data_dir, and
-// may open enough files for max.connections.
+// config as its own user, is told when it is ready (and who its main
+// process is after a handover), reloads with SIGHUP, may write only
+// data_dir, and may open enough files for max.connections.
 func checkUnit(t *testing.T, text string, pkg map[string]pkgFile) {
 	t.Helper()
 	u := unit(text)
@@ -622,6 +628,9 @@ func checkUnit(t *testing.T, text string, pkg map[string]pkgFile) {
 		"User": "tollgate", "Group": "tollgate", "Restart": "on-failure", "NoNewPrivileges": "yes",
 		"ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes", "PrivateDevices": "yes",
 		"ExecReload": "/bin/kill -HUP $MAINPID", "CapabilityBoundingSet": "", "StateDirectory": "tollgate",
+		// READY=1 from tollgate serve; MAINPID= from the new process of a
+		// handover (sd_notify, cmd/tollgate/notify.go).
+		"Type": "notify", "NotifyAccess": "all",
 	} {
 		if got := one(k); got != v {
 			t.Errorf("[Service] %s=%q, want %q", k, got, v)
