@@ -100,7 +100,9 @@ func (s *Store) ScramCredential(user, mechanism string) (string, bool, error) {
 // event there, and an error from it commits nothing and is returned
 // unchanged. before must not use the store.
 func (s *Store) AlterScramFunc(changes []ScramChange, before func([]ScramResult) error) ([]ScramResult, error) {
-	return alterAll(s, bucketScram, changes, alterScram, func(r ScramResult) bool { return r.Changed }, before)
+	return alterAll(s, bucketScram, changes, alterScram, func(r ScramResult) bool { return r.Changed }, func(r ScramResult) []leaf {
+		return []leaf{{top: bucketScram, nested: []byte(r.User), key: []byte(r.Mechanism)}}
+	}, before)
 }
 
 func alterScram(root *bolt.Bucket, ch ScramChange) (ScramResult, error) {
@@ -244,24 +246,21 @@ func (s *Store) PutAPIKeyFunc(k APIKey, before func() error) error {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	err = s.update(func(tx *bolt.Tx) error {
+	return s.write(func(tx *bolt.Tx) ([]leaf, bool, error) {
 		b := tx.Bucket(bucketAPIKeys)
 		if b.Get([]byte(k.ID)) != nil {
-			return fmt.Errorf("%w: API key %q", ErrExists, k.ID)
+			return nil, false, fmt.Errorf("%w: API key %q", ErrExists, k.ID)
 		}
 		if err := b.Put([]byte(k.ID), data); err != nil {
-			return err
+			return nil, false, err
 		}
 		if before != nil {
-			return before()
+			if err := before(); err != nil {
+				return nil, false, err
+			}
 		}
-		return nil
+		return []leaf{{top: bucketAPIKeys, key: []byte(k.ID)}}, true, nil
 	})
-	if err != nil {
-		return err
-	}
-	s.notify()
-	return nil
 }
 
 // RevokeAPIKeyFunc marks a key revoked and returns it as it was before. An
@@ -271,42 +270,41 @@ func (s *Store) PutAPIKeyFunc(k APIKey, before func() error) error {
 // commit, as in AlterClientQuotasFunc.
 func (s *Store) RevokeAPIKeyFunc(id string, before func(old APIKey) error) (APIKey, error) {
 	var old APIKey
-	changed := false
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.write(func(tx *bolt.Tx) ([]leaf, bool, error) {
 		if validAPIKeyID(id) != nil {
-			return fmt.Errorf("%w: API key %q", ErrNotFound, id)
+			return nil, false, fmt.Errorf("%w: API key %q", ErrNotFound, id)
 		}
 		b := tx.Bucket(bucketAPIKeys)
 		v := b.Get([]byte(id))
 		if v == nil {
-			return fmt.Errorf("%w: API key %q", ErrNotFound, id)
+			return nil, false, fmt.Errorf("%w: API key %q", ErrNotFound, id)
 		}
 		var err error
 		if old, err = decodeAPIKey(v); err != nil {
-			return err
+			return nil, false, err
 		}
+		changed := false
 		if !old.Revoked {
 			k := old
 			k.Revoked = true
 			data, err := json.Marshal(k)
 			if err != nil {
-				return err
+				return nil, false, err
 			}
 			if err := b.Put([]byte(id), data); err != nil {
-				return err
+				return nil, false, err
 			}
 			changed = true
 		}
 		if before != nil {
-			return before(old)
+			if err := before(old); err != nil {
+				return nil, false, err
+			}
 		}
-		return nil
+		return []leaf{{top: bucketAPIKeys, key: []byte(id)}}, changed, nil
 	})
 	if err != nil {
 		return APIKey{}, err
-	}
-	if changed {
-		s.notify()
 	}
 	return old, nil
 }

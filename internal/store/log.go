@@ -97,6 +97,7 @@ func logKey(l leaf) []byte {
 }
 
 func parseLogKey(k []byte) (leaf, error) {
+	k0 := k
 	bad := fmt.Errorf("store: malformed shared log key of %d bytes", len(k))
 	if len(k) < 1 || k[0] != logKeyFormat {
 		return leaf{}, bad
@@ -119,6 +120,10 @@ func parseLogKey(k []byte) (leaf, error) {
 	}
 	l.key = k
 	if len(l.key) == 0 || len(l.key) > bolt.MaxKeySize || len(l.nested) > bolt.MaxKeySize {
+		return leaf{}, bad
+	}
+	// One leaf, one key: an overlong length encoding is not the leaf's key.
+	if len(logKey(l)) != len(k0) {
 		return leaf{}, bad
 	}
 	return l, nil

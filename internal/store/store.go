@@ -385,7 +385,13 @@ func (s *Store) AlterClientQuotas(changes []EntityChange) error {
 // transaction replaced (no other write can interleave). before must not
 // use the store. The results are returned on success.
 func (s *Store) AlterClientQuotasFunc(changes []EntityChange, before func([]EntityResult) error) ([]EntityResult, error) {
-	return alterAll(s, bucketQuotas, changes, alterEntity, func(r EntityResult) bool { return r.Changed }, before)
+	return alterAll(s, bucketQuotas, changes, alterEntity, func(r EntityResult) bool { return r.Changed }, func(r EntityResult) []leaf {
+		ls := make([]leaf, len(r.Changes))
+		for i, c := range r.Changes {
+			ls[i] = leaf{top: bucketQuotas, nested: r.Entity.Key(), key: []byte(c.Key)}
+		}
+		return ls
+	}, before)
 }
 
 func alterEntity(root *bolt.Bucket, ch EntityChange) (EntityResult, error) {
@@ -574,7 +580,13 @@ func (s *Store) SetBrokerConfigs(changes []BrokerChange) error {
 // SetBrokerConfigsFunc is SetBrokerConfigs with a hook called before the
 // commit, as AlterClientQuotasFunc.
 func (s *Store) SetBrokerConfigsFunc(changes []BrokerChange, before func([]BrokerResult) error) ([]BrokerResult, error) {
-	return alterAll(s, bucketBrokers, changes, alterBroker, func(r BrokerResult) bool { return r.Changed }, before)
+	return alterAll(s, bucketBrokers, changes, alterBroker, func(r BrokerResult) bool { return r.Changed }, func(r BrokerResult) []leaf {
+		ls := make([]leaf, len(r.Changes))
+		for i, c := range r.Changes {
+			ls[i] = leaf{top: bucketBrokers, nested: encodeBroker(r.Broker), key: []byte(c.Key)}
+		}
+		return ls
+	}, before)
 }
 
 func alterBroker(root *bolt.Bucket, ch BrokerChange) (BrokerResult, error) {
@@ -636,29 +648,33 @@ func alterBroker(root *bolt.Bucket, ch BrokerChange) (BrokerResult, error) {
 // every result, then the commit; on any error nothing is committed. The
 // change feed fires if a result says something changed.
 func alterAll[C, R any](s *Store, bucket []byte, changes []C, alter func(*bolt.Bucket, C) (R, error),
-	changedOf func(R) bool, before func([]R) error) ([]R, error) {
-	results := make([]R, 0, len(changes))
-	changed := false
-	err := s.update(func(tx *bolt.Tx) error {
+	changedOf func(R) bool, leavesOf func(R) []leaf, before func([]R) error) ([]R, error) {
+	var results []R
+	err := s.write(func(tx *bolt.Tx) ([]leaf, bool, error) {
+		results = make([]R, 0, len(changes))
+		changed := false
+		var leaves []leaf
 		root := tx.Bucket(bucket)
 		for _, ch := range changes {
 			r, err := alter(root, ch)
 			if err != nil {
-				return err
+				return nil, false, err
 			}
-			changed = changed || changedOf(r)
+			if changedOf(r) {
+				changed = true
+				leaves = append(leaves, leavesOf(r)...)
+			}
 			results = append(results, r)
 		}
 		if before != nil {
-			return before(results)
+			if err := before(results); err != nil {
+				return nil, false, err
+			}
 		}
-		return nil
+		return leaves, changed, nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if changed {
-		s.notify()
 	}
 	return results, nil
 }
