@@ -80,7 +80,9 @@ type Log struct {
 	appendMu sync.Mutex // one append at a time: one batch per append
 
 	mu      sync.Mutex
-	next    int64 // next offset to apply; -1 until the replay is done
+	closed  bool
+	reader  *kgo.Client // the current follow's consumer
+	next    int64       // next offset to apply; -1 until the replay is done
 	changed chan struct{}
 	lastErr error
 	applied time.Time
@@ -99,6 +101,7 @@ func NewLog(cfg LogConfig) (*Log, error) {
 	}
 	opts := append([]kgo.Opt{}, cfg.Opts...)
 	opts = append(opts,
+		kgo.ClientID("tollgate-cluster-config"),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -114,8 +117,16 @@ func NewLog(cfg LogConfig) (*Log, error) {
 	return &Log{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: cfg.Logger, next: -1, changed: make(chan struct{})}, nil
 }
 
-// Close stops the client; Run returns.
-func (l *Log) Close() { l.cl.Close() }
+// Close stops the producer; Run returns.
+func (l *Log) Close() {
+	l.mu.Lock()
+	l.closed = true
+	if l.reader != nil {
+		l.reader.Close()
+	}
+	l.mu.Unlock()
+	l.cl.Close()
+}
 
 // LogStatus is what the log reports about itself.
 type LogStatus struct {
@@ -292,9 +303,26 @@ func (l *Log) follow(ctx context.Context) error {
 	}
 	hwm := end.Offset
 
-	l.cl.PurgeTopicsFromClient(l.cfg.Topic)
-	l.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}})
-	defer l.cl.PurgeTopicsFromClient(l.cfg.Topic)
+	// Reading has its own client, made afresh for every read from the
+	// start: the producer's idempotence state must never be reset with it
+	// (a producer whose sequence numbers restart under the same producer
+	// id has its next batch taken for a duplicate and dropped).
+	reader, err := kgo.NewClient(append(append([]kgo.Opt{}, l.cfg.Opts...),
+		kgo.ClientID("tollgate-cluster-config"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(time.Second))...)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		reader.Close()
+		return kgo.ErrClientClosed
+	}
+	l.reader = reader
+	l.mu.Unlock()
+	defer reader.Close()
 
 	state := map[string][]byte{}
 	var pos int64
@@ -321,7 +349,7 @@ func (l *Log) follow(ctx context.Context) error {
 	}
 	var batch []store.LogRecord
 	for {
-		fs := l.cl.PollFetches(ctx)
+		fs := reader.PollFetches(ctx)
 		if fs.IsClientClosed() {
 			return kgo.ErrClientClosed
 		}
