@@ -121,10 +121,12 @@ func NewLog(cfg LogConfig) (*Log, error) {
 func (l *Log) Close() {
 	l.mu.Lock()
 	l.closed = true
-	if l.reader != nil {
-		l.reader.Close()
-	}
+	r := l.reader
+	l.reader = nil
 	l.mu.Unlock()
+	if r != nil {
+		r.Close()
+	}
 	l.cl.Close()
 }
 
@@ -322,7 +324,19 @@ func (l *Log) follow(ctx context.Context) error {
 	}
 	l.reader = reader
 	l.mu.Unlock()
-	defer reader.Close()
+	// Exactly one of this and Close closes the reader (kgo's Close must
+	// not run twice at once).
+	defer func() {
+		l.mu.Lock()
+		mine := l.reader == reader
+		if mine {
+			l.reader = nil
+		}
+		l.mu.Unlock()
+		if mine {
+			reader.Close()
+		}
+	}()
 
 	state := map[string][]byte{}
 	var pos int64
