@@ -45,7 +45,7 @@ var allKeys = func() []int16 {
 
 // ByContent lists the API keys the filter reads, and may rewrite or
 // answer, by their content: the byte rates, the mutations, and JoinGroup's
-// rebalance wait. Every other key of Keys is only timed for the request
+// rebalance wait (request and answer). Every other key of Keys is only timed for the request
 // quota.
 func (f *Filter) ByContent() []int16 {
 	return []int16{wire.KeyProduce, wire.KeyFetch, wire.KeyJoinGroup, wire.KeyCreateTopics, wire.KeyDeleteTopics,
@@ -83,8 +83,10 @@ func setWait(r *proxy.Request, ms int32) {
 //   - Produce with acks=all: timeout_ms, the wait for the replicas (acks=1
 //     is answered once the leader has written).
 //   - JoinGroup: the rebalance (rebalance_timeout_ms; session_timeout_ms at
-//     v0), unless the coordinator answers it at once: a new dynamic member
-//     from v4 is sent back for its member id (MEMBER_ID_REQUIRED).
+//     v0), unless it is answered with an error (OnResponse): then the
+//     coordinator answered at once (a new member sent back for its member
+//     id, an unknown member), and a bogus member id with a huge timeout
+//     buys nothing.
 func noteWait(r *proxy.Request) {
 	switch r.Key {
 	case wire.KeyFetch:
@@ -100,13 +102,28 @@ func noteWait(r *proxy.Request) {
 		if err != nil {
 			return // the broker will say what is wrong with it
 		}
-		if jg.MemberID == "" && jg.InstanceID == nil && r.Version >= 4 {
-			return
-		}
 		if r.Version == 0 {
 			setWait(r, jg.SessionTimeoutMillis)
 		} else {
 			setWait(r, jg.RebalanceTimeoutMillis)
 		}
 	}
+}
+
+// OnResponse implements proxy.ResponseHook: a JoinGroup answered with an
+// error did not wait for its group, so it is charged all its time (see
+// noteWait). Every other answer passes untouched.
+func (q *conn) OnResponse(_ proxy.Conn, r *proxy.Response) error {
+	if r.Req.Key != wire.KeyJoinGroup || allowedWait(r.Req) == 0 {
+		return nil
+	}
+	if resp, ok := r.Decode(); !ok || resp.(*kmsg.JoinGroupResponse).ErrorCode != 0 {
+		setWait(r.Req, 0)
+	}
+	return nil
+}
+
+// OnResponse implements proxy.ResponseHook.
+func (f *Filter) OnResponse(c proxy.Conn, r *proxy.Response) error {
+	return (&conn{f: f}).OnResponse(c, r)
 }

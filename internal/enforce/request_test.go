@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/wire"
 )
@@ -18,6 +20,13 @@ import (
 // answer after took, and the throttle hook. It returns the throttle.
 func pass(t *testing.T, q proxy.Filter, c proxy.Conn, clk *clock, r *proxy.Request, took time.Duration) time.Duration {
 	t.Helper()
+	return passAnswered(t, q, c, clk, r, took, nil)
+}
+
+// passAnswered is pass with the answer's frame, if not nil, through the
+// response hook first.
+func passAnswered(t *testing.T, q proxy.Filter, c proxy.Conn, clk *clock, r *proxy.Request, took time.Duration, answer *proxy.Response) time.Duration {
+	t.Helper()
 	v := onRequest(q, c, r)
 	if v.Close != "" || v.Respond != nil {
 		t.Fatalf("%s: verdict %+v, want forwarded", kmsg.NameForKey(r.Key), v)
@@ -25,6 +34,11 @@ func pass(t *testing.T, q proxy.Filter, c proxy.Conn, clk *clock, r *proxy.Reque
 	clk.advance(v.Hold)
 	r.Forwarded = clk.now
 	clk.advance(took)
+	if answer != nil {
+		if err := q.(proxy.ResponseHook).OnResponse(c, answer); err != nil {
+			t.Fatalf("%s: the answer is refused: %v", kmsg.NameForKey(r.Key), err)
+		}
+	}
 	return throttle(q, c, r, 100)
 }
 
@@ -127,6 +141,18 @@ func TestRequestQuotaCharges(t *testing.T) {
 		r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 45_000, 300_000
 		return r
 	}
+	joined := func(code int16) func(*proxy.Request) *proxy.Response {
+		return func(r *proxy.Request) *proxy.Response {
+			resp := kmsg.NewPtrJoinGroupResponse()
+			resp.ErrorCode = code
+			return proxytest.Response(r, resp)
+		}
+	}
+	garbled := func(r *proxy.Request) *proxy.Response {
+		a := proxytest.Response(r, kmsg.NewPtrJoinGroupResponse())
+		a.Buf.B = a.Buf.B[:10]
+		return a
+	}
 	shareReq := func(minBytes int32) *kmsg.ShareFetchRequest {
 		r := kmsg.NewPtrShareFetchRequest()
 		r.Version, r.GroupID, r.MaxWaitMillis, r.MinBytes, r.MaxBytes = 1, kmsg.StringPtr("g"), 500, minBytes, 1<<20
@@ -138,20 +164,27 @@ func TestRequestQuotaCharges(t *testing.T) {
 		maxWait time.Duration // what the proxy reads (Fetch, Produce, ShareFetch)
 		took    time.Duration
 		want    time.Duration
+		answer  func(*proxy.Request) *proxy.Response // through the response hook
+		cut     bool                                 // the request's body is cut short
 	}{
-		{"Metadata: all of it", kmsg.NewPtrMetadataRequest(), 0, 7 * time.Millisecond, 7 * time.Millisecond},
-		{"Fetch long poll expired: beyond max_wait", fetchReq(500, 1), 500 * time.Millisecond, 503 * time.Millisecond, 3 * time.Millisecond},
-		{"Fetch answered with data before max_wait: nothing", fetchReq(500, 1), 500 * time.Millisecond, 40 * time.Millisecond, 0},
-		{"Fetch min_bytes 0 is never held: all of it", fetchReq(30_000, 0), 30 * time.Second, 40 * time.Millisecond, 40 * time.Millisecond},
-		{"Fetch max_wait 0: all of it", fetchReq(0, 1), 0, 2 * time.Millisecond, 2 * time.Millisecond},
-		{"Produce acks=all: beyond timeout_ms", produceReq(-1), time.Second, 1020 * time.Millisecond, 20 * time.Millisecond},
-		{"Produce acks=all within timeout_ms: nothing", produceReq(-1), time.Second, 20 * time.Millisecond, 0},
-		{"Produce acks=1: all of it", produceReq(1), time.Second, 20 * time.Millisecond, 20 * time.Millisecond},
-		{"JoinGroup v9 rejoining: the rebalance is not charged", joinReq(9, "m-1"), 0, 3 * time.Second, 0},
-		{"JoinGroup v9 new member: answered at once, charged", joinReq(9, ""), 0, 3 * time.Millisecond, 3 * time.Millisecond},
-		{"JoinGroup v0: the session timeout is its rebalance", joinReq(0, ""), 0, 45_010 * time.Millisecond, 10 * time.Millisecond},
-		{"ShareFetch beyond max_wait", shareReq(1), 500 * time.Millisecond, 505 * time.Millisecond, 5 * time.Millisecond},
-		{"ShareFetch min_bytes 0: all of it", shareReq(0), 500 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"Metadata: all of it", kmsg.NewPtrMetadataRequest(), 0, 7 * time.Millisecond, 7 * time.Millisecond, nil, false},
+		{"Fetch long poll expired: beyond max_wait", fetchReq(500, 1), 500 * time.Millisecond, 503 * time.Millisecond, 3 * time.Millisecond, nil, false},
+		{"Fetch answered with data before max_wait: nothing", fetchReq(500, 1), 500 * time.Millisecond, 40 * time.Millisecond, 0, nil, false},
+		{"Fetch min_bytes 0 is never held: all of it", fetchReq(30_000, 0), 30 * time.Second, 40 * time.Millisecond, 40 * time.Millisecond, nil, false},
+		{"Fetch max_wait 0: all of it", fetchReq(0, 1), 0, 2 * time.Millisecond, 2 * time.Millisecond, nil, false},
+		{"Produce acks=all: beyond timeout_ms", produceReq(-1), time.Second, 1020 * time.Millisecond, 20 * time.Millisecond, nil, false},
+		{"Produce acks=all within timeout_ms: nothing", produceReq(-1), time.Second, 20 * time.Millisecond, 0, nil, false},
+		{"Produce acks=1: all of it", produceReq(1), time.Second, 20 * time.Millisecond, 20 * time.Millisecond, nil, false},
+		{"JoinGroup v9 joined: the rebalance is not charged", joinReq(9, "m-1"), 0, 3 * time.Second, 0, joined(0), false},
+		{"JoinGroup v9 new member sent back for its id: charged", joinReq(9, ""), 0, 3 * time.Millisecond, 3 * time.Millisecond,
+			joined(kerr.MemberIDRequired.Code), false},
+		{"JoinGroup with a bogus member id and a huge timeout: charged", joinReq(9, "bogus"), 0, 2 * time.Millisecond, 2 * time.Millisecond,
+			joined(kerr.UnknownMemberID.Code), false},
+		{"JoinGroup whose answer cannot be read: charged", joinReq(9, "m-1"), 0, 4 * time.Millisecond, 4 * time.Millisecond, garbled, false},
+		{"JoinGroup that cannot be read: forwarded, charged", joinReq(9, "m-1"), 0, 4 * time.Millisecond, 4 * time.Millisecond, nil, true},
+		{"JoinGroup v0: the session timeout is its rebalance", joinReq(0, ""), 0, 45_010 * time.Millisecond, 10 * time.Millisecond, joined(0), false},
+		{"ShareFetch beyond max_wait", shareReq(1), 500 * time.Millisecond, 505 * time.Millisecond, 5 * time.Millisecond, nil, false},
+		{"ShareFetch min_bytes 0: all of it", shareReq(0), 500 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, clk := newFilter(t, defaultClient(quota.RequestPercentage, 1000))
@@ -166,7 +199,14 @@ func TestRequestQuotaCharges(t *testing.T) {
 			if tc.req.Key() != wire.KeyShareFetch {
 				r.MaxWait = tc.maxWait
 			}
-			pass(t, q, c, clk, r, tc.took)
+			if tc.cut {
+				r.Payload = r.Payload[:r.BodyOffset+3]
+			}
+			var answer *proxy.Response
+			if tc.answer != nil {
+				answer = tc.answer(r)
+			}
+			passAnswered(t, q, c, clk, r, tc.took, answer)
 			// Kafka's window: the time since the first sample, filled up
 			// to (N−1)·W = 10 s; a sample older than N·W = 11 s is gone.
 			elapsed := tc.took

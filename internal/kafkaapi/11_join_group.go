@@ -16,7 +16,7 @@ import (
 // Charged by the quota filter (enforce/request.go) to request_percentage:
 // the upstream's time for it less its rebalance_timeout_ms (v0:
 // session_timeout_ms), which the coordinator may spend waiting for the
-// group — except a new member's from v4, answered at once.
+// group — unless the answer is an error: then it was answered at once.
 func (m *members) learnJoinGroup(c proxy.Conn, r *proxy.Response) {
 	if resp, ok := r.Decode(); ok {
 		m.hosts.learn(resp.(*kmsg.JoinGroupResponse).MemberID, c.Info().Remote)

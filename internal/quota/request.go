@@ -24,9 +24,10 @@ import "time"
 //     charged once each, never the time they queued behind each other.
 //   - A request that lets the broker wait — a Fetch or ShareFetch with
 //     max_wait_ms > 0 and min_bytes > 0, a Produce with acks=all for its
-//     timeout_ms, a JoinGroup for its rebalance — is charged only its time
-//     beyond that wait: the gateway cannot tell waiting from working, and
-//     charging the wait would throttle every long-polling consumer.
+//     timeout_ms, a JoinGroup that joins for its rebalance — is charged
+//     only its time beyond that wait: the gateway cannot tell waiting from
+//     working, and charging the wait would throttle every long-polling
+//     consumer.
 //   - The first answer on a connection is not charged: its request also
 //     waited for the gateway to open its own upstream connection.
 
