@@ -1,5 +1,5 @@
 // Package enforce applies Kafka's client quotas on Tollgate's data path: it
-// implements proxy.Policy with a quota.Engine.
+// is the quota filter of the connection's chain, on a quota.Engine.
 //
 //   - producer_byte_rate: the whole request size is recorded when the
 //     Produce response passes (at once for acks=0, which has no response and
@@ -12,6 +12,14 @@
 //     CreateTopics, CreatePartitions and DeleteTopics; strict mode (error
 //     89, per topic, in request order) at the versions Kafka uses it,
 //     permissive below.
+//   - request_percentage: every request but SaslHandshake, SaslAuthenticate
+//     and ApiVersions (request.go) is charged the upstream's time for it
+//     when its response passes (quota.RequestMeter: in connection order,
+//     less the wait a long-polling Fetch or ShareFetch, an acks=all Produce
+//     or a JoinGroup lets the broker take), and every response of a client
+//     over its quota is throttled, bounded by one quota window, as Kafka's
+//     ClientRequestQuotaManager does. Requests the gateway answers itself
+//     never reach the filter and cost nothing.
 //
 // The throttle goes into the response's throttle_time_ms (the maximum of
 // Tollgate's and the broker's) and the connection is muted for it (the

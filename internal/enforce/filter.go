@@ -40,10 +40,11 @@ func New(eng *quota.Engine, log *slog.Logger) *Filter {
 // Name implements proxy.Filter.
 func (f *Filter) Name() string { return "quota" }
 
-// Keys implements proxy.Filter: the APIs Kafka's client quotas charge.
-func (f *Filter) Keys() []int16 {
-	return []int16{wire.KeyProduce, wire.KeyFetch, wire.KeyShareFetch, wire.KeyCreateTopics, wire.KeyDeleteTopics, wire.KeyCreatePartitions}
-}
+// Keys implements proxy.Filter: the APIs Kafka's client quotas charge —
+// every API request_percentage charges, which is every API but the exempt
+// ones (request.go); ByContent lists those the byte rates and the
+// mutation quota read.
+func (f *Filter) Keys() []int16 { return allKeys }
 
 // ForConn implements proxy.ConnFilter.
 func (f *Filter) ForConn(proxy.Conn) proxy.Filter { return &conn{f: f} }
@@ -70,6 +71,9 @@ func (f *Filter) Dropped(c proxy.Conn, r *proxy.Request) { (&conn{f: f}).Dropped
 type conn struct {
 	f         *Filter
 	req, resp handle
+	// meter times the upstream's answers for request_percentage; the
+	// responder's side only.
+	meter quota.RequestMeter
 }
 
 // handle is a quota.Client for the connection's current (user, client-id);
@@ -87,23 +91,34 @@ func (h *handle) client(e *quota.Engine, c proxy.Conn, clientID string) *quota.C
 func (q *conn) Name() string  { return q.f.Name() }
 func (q *conn) Keys() []int16 { return q.f.Keys() }
 
-// OnRequest implements proxy.RequestHook.
+// OnRequest implements proxy.RequestHook. Every request of a client whose
+// request_percentage bucket is throttled waits for the bucket's deadline,
+// on whichever connection it came (the byte rates hold theirs likewise).
 func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 	now := q.f.Now()
+	cl := q.req.client(q.f.Engine, c, r.ClientID)
+	held := cl.Hold(quota.RequestPercentage, now)
+	noteWait(r)
+	v := q.charge(cl, r, now, held)
+	v.Hold = max(v.Hold, held)
+	return v
+}
+
+// charge is OnRequest for the byte rates and the mutation quota; held is
+// how long the request already waits for the request quota.
+func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held time.Duration) proxy.Verdict {
 	switch r.Key {
 	case wire.KeyProduce:
-		cl := q.req.client(q.f.Engine, c, r.ClientID)
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
-			hold := cl.Hold(quota.ProducerByteRate, now)
+			hold := max(cl.Hold(quota.ProducerByteRate, now), held)
 			return proxy.Verdict{Hold: hold, Throttle: cl.RecordProduce(r.Size, now.Add(hold))}
 		}
 		hold, reserved := cl.HoldProduce(r.Size, now)
-		r.Reserved = reserved
+		setReservation(r, reserved)
 		return proxy.Verdict{Hold: hold}
 	case wire.KeyFetch:
-		cl := q.req.client(q.f.Engine, c, r.ClientID)
-		hold := cl.Hold(quota.ConsumerByteRate, now)
+		hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
 		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
 		if !ok {
 			return proxy.Verdict{Hold: hold}
@@ -112,12 +127,12 @@ func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 		if clamp < req {
 			wire.ClampFetch(r.Payload, r.BodyOffset, r.Version, clamp)
 		}
-		r.Reserved = reserved
+		setReservation(r, reserved)
 		return proxy.Verdict{Hold: hold}
 	case wire.KeyShareFetch:
-		return q.shareFetch(q.req.client(q.f.Engine, c, r.ClientID), r, now)
+		return q.shareFetch(cl, r, now, held)
 	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
-		return q.f.mutation(q.req.client(q.f.Engine, c, r.ClientID), r, now)
+		return q.f.mutation(cl, r, now)
 	}
 	return proxy.Verdict{}
 }
@@ -127,14 +142,17 @@ func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 // quota allows now (the request is small and rewritten only when the clamp
 // bites), and the response size charged to consumer_byte_rate when it
 // passes.
-func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time) proxy.Verdict {
-	hold := cl.Hold(quota.ConsumerByteRate, now)
+func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time, held time.Duration) proxy.Verdict {
+	hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
 	req, err := proxy.DecodeAs[*kmsg.ShareFetchRequest](r)
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
+	if req.MinBytes > 0 {
+		setWait(r, req.MaxWaitMillis) // Fetch's rule (noteWait)
+	}
 	clamp, reserved := cl.ReserveFetch(req.MaxBytes, now.Add(hold))
-	r.Reserved = reserved
+	setReservation(r, reserved)
 	v := proxy.Verdict{Hold: hold}
 	if clamp < req.MaxBytes {
 		req.MaxBytes = clamp
@@ -145,36 +163,40 @@ func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time) pro
 }
 
 // Throttle implements proxy.ThrottleHook: Produce is charged its request
-// size and Fetch its response size when the response passes.
+// size and Fetch its response size when the response passes, and every
+// response its request's upstream time (request_percentage); the
+// response carries the larger throttle, as in Kafka.
 func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration {
+	now := q.f.Now()
+	cl := q.resp.client(q.f.Engine, c, r.ClientID)
+	var t time.Duration
 	switch r.Key {
 	case wire.KeyProduce:
-		now := q.f.Now()
-		cl := q.resp.client(q.f.Engine, c, r.ClientID)
-		cl.ReleaseProduce(r.Reserved, now)
-		return cl.RecordProduce(r.Size, now)
+		cl.ReleaseProduce(reservation(r), now)
+		t = cl.RecordProduce(r.Size, now)
 	case wire.KeyFetch, wire.KeyShareFetch:
-		now := q.f.Now()
-		cl := q.resp.client(q.f.Engine, c, r.ClientID)
-		cl.ReleaseFetch(r.Reserved, now)
-		return cl.RecordFetch(size, now)
+		cl.ReleaseFetch(reservation(r), now)
+		t = cl.RecordFetch(size, now)
 	}
-	return 0
+	// Recorded even when nothing is charged: as in Kafka, every response
+	// of a client over its quota is throttled.
+	return max(t, cl.RecordRequest(q.meter.Charge(r.Forwarded, now, allowedWait(r)), now))
 }
 
 // Dropped implements proxy.DropHook: a request that will not be answered
 // gives back what was reserved for it. It may run on any goroutine, so it
 // takes a handle of its own.
 func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
-	if r.Reserved == 0 {
+	res := reservation(r)
+	if res == 0 {
 		return
 	}
 	cl := q.f.Engine.Client(c.Info().Principal.Name, r.ClientID)
 	switch r.Key {
 	case wire.KeyFetch, wire.KeyShareFetch:
-		cl.ReleaseFetch(r.Reserved, q.f.Now())
+		cl.ReleaseFetch(res, q.f.Now())
 	case wire.KeyProduce:
-		cl.ReleaseProduce(r.Reserved, q.f.Now())
+		cl.ReleaseProduce(res, q.f.Now())
 	}
 }
 

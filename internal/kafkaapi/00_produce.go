@@ -11,6 +11,8 @@ package kafkaapi
 // the whole request size when its response passes (at once for acks=0,
 // which is throttled by muting alone); a request for a bucket already
 // throttled is held until the bucket's deadline before it is forwarded.
+// request_percentage (enforce/request.go): the upstream's time for it,
+// less timeout_ms for acks=all (the wait for the replicas).
 //
 // Rewritten: the response's node endpoints (tag 0, v10+, sent by brokers on
 // a leader change, KIP-951) become gateway addresses (addresses.go); the

@@ -10,7 +10,9 @@ package kafkaapi
 // Charged by the quota filter (enforce/filter.go) to consumer_byte_rate:
 // the response size when it passes. Before forwarding, max_bytes is
 // clamped to what the quota allows now (Kafka's Q·(N−1)·W, less fetches in
-// flight), in place (wire.ClampFetch).
+// flight), in place (wire.ClampFetch). request_percentage
+// (enforce/request.go): the upstream's time for it, less max_wait_ms when
+// min_bytes > 0 (the long poll).
 //
 // Rewritten: node endpoints (the top-level tag, v12+, KIP-951) become
 // gateway addresses — by addresses.go for a buffered response, and to the

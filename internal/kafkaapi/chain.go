@@ -45,7 +45,7 @@ func Chain(d Deps) proxy.Chain {
 		c = append(c, &scramCredentials{creds: d.Credentials}) // 50, 51: answered from the control plane
 	}
 	if d.Quota != nil {
-		c = append(c, d.Quota) // 0, 1, 19, 20, 37: Kafka's client quotas
+		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every forwarded key for request_percentage
 	}
 	return c
 }

@@ -7,7 +7,8 @@
 //
 // The APIs' code runs as filters of a connection's chain (proxy.Filter);
 // chain.go declares the chain and its order in one place. The quota filter
-// (Produce, Fetch and the mutation APIs) lives in package enforce; the SASL
+// (Produce, Fetch and the mutation APIs by their content, and every
+// forwarded API for request_percentage) lives in package enforce; the SASL
 // gate (SaslHandshake, SaslAuthenticate) in package proxy, because it decides
 // whether a request may reach the filters at all; their files here say so.
 //

@@ -417,11 +417,11 @@ func (s *session) enqueue(req *Request, v *Verdict) error {
 			req.MaxWait = time.Duration(max(sf.MaxWaitMillis, 0)) * time.Millisecond
 		}
 	}
+	now := time.Now()
+	req.Forwarded = now // before the copy: the Throttle hook sees the queued copy
 	pr := *req
 	pr.Payload = nil
 	pr.decoded = nil
-	now := time.Now()
-	req.Forwarded = now
 	deadline := now.Add(s.gw.cfg.RequestTimeout + req.MaxWait)
 	s.mu.Lock()
 	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline})

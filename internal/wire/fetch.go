@@ -60,3 +60,18 @@ func FetchMaxWait(p []byte, bodyOff int, version int16) (int32, bool) {
 	}
 	return int32(binary.BigEndian.Uint32(p[off:])), true
 }
+
+// FetchMinBytes returns a Fetch request's min_bytes: a broker holds a
+// fetch (up to max_wait_ms) only while it has fewer bytes than this to
+// answer with, so a fetch with min_bytes ≤ 0 is answered at once. ok is
+// false if the body is too short.
+func FetchMinBytes(p []byte, bodyOff int, version int16) (int32, bool) {
+	off := bodyOff
+	if version < 15 {
+		off += 4 // replica_id; from v15 it is a tagged field
+	}
+	if off+8 > len(p) {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(p[off+4:])), true
+}

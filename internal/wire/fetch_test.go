@@ -26,6 +26,12 @@ func TestClampFetch(t *testing.T) {
 		if w, ok := FetchMaxWait(p, h.BodyOffset, v); !ok || w != 500 {
 			t.Fatalf("v%d: FetchMaxWait %d %v", v, w, ok)
 		}
+		if m, ok := FetchMinBytes(p, h.BodyOffset, v); !ok || m != 1<<20 {
+			t.Fatalf("v%d: FetchMinBytes %d %v", v, m, ok)
+		}
+		if _, ok := FetchMinBytes(p[:h.BodyOffset+7], h.BodyOffset, 15); ok {
+			t.Fatalf("v%d: FetchMinBytes read past a truncated body", v)
+		}
 		changed := ClampFetch(p, h.BodyOffset, v, 30000)
 		got := kmsg.NewPtrFetchRequest()
 		got.Version = v
