@@ -29,6 +29,8 @@ func TestMetricsReference(t *testing.T) {
 		c.Quotas = []app.QuotaEntry{{User: &user, ProducerByteRate: &rate, Shadow: true}}
 		// 127.0.0.2 may not connect at all: a refusal for the per-IP metrics.
 		c.BrokerConfigs = map[string]string{"max.connections.per.ip.overrides": "127.0.0.2:0"}
+		// A one-instance Tollgate cluster, for the cluster series.
+		c.Cluster.ID = "metrics"
 	})
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.DefaultProduceTopic("m"), kgo.AllowAutoTopicCreation())

@@ -134,7 +134,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	exe, _ := os.Executable()
 	self := startedFrom(exe)
 	binary := newRunningBinary(self)
-	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path, AcceptorExe: exe, Inherited: inh})
+	a, err := app.Start(ctx, cfg, app.Options{ConfigPath: *path, AcceptorExe: exe, Inherited: inh, Version: currentBuild().Version})
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1

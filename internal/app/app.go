@@ -60,7 +60,8 @@ type App struct {
 	httpLn      net.Listener
 	httpTCP     net.Listener // httpLn under its TLS layer, for a handover
 	httpSrv     *http.Server
-	usage       *usageRun // nil when usage.enabled is false (usage.go)
+	usage       *usageRun   // nil when usage.enabled is false (usage.go)
+	cluster     *clusterRun // nil without cluster.id (cluster.go)
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
 	apiKeys auth.APIKeys
@@ -115,6 +116,9 @@ type Options struct {
 	// UpstreamDial replaces the dialer of every upstream connection
 	// (gateway sessions, metadata, the audit topic sink).
 	UpstreamDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Version is the build's version, for a Tollgate cluster's instance
+	// list (cmd/tollgate passes its own).
+	Version string
 	// Inherited, when this process was started by a handover
 	// (accept.Inherit), are its predecessor's listening sockets: the
 	// listeners and the admin port take them over, and data_dir is opened
@@ -201,6 +205,10 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	if err := a.openUsage(upstream); err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	if err := a.startCluster(upstream); err != nil {
 		a.closeAll()
 		return nil, err
 	}
@@ -351,6 +359,7 @@ func (a *App) Stop(ctx context.Context) error {
 	if err := a.stopUsage(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	a.stopCluster()
 	if a.httpSrv != nil {
 		if err := a.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -362,6 +371,7 @@ func (a *App) Stop(ctx context.Context) error {
 
 // closeAll closes the embedded cluster, the audit log and the store.
 func (a *App) closeAll() {
+	a.stopCluster()
 	a.stopUsage(context.Background())
 	a.closeDev()
 	if a.audit != nil {

@@ -71,6 +71,9 @@ type Config struct {
 	CredentialsFile string `yaml:"credentials_file"`
 	// Usage is the usage ledger (docs/usage.md).
 	Usage usage.Config `yaml:"usage"`
+	// Cluster makes instances one Tollgate cluster (cluster.go,
+	// docs/cluster.md).
+	Cluster ClusterConfig `yaml:"cluster"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -209,6 +212,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := c.Authentication.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Cluster.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	switch c.Log.Format {

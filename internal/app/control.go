@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -203,7 +201,8 @@ func (a *App) applyQuotas(q quota.Quotas, ips control.IPQuotas) {
 		return
 	}
 	if a.admit != nil {
-		if err := a.admit.Update(as, time.Now()); err != nil {
+		// In a Tollgate cluster each instance enforces its part.
+		if err := a.admit.Update(as.Split(a.clusterLive()), time.Now()); err != nil {
 			a.log.Error("connection quotas not applied", "err", err)
 			return
 		}
@@ -267,35 +266,11 @@ type topicSink struct {
 // upstream.sasl — the audit topic is on the same cluster, behind the same
 // listener security.
 func (a *App) newTopicSink(upstream []string, topic string) (*topicSink, error) {
-	dial := a.opts.UpstreamDial
-	if dial == nil {
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		dial = d.DialContext
-	}
-	tc, err := a.upstreamTLS()
+	opts, err := a.upstreamClientOpts(upstream, "tollgate-audit")
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(upstream...), kgo.ClientID("tollgate-audit"), kgo.AllowAutoTopicCreation(),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
-		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			c, err := dial(ctx, network, host)
-			if err != nil || tc == nil {
-				return c, err
-			}
-			cfg := tc.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName, _, _ = net.SplitHostPort(host)
-			}
-			return tls.Client(c, cfg), nil
-		})}
-	if s := a.cfg.Upstream.SASL; s != nil {
-		m, err := s.mechanism()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
+	opts = append(opts, kgo.AllowAutoTopicCreation(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err

@@ -192,7 +192,8 @@ func (a *App) startHTTP() error {
 			return out
 		},
 		IPRate:   a.ipRate,
-		Ready:    a.gw.Ready,
+		Ready:    a.ready,
+		Cluster:  a.clusterStatus,
 		Registry: a.metrics.Registry,
 		APIKeys:  a.creds,
 		Usage:    a.usageSource(),

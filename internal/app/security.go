@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // AuthenticationConfig bounds password guessing on the listeners that
@@ -240,4 +242,47 @@ func (a *App) credentialExists(cred string) bool {
 		return ok && !k.Revoked
 	}
 	return true
+}
+
+// upstreamClientOpts are the franz-go options every client Tollgate itself
+// runs against the upstream uses (the audit and usage topics, a Tollgate
+// cluster's topics): the seeds, the dialer of Options.UpstreamDial or one
+// with upstream.dial_timeout, and upstream.tls and upstream.sasl — the
+// same listener security as the gateway's own metadata client.
+func (a *App) upstreamClientOpts(upstream []string, clientID string) ([]kgo.Opt, error) {
+	tc, err := a.upstreamTLS()
+	if err != nil {
+		return nil, err
+	}
+	dial := a.opts.UpstreamDial
+	if dial == nil {
+		d := &net.Dialer{Timeout: a.cfg.Upstream.DialTimeout}
+		if d.Timeout == 0 {
+			d.Timeout = 10 * time.Second
+		}
+		dial = d.DialContext
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(upstream...),
+		kgo.ClientID(clientID),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			c, err := dial(ctx, network, host)
+			if err != nil || tc == nil {
+				return c, err
+			}
+			cfg := tc.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName, _, _ = net.SplitHostPort(host)
+			}
+			return tls.Client(c, cfg), nil
+		}),
+	}
+	if s := a.cfg.Upstream.SASL; s != nil {
+		m, err := s.mechanism()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
 }

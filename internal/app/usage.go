@@ -3,11 +3,9 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -441,47 +439,11 @@ const usageQueueMax = 7 * 24 * 60
 const usageMarker = "topic-published"
 
 func (a *App) newUsagePublisher(upstream []string, dir, topic, instance string) (*usagePublisher, error) {
-	up := a.cfg.Upstream
-	var tc *tls.Config
-	if up.TLS != nil {
-		var err error
-		if tc, err = up.TLS.ClientConfig(); err != nil {
-			return nil, err
-		}
+	opts, err := a.upstreamClientOpts(upstream, "tollgate-usage")
+	if err != nil {
+		return nil, err
 	}
-	dial := a.opts.UpstreamDial
-	if dial == nil {
-		d := &net.Dialer{Timeout: up.DialTimeout}
-		if d.Timeout == 0 {
-			d.Timeout = 10 * time.Second
-		}
-		dial = d.DialContext
-	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(upstream...),
-		kgo.ClientID("tollgate-usage"),
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.DefaultProduceTopic(topic),
-		// As the gateway's metadata client dials (proxy.Gateway.Start).
-		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
-			c, err := dial(ctx, network, host)
-			if err != nil || tc == nil {
-				return c, err
-			}
-			cfg := tc.Clone()
-			if cfg.ServerName == "" {
-				cfg.ServerName, _, _ = net.SplitHostPort(host)
-			}
-			return tls.Client(c, cfg), nil
-		}),
-	}
-	if up.SASL != nil {
-		m, err := up.SASL.mechanism()
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
+	opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err

@@ -467,3 +467,18 @@ func (x *Exchange) Stats() ExchangeStats {
 	defer x.mu.Unlock()
 	return x.stats
 }
+
+// Status is a Tollgate cluster as one instance sees it (GET
+// /api/v1/cluster).
+type Status struct {
+	ClusterID  string        `json:"cluster_id"`
+	InstanceID string        `json:"instance_id"`
+	Connected  bool          `json:"connected"`
+	Live       int           `json:"live"`
+	Members    []Member      `json:"instances"`
+	ConfigLog  LogStatus     `json:"config_log"`
+	Exchange   ExchangeStats `json:"exchange"`
+	// DigestsDiffer: the instances' config files declare different
+	// quotas (docs/cluster.md says how file quotas combine).
+	DigestsDiffer bool `json:"config_digests_differ"`
+}

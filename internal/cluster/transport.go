@@ -21,11 +21,12 @@ import (
 // one is tolerated (acks=1, no retries past the interval).
 type KafkaTransport struct {
 	cl    *kgo.Client
+	cfg   KafkaTransportConfig
 	topic string
 
-	mu   sync.Mutex
-	recs []*kgo.Record
-	err  error
+	mu    sync.Mutex
+	recs  []*kgo.Record
+	ready bool // the topic is known to exist
 }
 
 // KafkaTransportConfig configures a KafkaTransport.
@@ -37,9 +38,11 @@ type KafkaTransportConfig struct {
 	Logger            *slog.Logger
 }
 
-// NewKafkaTransport creates the topic if it is missing and starts reading
-// it from its end.
-func NewKafkaTransport(ctx context.Context, cfg KafkaTransportConfig) (*KafkaTransport, error) {
+// NewKafkaTransport returns a transport that reads the topic from its end;
+// nothing is contacted before the first Publish, which creates the topic
+// if it is missing (an instance that starts with the upstream unreachable
+// keeps trying, every interval).
+func NewKafkaTransport(cfg KafkaTransportConfig) (*KafkaTransport, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -48,6 +51,7 @@ func NewKafkaTransport(ctx context.Context, cfg KafkaTransportConfig) (*KafkaTra
 	}
 	opts := append([]kgo.Opt{}, cfg.Opts...)
 	opts = append(opts,
+		kgo.ClientID("tollgate-cluster-exchange"),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RequiredAcks(kgo.LeaderAck()),
 		kgo.DisableIdempotentWrite(),
@@ -62,12 +66,7 @@ func NewKafkaTransport(ctx context.Context, cfg KafkaTransportConfig) (*KafkaTra
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	t := &KafkaTransport{cl: cl, topic: cfg.Topic}
-	if err := t.ensureTopic(ctx, cfg); err != nil {
-		cl.Close()
-		return nil, err
-	}
-	return t, nil
+	return &KafkaTransport{cl: cl, cfg: cfg, topic: cfg.Topic}, nil
 }
 
 func (t *KafkaTransport) ensureTopic(ctx context.Context, cfg KafkaTransportConfig) error {
@@ -100,8 +99,20 @@ func (t *KafkaTransport) ensureTopic(ctx context.Context, cfg KafkaTransportConf
 	return nil
 }
 
-// Publish produces one part and waits for the leader's acknowledgement.
+// Publish produces one part and waits for the leader's acknowledgement,
+// creating the topic first if that has not been done yet.
 func (t *KafkaTransport) Publish(ctx context.Context, part []byte) error {
+	t.mu.Lock()
+	ready := t.ready
+	t.mu.Unlock()
+	if !ready {
+		if err := t.ensureTopic(ctx, t.cfg); err != nil {
+			return err
+		}
+		t.mu.Lock()
+		t.ready = true
+		t.mu.Unlock()
+	}
 	return t.cl.ProduceSync(ctx, &kgo.Record{Value: part, Partition: 0}).FirstErr()
 }
 

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/cluster"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -38,6 +40,9 @@ type Sources struct {
 	// Usage answers usage queries from the usage ledger (/api/v1/usage,
 	// usage.go).
 	Usage func(usage.Query) (*usage.Report, error)
+	// Cluster returns the Tollgate cluster's state; ok false (or a nil
+	// func) outside one (/api/v1/cluster, cluster.go).
+	Cluster func() (cluster.Status, bool)
 	// Access is who may do what (access.go). The zero value lets nobody
 	// change anything and ANONYMOUS read nothing.
 	Access Access
@@ -70,6 +75,7 @@ func Handler(s Sources) http.Handler {
 	mux.Handle("GET /api/v1/connections", g.read(s.connections))
 	mux.Handle("GET /api/v1/audit", g.read(s.audit))
 	mux.Handle("GET /api/v1/usage", g.read(s.usage))
+	mux.Handle("GET "+EndpointCluster, g.read(s.cluster))
 	keys := apiKeys{s.APIKeys}
 	mux.Handle("POST /api/v1/apikeys", g.change(keys.create))
 	mux.Handle("GET /api/v1/apikeys", g.read(keys.list))

@@ -21,6 +21,8 @@ type Metrics struct {
 	connsClosed *prometheus.CounterVec
 	upOpened    *prometheus.CounterVec
 	authFailed  prometheus.Counter
+
+	clusterEvents *prometheus.CounterVec // RegisterCluster
 }
 
 // New creates the collectors on a fresh registry.

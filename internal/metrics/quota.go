@@ -18,7 +18,8 @@ type quotaCollector struct {
 	now        func() time.Time
 	maxBuckets int
 
-	rate, limit, util, throttled, throttleSec *prometheus.Desc
+	rate, instanceRate, limit, util            *prometheus.Desc
+	throttled, throttleSec                    *prometheus.Desc
 	shadowRecords, shadowThrottled, shadowSec *prometheus.Desc
 	buckets, unexported, routes               *prometheus.Desc
 	evictions, expired                        *prometheus.Desc
@@ -44,6 +45,8 @@ func (m *Metrics) RegisterQuotasAt(eng *quota.Engine, maxBuckets int, now func()
 		maxBuckets: max(maxBuckets, 1),
 		rate: prometheus.NewDesc("tollgate_quota_rate",
 			"Current rate of a quota bucket, per second: bytes for byte rates, partitions for controller_mutation_rate.", bucketLabels, nil),
+		instanceRate: prometheus.NewDesc("tollgate_quota_instance_rate",
+			"This instance's own part of tollgate_quota_rate in a Tollgate cluster (its connections' traffic, smoothed over exchange intervals), where tollgate_quota_rate is the whole cluster's; equal to tollgate_quota_rate outside one.", bucketLabels, nil),
 		limit: prometheus.NewDesc("tollgate_quota_limit",
 			"The quota that bounds a bucket (absent when no quota applies).", bucketLabels, nil),
 		util: prometheus.NewDesc("tollgate_quota_utilization",
@@ -72,7 +75,7 @@ func (m *Metrics) RegisterQuotasAt(eng *quota.Engine, maxBuckets int, now func()
 }
 
 func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.rate, c.limit, c.util, c.throttled, c.throttleSec,
+	for _, d := range []*prometheus.Desc{c.rate, c.instanceRate, c.limit, c.util, c.throttled, c.throttleSec,
 		c.shadowRecords, c.shadowThrottled, c.shadowSec,
 		c.buckets, c.unexported, c.routes, c.evictions, c.expired} {
 		ch <- d
@@ -89,6 +92,7 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 			lv[2], lv[3] = "", u.ClientID
 		}
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, u.Rate, lv...)
+		ch <- prometheus.MustNewConstMetric(c.instanceRate, prometheus.GaugeValue, u.InstanceRate, lv...)
 		if u.Level != quota.LevelNone {
 			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, u.Quota, lv...)
 			ch <- prometheus.MustNewConstMetric(c.util, prometheus.GaugeValue, u.Utilization, lv...)

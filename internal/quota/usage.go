@@ -22,8 +22,13 @@ type Usage struct {
 	Entity Entity
 	Quota  float64
 	// Rate is the current rate per second (bytes, percent, or partitions)
-	// and Utilization is Rate ÷ Quota, 0 when unlimited.
+	// and Utilization is Rate ÷ Quota, 0 when unlimited. In a Tollgate
+	// cluster Rate is the whole cluster's, as this instance knows it.
 	Rate, Utilization float64
+	// InstanceRate is this instance's own part of Rate: its connections'
+	// traffic, smoothed over exchange intervals. Outside a Tollgate
+	// cluster it is Rate.
+	InstanceRate float64
 	// Tokens is the controller-mutation bucket's balance; 0 for other keys.
 	Tokens float64
 	// Throttles counts the throttled records and ThrottleTotal sums their
@@ -42,8 +47,9 @@ type Usage struct {
 	Created, LastActive time.Time
 }
 
-// snapshot reads a bucket at nowMs without changing it. b.mu must be held.
-func (b *bucket) snapshot(nowMs int64) Usage {
+// snapshot reads a bucket at nowMs without changing it; inCluster: the
+// engine is part of a Tollgate cluster. b.mu must be held.
+func (b *bucket) snapshot(nowMs int64, inCluster bool) Usage {
 	u := Usage{
 		Key:            b.key,
 		User:           b.user,
@@ -61,6 +67,10 @@ func (b *bucket) snapshot(nowMs int64) Usage {
 		LastActive:     time.UnixMilli(b.lastActive),
 	}
 	u.Rate, _ = b.rate.Peek(nowMs)
+	u.InstanceRate = u.Rate
+	if inCluster {
+		u.InstanceRate = b.share.localRate
+	}
 	if b.key == ControllerMutationRate {
 		u.Tokens = b.tokens.Peek(nowMs)
 	}
@@ -82,7 +92,7 @@ func (e *Engine) Usage(now time.Time) []Usage {
 		for _, b := range e.mgr[k].buckets {
 			b.mu.Lock()
 			if nowMs-b.lastActive < e.expiryMs {
-				out = append(out, b.snapshot(nowMs))
+				out = append(out, b.snapshot(nowMs, e.clusterOn()))
 			}
 			b.mu.Unlock()
 		}
@@ -132,7 +142,7 @@ func (e *Engine) Busiest(now time.Time, n int) (top []Usage, live map[Key]int) {
 			b.mu.Lock()
 			if nowMs-b.lastActive < e.expiryMs {
 				live[Key(k)]++
-				sel.offer(b.snapshot(nowMs))
+				sel.offer(b.snapshot(nowMs, e.clusterOn()))
 			}
 			b.mu.Unlock()
 		}
