@@ -276,6 +276,9 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 			a.Stop(context.Background())
 			return nil, err
 		}
+		if a.cluster != nil {
+			a.cluster.x.SetAddr(a.HTTPAddr())
+		}
 	}
 	for name, addr := range gw.BootstrapAddrs() {
 		a.log.Info("tollgate ready", "listener", name, "bootstrap", addr)

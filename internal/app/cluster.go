@@ -188,7 +188,7 @@ func (a *App) startCluster(upstream []string) error {
 	learn := time.Duration(max(qs.WindowNum, 11)) * max(qs.WindowSize, time.Second)
 	r.x = cluster.NewExchange(cluster.ExchangeConfig{
 		Self: cluster.Member{ID: instance, Incarnation: now.UnixMilli(), Version: a.opts.Version,
-			Addr: a.cfg.HTTP.Address, Digest: quotaDigest(a.cfg.Quotas)},
+			Digest: quotaDigest(a.cfg.Quotas)},
 		Interval:       c.interval(),
 		SessionTimeout: c.sessionTimeout(),
 		LearnFor:       learn,
@@ -202,9 +202,10 @@ func (a *App) startCluster(upstream []string) error {
 	a.store.SetLog(lg)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	r.done.Add(2)
+	r.done.Add(3)
 	go func() { defer r.done.Done(); lg.Run(ctx) }()
 	go func() { defer r.done.Done(); r.x.Run(ctx) }()
+	go func() { defer r.done.Done(); a.followStore(ctx) }()
 	a.cluster = r
 	a.metrics.RegisterCluster(a.clusterStatus)
 	a.log.Info("joining Tollgate cluster", "cluster_id", c.ID, "instance_id", instance,
@@ -313,4 +314,33 @@ func (a *App) ready() bool {
 		return false
 	}
 	return true
+}
+
+// Cluster returns the Tollgate cluster as this instance sees it; ok is
+// false without cluster.id.
+func (a *App) Cluster() (cluster.Status, bool) { return a.clusterStatus() }
+
+// followStore applies what other instances change: every change the
+// shared log brings into the store reloads the credentials (closing the
+// sessions of withdrawn ones) and the quotas, broker configs and
+// connection limits, as a change made here does.
+func (a *App) followStore(ctx context.Context) {
+	ch, cancel := a.store.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+		if err := a.creds.Load(); err != nil {
+			a.log.Error("credentials from the shared configuration topic not applied", "err", err)
+		}
+		if err := a.refreshQuotas(); err != nil {
+			a.log.Error("quotas from the shared configuration topic not applied", "err", err)
+		}
+	}
 }

@@ -58,7 +58,7 @@ func NewKafkaTransport(cfg KafkaTransportConfig) (*KafkaTransport, error) {
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression(), kgo.NoCompression()),
 		kgo.ProducerLinger(0),
-		kgo.RecordDeliveryTimeout(2*cfg.Interval),
+		kgo.RecordDeliveryTimeout(max(2*cfg.Interval, time.Second)), // kgo allows no less
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {0: kgo.NewOffset().AtEnd()}}),
 		kgo.FetchMaxWait(cfg.Interval),
 	)

@@ -1,0 +1,335 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// A Tollgate cluster: three gateway instances with one cluster.id in front
+// of one Kafka cluster, over real sockets.
+
+// startCluster runs n instances in front of a 3-broker kfake cluster the
+// test owns (it outlives every instance), each with its own data_dir, a
+// PLAINTEXT listener whose 127.0.0.2 is the quota admin "admin", and a
+// SASL_PLAINTEXT one; the admin port's admin key is in adminKey. It waits
+// until every instance lists all n.
+func startTollgateCluster(t *testing.T, n int, opts func(i int) app.Options, edit ...func(i int, c *app.Config)) (envs []*testkit.Env, upstream []string, adminKey string) {
+	t.Helper()
+	kc, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	upstream = kc.ListenAddrs()
+	credFile, keys := writeCredentials(t, nil, "admin")
+	for i := range n {
+		var o app.Options
+		if opts != nil {
+			o = opts(i)
+		}
+		cfgEdit := func(c *app.Config) {
+			c.Upstream.Bootstrap = upstream
+			c.Cluster.ID = "e2e"
+			c.Cluster.InstanceID = fmt.Sprintf("tg-%c", 'a'+i)
+			c.Cluster.ExchangeInterval = 200 * time.Millisecond
+			c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.2/32", Principal: "admin"}}
+			c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
+			c.Authorization.QuotaAdmins = []string{"admin"}
+			c.CredentialsFile = credFile
+			for _, e := range edit {
+				e(i, c)
+			}
+		}
+		envs = append(envs, testkit.Start(t, o, cfgEdit))
+	}
+	waitMembers(t, envs, n)
+	return envs, upstream, keys[0]
+}
+
+// waitMembers waits until every env lists n live instances.
+func waitMembers(t *testing.T, envs []*testkit.Env, n int) {
+	t.Helper()
+	waitUntil(t, fmt.Sprintf("every instance lists %d", n), 20*time.Millisecond, 20*time.Second, func() bool {
+		for _, e := range envs {
+			st, ok := e.App.Cluster()
+			if !ok || st.Live != n || !st.ConfigLog.Ready {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func describeAlice(t *testing.T, ctx context.Context, adm *kadm.Client) (float64, bool) {
+	t.Helper()
+	qs, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: kadmStr("alice"), MatchType: kmsg.QuotasMatchTypeExact}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		for _, v := range q.Values {
+			if v.Key == "producer_byte_rate" {
+				return v.Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func kadmStr(s string) *string { return &s }
+
+// TestClusterSharedControlPlane: a quota set through A is read back at once
+// through A and reaches B and C; alterations through two instances at once
+// converge; an API key created on A logs in on C; a SCRAM credential set
+// through B logs in on A; a broker config set through C is described
+// through A; the audit event is written once, by the instance that took
+// the change; GET /api/v1/cluster lists every instance.
+func TestClusterSharedControlPlane(t *testing.T) {
+	t.Parallel()
+	envs, _, adminKey := startTollgateCluster(t, 3, nil)
+	a, b, c := envs[0], envs[1], envs[2]
+	ctx := ctxT(t, 60*time.Second)
+	defer http.DefaultClient.CloseIdleConnections()
+	admA, admB, admC := adminAs(t, a, "127.0.0.2"), adminAs(t, b, "127.0.0.2"), adminAs(t, c, "127.0.0.2")
+
+	alter := func(adm *kadm.Client, v float64) {
+		t.Helper()
+		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kadmStr("alice")}},
+			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
+		}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("alter: %v %v", err, res)
+		}
+	}
+	alter(admA, 1<<20)
+	if v, ok := describeAlice(t, ctx, admA); !ok || v != 1<<20 {
+		t.Fatalf("A does not read its own write back: %v %v", v, ok)
+	}
+	start := time.Now()
+	for _, adm := range []*kadm.Client{admB, admC} {
+		waitUntil(t, "B and C apply A's change", 5*time.Millisecond, 10*time.Second, func() bool {
+			v, ok := describeAlice(t, ctx, adm)
+			return ok && v == 1<<20
+		})
+	}
+	t.Logf("B and C applied A's change within %v", time.Since(start))
+	// Enforced on B too: the engine there has alice's quota.
+	if r := b.App.Engine().Resolve(0, "alice", "x", time.Now()); r.Quota != 1<<20 {
+		t.Fatalf("B's engine resolves alice to %v", r.Quota)
+	}
+
+	// Two instances altering one key at once end with one value.
+	var wg sync.WaitGroup
+	for i, adm := range []*kadm.Client{admA, admB} {
+		wg.Go(func() {
+			for j := range 10 {
+				alter(adm, float64(1000*(i+1)+j))
+			}
+		})
+	}
+	wg.Wait()
+	var seen []float64
+	waitUntil(t, "all three agree", 10*time.Millisecond, 10*time.Second, func() bool {
+		seen = seen[:0]
+		for _, adm := range []*kadm.Client{admA, admB, admC} {
+			v, _ := describeAlice(t, ctx, adm)
+			seen = append(seen, v)
+		}
+		return seen[0] == seen[1] && seen[1] == seen[2]
+	})
+	if seen[0] != 1009 && seen[0] != 2009 {
+		t.Fatalf("converged on %v, not either instance's last write", seen[0])
+	}
+
+	// An API key created on A logs in on C.
+	body, _ := json.Marshal(map[string]string{"identity": "team-c"})
+	req, _ := http.NewRequest("POST", "http://"+a.App.HTTPAddr()+"/api/v1/apikeys", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct{ ID, Key string }
+	json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create API key on A: %d", resp.StatusCode)
+	}
+	if _, err := admA.CreateTopic(ctx, 1, 1, nil, "cluster-logins"); err != nil {
+		t.Fatal(err)
+	}
+	login := func(env *testkit.Env, opt kgo.Opt) error {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.Gateway().BootstrapAddrs()["SASL"]), opt, kgo.DefaultProduceTopic("cluster-logins"),
+			kgo.RecordDeliveryTimeout(2*time.Second), kgo.RecordRetries(1))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+	}
+	waitUntil(t, "the key created on A logs in on C", 20*time.Millisecond, 10*time.Second, func() bool {
+		return login(c, kgo.SASL(plain.Auth{User: "token", Pass: created.Key}.AsMechanism())) == nil
+	})
+
+	// A SCRAM credential set through B logs in on A.
+	res, err := admB.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-pw"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs through B: %v %v", err, res.Error())
+	}
+	waitUntil(t, "carol logs in on A", 20*time.Millisecond, 10*time.Second, func() bool {
+		return login(a, kgo.SASL(scram.Auth{User: "carol", Pass: "carol-pw"}.AsSha256Mechanism())) == nil
+	})
+
+	// A broker config set through C is described through A.
+	if _, err := admC.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip", Value: kadmStr("50")}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "A describes C's broker config", 20*time.Millisecond, 10*time.Second, func() bool {
+		rc, err := admA.DescribeBrokerConfigs(ctx)
+		if err != nil {
+			return false
+		}
+		for _, r := range rc {
+			for _, kv := range r.Configs {
+				if kv.Key == "max.connections.per.ip" && kv.Value != nil && *kv.Value == "50" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+
+	// The audit event of the first change: on A, not on B.
+	countAlters := func(env *testkit.Env) int {
+		code, out := apiCall(t, "GET", "http://"+env.App.HTTPAddr()+"/api/v1/audit?limit=1000", adminKey, nil)
+		if code != 200 {
+			t.Fatalf("audit: %d %s", code, out)
+		}
+		var evs []struct {
+			Action  string `json:"action"`
+			Outcome string `json:"outcome"`
+			Changes []struct {
+				New json.RawMessage `json:"new"`
+			} `json:"changes"`
+		}
+		if err := json.Unmarshal(out, &evs); err != nil {
+			var wrapped struct {
+				Events json.RawMessage `json:"events"`
+			}
+			if json.Unmarshal(out, &wrapped) != nil || json.Unmarshal(wrapped.Events, &evs) != nil {
+				t.Fatalf("audit: %s", out)
+			}
+		}
+		n := 0
+		for _, ev := range evs {
+			if ev.Action == "alter_client_quotas" && ev.Outcome == "applied" && len(ev.Changes) == 1 && string(ev.Changes[0].New) == "1048576" {
+				n++
+			}
+		}
+		return n
+	}
+	if na, nb := countAlters(a), countAlters(b); na == 0 || nb != 0 {
+		t.Fatalf("the audit event of A's change: %d on A, %d on B (want it once, on A)", na, nb)
+	}
+
+	// The instance list.
+	code, out := apiCall(t, "GET", "http://"+b.App.HTTPAddr()+"/api/v1/cluster", adminKey, nil)
+	var st struct {
+		ClusterID string `json:"cluster_id"`
+		Instances []struct {
+			ID   string `json:"instance_id"`
+			Self bool   `json:"self"`
+		} `json:"instances"`
+	}
+	json.Unmarshal(out, &st)
+	if code != 200 || st.ClusterID != "e2e" || len(st.Instances) != 3 || st.Instances[0].ID != "tg-b" || !st.Instances[0].Self {
+		t.Fatalf("GET /api/v1/cluster on B: %d %s", code, out)
+	}
+}
+
+// TestClusterInstanceCutOff: an instance whose every connection to the
+// upstream is blackholed drops out of the others' lists, says it is cut
+// off, refuses alterations with a clear error and keeps enforcing the
+// quotas it had; when the upstream comes back it rejoins.
+func TestClusterInstanceCutOff(t *testing.T) {
+	t.Parallel()
+	faults := &testkit.FaultDialer{}
+	envs, upstream, _ := startTollgateCluster(t, 3, func(i int) app.Options {
+		if i == 2 {
+			return app.Options{UpstreamDial: faults.DialContext}
+		}
+		return app.Options{}
+	}, func(i int, c *app.Config) {
+		if i == 2 {
+			c.Upstream.RequestTimeout = 2 * time.Second
+		}
+	})
+	ctx := ctxT(t, 60*time.Second)
+	admA := adminAs(t, envs[0], "127.0.0.2")
+	res, err := admA.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kadmStr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 4096}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	cEnv := envs[2]
+	waitUntil(t, "C applies the quota", 10*time.Millisecond, 10*time.Second, func() bool {
+		return cEnv.App.Engine().Resolve(0, "alice", "x", time.Now()).Quota == 4096
+	})
+	for _, addr := range upstream {
+		faults.Set(addr, testkit.Fault{Blackhole: true})
+	}
+	waitUntil(t, "C sees itself cut off", 20*time.Millisecond, 20*time.Second, func() bool {
+		st, _ := cEnv.App.Cluster()
+		return !st.Connected
+	})
+	for _, e := range envs {
+		st, _ := e.App.Cluster()
+		t.Logf("%s: live %d connected %v members %+v", st.InstanceID, st.Live, st.Connected, st.Members)
+	}
+	waitMembers(t, envs[:2], 2)
+	// An alteration through C is refused, clearly, and changes nothing.
+	admC := adminAs(t, cEnv, "127.0.0.2")
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	res, err = admC.AlterClientQuotas(actx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kadmStr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}},
+	}})
+	cancel()
+	if err == nil && res[0].Err == nil {
+		t.Fatal("C acknowledged an alteration while cut off from the upstream")
+	}
+	if err == nil {
+		t.Logf("C refused: %v %s", res[0].Err, res[0].ErrMessage)
+	}
+	if q := cEnv.App.Engine().Resolve(0, "alice", "x", time.Now()).Quota; q != 4096 {
+		t.Fatalf("C's engine no longer enforces the last known quota: %v", q)
+	}
+	for _, addr := range upstream {
+		faults.Clear(addr)
+	}
+	waitMembers(t, envs, 3)
+	if st, _ := cEnv.App.Cluster(); !st.Connected {
+		t.Fatal("C rejoined but does not hear the exchange")
+	}
+}
