@@ -16,7 +16,7 @@ func TestSplit(t *testing.T) {
 	s.IPConnectionRates = map[netip.Prefix]int{netip.MustParsePrefix("10.0.0.0/8"): 30}
 	s.Listeners = []ListenerSettings{{Name: "a", MaxConnections: 4}, {Name: "b"}}
 	for _, c := range []struct {
-		n                                              int
+		n                                             int
 		conns, rate, perIP, ipRate, over, rng, l0, l1 int
 	}{
 		{1, 10, 5, 1, 7, 9, 30, 4, 0},

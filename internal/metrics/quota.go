@@ -18,7 +18,7 @@ type quotaCollector struct {
 	now        func() time.Time
 	maxBuckets int
 
-	rate, instanceRate, limit, util            *prometheus.Desc
+	rate, instanceRate, limit, util           *prometheus.Desc
 	throttled, throttleSec                    *prometheus.Desc
 	shadowRecords, shadowThrottled, shadowSec *prometheus.Desc
 	buckets, unexported, routes               *prometheus.Desc
