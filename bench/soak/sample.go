@@ -39,6 +39,7 @@ const (
 	colThrottles
 	colRebalances
 	colErrors
+	colBenchRSS
 	numCols
 )
 
@@ -47,6 +48,7 @@ var colNames = [numCols]string{
 	"helper_rss_mib", "helper_fds",
 	"produced_mib", "consumed_mib", "admin_rounds", "short_clients", "bare_conns", "idle_opened",
 	"logins_ok", "logins_refused", "throttled_responses", "rebalances", "errors",
+	"bench_rss_mib",
 }
 
 // flat are the columns that must stay flat, with their units for the
@@ -105,10 +107,10 @@ func (s *sampler) loop(ctx context.Context, interval, duration time.Duration) er
 		s.w.Write(rec)
 		s.w.Flush()
 		errs, kinds := s.l.errorCount()
-		fmt.Fprintf(os.Stderr, "%6.0fs rss %.1f MiB heap %.1f MiB goroutines %.0f threads %.0f fds %.0f conns %.0f cpu %.2f | produced %.0f MiB consumed %.0f MiB admin %.0f short %.0f bare %.0f idle %.0f logins %.0f/%.0f throttled %.0f rebalances %.0f errors %d %s\n",
+		fmt.Fprintf(os.Stderr, "%6.0fs rss %.1f MiB heap %.1f MiB goroutines %.0f threads %.0f fds %.0f conns %.0f cpu %.2f | produced %.0f MiB consumed %.0f MiB admin %.0f short %.0f bare %.0f idle %.0f logins %.0f/%.0f throttled %.0f rebalances %.0f errors %d %s | bench rss %.0f MiB\n",
 			r[colElapsed], r[colRSS], r[colHeap], r[colGoroutines], r[colThreads], r[colFDs], r[colConns], r[colCPU],
 			r[colProduced], r[colConsumed], r[colAdmin], r[colShort], r[colBare], r[colIdle], r[colLoginsOK], r[colLoginsRefused],
-			r[colThrottles], r[colRebalances], errs, kinds)
+			r[colThrottles], r[colRebalances], errs, kinds, r[colBenchRSS])
 	}
 	return nil
 }
@@ -169,6 +171,11 @@ func (s *sampler) sample() (row, error) {
 	r[colRebalances] = float64(l.rebalances.Load())
 	errs, _ := l.errorCount()
 	r[colErrors] = float64(errs)
+	// This process (the cluster and the clients): bounded by the
+	// cluster's retention.
+	if rss, err := benchkit.RSSKiB(os.Getpid()); err == nil {
+		r[colBenchRSS] = float64(rss) / 1024
+	}
 	return r, nil
 }
 
