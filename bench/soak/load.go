@@ -109,7 +109,12 @@ func (l *load) setup(ctx context.Context) error {
 	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+	// A minute of retention on the topic itself (kfake runs its cleaner,
+	// every log.cleaner.backoff.ms, only for topics that set one), in 4 MiB
+	// segments (it frees whole segments only; the default is 100 MiB).
+	retention, segment := "60000", "4194304"
+	cfg := map[string]*string{"retention.ms": &retention, "segment.bytes": &segment}
+	if _, err := adm.CreateTopic(ctx, 3, 1, cfg, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: saslUser, Mechanism: kadm.ScramSha256, Iterations: 4096, Password: saslPassword}})
