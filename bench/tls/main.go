@@ -71,21 +71,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "need -tollgate /path/to/tollgate")
 		os.Exit(2)
 	}
-	dir, err := os.MkdirTemp("", "tgtls")
-	if err != nil {
-		fail(err)
-	}
-	defer os.RemoveAll(dir)
-	ca, srv, err := benchkit.PKI(dir)
-	if err != nil {
-		fail(err)
-	}
-	clientTLS := ca.ClientConfig()
-	if *clientMax == "TLS1.2" {
-		clientTLS.MaxVersion = tls.VersionTLS12
-	}
-	b := bench{bin: *bin, dir: dir, cert: srv.CertFile, key: srv.KeyFile, client: clientTLS, tlsMin: *tlsMin, mib: *mib, rec: *recSize}
-
 	ways := strings.Split(*waysFlag, ",")
 	for _, w := range ways {
 		if !slices.Contains([]string{direct, tlsForwarder, tollgateSSL, plainFwd, tollgatePln}, w) {
@@ -95,12 +80,34 @@ func main() {
 	if *plain {
 		ways = append(ways, plainFwd, tollgatePln)
 	}
+	b := bench{bin: *bin, tlsMin: *tlsMin, mib: *mib, rec: *recSize}
+	if err := b.run(ways, *runs, *clientMax == "TLS1.2"); err != nil {
+		fail(err)
+	}
+}
+
+// run measures every way runs times, alternating, after a warm-up run of
+// each, and prints the report.
+func (b bench) run(ways []string, runs int, tls12 bool) error {
+	dir, err := os.MkdirTemp("", "tgtls")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ca, srv, err := benchkit.PKI(dir)
+	if err != nil {
+		return err
+	}
+	b.dir, b.cert, b.key, b.client = dir, srv.CertFile, srv.KeyFile, ca.ClientConfig()
+	if tls12 {
+		b.client.MaxVersion = tls.VersionTLS12
+	}
 	res := map[string][]result{}
-	for run := 0; run <= *runs; run++ {
+	for run := 0; run <= runs; run++ {
 		for _, w := range ways {
 			r, err := b.once(w)
 			if err != nil {
-				fail(fmt.Errorf("%s run %d: %w", w, run, err))
+				return fmt.Errorf("%s run %d: %w", w, run, err)
 			}
 			if run == 0 {
 				fmt.Fprintf(os.Stderr, "warm-up %-13s produce %.1f MB/s consume %.1f MB/s (%s)\n", w, r.prodMBs, r.consMBs, r.version)
@@ -110,7 +117,8 @@ func main() {
 			res[w] = append(res[w], r)
 		}
 	}
-	report(ways, res, *mib, *recSize, *runs)
+	report(ways, res, b.mib, b.rec, runs)
+	return nil
 }
 
 type bench struct {
