@@ -49,6 +49,9 @@ func startTollgateCluster(t *testing.T, n int, opts func(i int) app.Options, edi
 			c.Cluster.ID = "e2e"
 			c.Cluster.InstanceID = fmt.Sprintf("tg-%c", 'a'+i)
 			c.Cluster.ExchangeInterval = 200 * time.Millisecond
+			// Generous: the race detector and a loaded machine delay
+			// reports; a false "cut off" would fail the test, not the code.
+			c.Cluster.SessionTimeout = 3 * time.Second
 			c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.2/32", Principal: "admin"}}
 			c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
 			c.Authorization.QuotaAdmins = []string{"admin"}
@@ -303,10 +306,6 @@ func TestClusterInstanceCutOff(t *testing.T) {
 		st, _ := cEnv.App.Cluster()
 		return !st.Connected
 	})
-	for _, e := range envs {
-		st, _ := e.App.Cluster()
-		t.Logf("%s: live %d connected %v members %+v", st.InstanceID, st.Live, st.Connected, st.Members)
-	}
 	waitMembers(t, envs[:2], 2)
 	// An alteration through C is refused, clearly, and changes nothing.
 	admC := adminAs(t, cEnv, "127.0.0.2")
@@ -329,7 +328,8 @@ func TestClusterInstanceCutOff(t *testing.T) {
 		faults.Clear(addr)
 	}
 	waitMembers(t, envs, 3)
-	if st, _ := cEnv.App.Cluster(); !st.Connected {
-		t.Fatal("C rejoined but does not hear the exchange")
-	}
+	waitUntil(t, "C hears the exchange again", 20*time.Millisecond, 20*time.Second, func() bool {
+		st, _ := cEnv.App.Cluster()
+		return st.Connected
+	})
 }

@@ -91,12 +91,11 @@ type Exchange struct {
 	buf       []quota.Delta
 	// The lease period (tick): pending once this instance has published,
 	// ended when every other member has reported since the last end.
-	pending     bool
-	pendingTick quota.ClusterTick
-	pendingMs   int64 // when the pending period's tick was
-	renewed     time.Time
-	heardFrom   map[string]int64 // the latest SentMs from each member
-	stats       ExchangeStats
+	pending   bool
+	pendingMs int64 // when the pending period's tick was
+	renewed   time.Time
+	heardFrom map[string]int64 // the latest SentMs from each member
+	stats     ExchangeStats
 }
 
 type memberState struct {
@@ -202,12 +201,12 @@ func (x *Exchange) Run(ctx context.Context) {
 // renews from a state that misses what the others took last period.
 func (x *Exchange) tick(ctx context.Context, now time.Time) {
 	x.publish(ctx, now, false)
-	ct := x.expire(now)
+	x.expire(now)
 	x.mu.Lock()
 	// A period still pending from the last tick means someone stayed
 	// silent a whole interval: end it without them.
 	force := x.pending
-	x.pending, x.pendingTick, x.pendingMs = true, ct, now.UnixMilli()
+	x.pending, x.pendingMs = true, now.UnixMilli()
 	x.renewLocked(now, force)
 }
 
@@ -219,12 +218,12 @@ func (x *Exchange) renewLocked(now time.Time, force bool) {
 		return
 	}
 	for id, m := range x.members {
-		if !force && !m.Self && x.heardFrom[id] < x.pendingMs && x.pendingTick.Connected {
+		if !force && !m.Self && x.heardFrom[id] < x.pendingMs && x.connected {
 			x.mu.Unlock()
 			return
 		}
 	}
-	ct := x.pendingTick
+	ct := x.stateLocked(now)
 	x.pending = false
 	x.renewed = now
 	x.mu.Unlock()
@@ -286,15 +285,8 @@ func (x *Exchange) expire(now time.Time) quota.ClusterTick {
 	wasConnected := x.connected
 	x.connected = now.Sub(heard) <= x.cfg.SessionTimeout
 	connected := x.connected
-	live := len(x.members)
-	learning := false
-	if now.Sub(self.Joined) < x.cfg.LearnFor {
-		for _, m := range x.members {
-			if !m.Self && m.Incarnation < x.cfg.Self.Incarnation-x.cfg.LearnFor.Milliseconds() {
-				learning = true
-			}
-		}
-	}
+	ct := x.stateLocked(now)
+	live := ct.Live
 	x.mu.Unlock()
 	for _, ev := range events {
 		x.emit(ev)
@@ -307,7 +299,27 @@ func (x *Exchange) expire(now time.Time) quota.ClusterTick {
 				"instance_id", x.cfg.Self.ID, "live", live)
 		}
 	}
-	return quota.ClusterTick{Live: live, Connected: connected, Learning: learning}
+	return ct
+}
+
+// stateLocked is what the engine is told at the end of a lease period:
+// the live count, whether this instance hears itself, and whether it is
+// learning (it started less than LearnFor ago and another live instance
+// is older than that). x.mu is held.
+func (x *Exchange) stateLocked(now time.Time) quota.ClusterTick {
+	self := x.members[x.cfg.Self.ID]
+	// Every live instance reports once an interval: after two, this one
+	// has heard them all and knows whether it joined a running cluster.
+	decided := now.Sub(self.Joined) >= 2*x.cfg.Interval
+	learning := !decided
+	if now.Sub(self.Joined) < x.cfg.LearnFor {
+		for _, m := range x.members {
+			if !m.Self && m.Incarnation < x.cfg.Self.Incarnation-x.cfg.LearnFor.Milliseconds() {
+				learning = true
+			}
+		}
+	}
+	return quota.ClusterTick{Live: len(x.members), Connected: x.connected, Learning: learning, Decided: decided}
 }
 
 func (x *Exchange) emit(ev Event) {
@@ -405,6 +417,13 @@ func (x *Exchange) handle(b []byte, now time.Time) {
 	if ev != nil {
 		ev.Member = member
 		x.emit(*ev)
+		if ev.Kind != "restart" {
+			// The live count changed: leases start over with it now, not
+			// a period later (a newcomer's clients may already be here).
+			x.mu.Lock()
+			x.pending = true
+			x.renewLocked(now, true)
+		}
 	}
 	if r.Part+1 == r.Parts {
 		x.mu.Lock()

@@ -257,14 +257,20 @@ func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
 		return 0, 0
 	}
 	hold := max(b.until-nowMs, 0)
-	if b.level != LevelNone && b.inflight > 0 && b.useTokens {
-		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight, b.quota, c.e.maxThrottleMs)
+	// In a Tollgate cluster: what the others have taken that has not
+	// reached this instance yet, and this instance's lease.
+	unseen := c.e.unseen(b, nowMs)
+	if b.level != LevelNone && (b.inflight > 0 || unseen > 0) && b.useTokens {
+		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight-unseen, b.quota, c.e.maxThrottleMs)
 		hold = max(hold, t)
-	} else if b.level != LevelNone && b.inflight > 0 {
+	} else if b.level != LevelNone && (b.inflight > 0 || unseen > 0) {
 		r, w := b.rate.Peek(nowMs)
-		observed := (r*float64(w)/1000 + b.inflight) / (float64(w) / 1000)
+		observed := (r*float64(w)/1000 + b.inflight + unseen) / (float64(w) / 1000)
 		t := int64(rate.ThrottleMs(observed, b.quota, w, c.e.maxThrottleMs))
 		hold = max(hold, t)
+	}
+	if b.level != LevelNone {
+		hold = max(hold, c.e.leaseHold(b, float64(size), nowMs))
 	}
 	b.inflight += float64(size)
 	return ms(hold), int64(size)
@@ -303,12 +309,16 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 	}
 	static := b.quota * c.e.fetchWindowSeconds(b)
 	var room float64
+	nowMs := now.UnixMilli()
 	if b.useTokens {
-		room = b.tokens.Peek(now.UnixMilli()) - b.inflight
+		room = b.tokens.Peek(nowMs) - b.inflight
 	} else {
-		r, w := b.rate.Peek(now.UnixMilli())
+		r, w := b.rate.Peek(nowMs)
 		room = b.quota*float64(w)/1000 - r*float64(w)/1000 - b.inflight
 	}
+	// In a Tollgate cluster: less what the others have taken unseen, and
+	// no more than this instance's lease.
+	room = min(room-c.e.unseen(b, nowMs), c.e.leaseRoom(b, nowMs))
 	v := min(float64(requested), static, max(room, 1))
 	clamp = int32(max(v, 1))
 	b.inflight += float64(clamp)

@@ -60,6 +60,9 @@ type ClusterTick struct {
 	// spent in the last window: a bucket it creates now starts with its
 	// burst spent (Doorman's learning mode).
 	Learning bool
+	// Decided: the instance has run long enough to have heard every live
+	// instance, so Learning is known; until then it is assumed.
+	Decided bool
 }
 
 // clusterState is the engine's part of the exchange. Zero: not in a
@@ -73,9 +76,11 @@ type clusterState struct {
 	lastLive   atomic.Int32 // live instances when last connected
 	cutSinceMs atomic.Int64 // 0: connected
 	learning   atomic.Bool
+	ticked     atomic.Bool // the first Tick has happened
 
 	mu         sync.Mutex
-	drainMs    int64 // last DrainUsage
+	undecided  []*bucket // made learning before the first Tick said whether to
+	drainMs    int64     // last DrainUsage
 	lastTickMs int64 // last Tick
 	remote     map[*bucket]struct{}
 }
@@ -134,19 +139,56 @@ func (e *Engine) noteLocal(b *bucket, v float64, nowMs int64) int64 {
 	if e.cl.cutSinceMs.Load() != 0 {
 		e.standIn(b, nowMs)
 	}
-	tick := e.cl.tick.Load()
-	if b.share.tick != tick {
-		b.share.tick = tick
-		b.share.taken = 0
-		b.share.lease = e.leaseFor(b, nowMs)
-	}
+	e.renewLease(b, nowMs)
 	b.share.taken += v
 	if b.share.taken <= b.share.lease {
 		return 0
 	}
-	// Wait for the next period; it may be late (it ends when every
-	// instance has reported), so never less than a tenth of an interval.
+	return e.untilNextTick(nowMs)
+}
+
+// untilNextTick is how long to wait for the next lease period. It may be
+// late (it ends when every instance has reported), so never less than a
+// tenth of an interval.
+func (e *Engine) untilNextTick(nowMs int64) int64 {
 	return max(e.cl.nextTickMs.Load()-nowMs, e.cl.intervalMs.Load()/10, 1)
+}
+
+// renewLease starts b's lease over at the first use in a new period.
+// b.mu is held.
+func (e *Engine) renewLease(b *bucket, nowMs int64) {
+	if tick := e.cl.tick.Load(); b.share.tick != tick {
+		b.share.tick = tick
+		b.share.taken = 0
+		b.share.lease = e.leaseFor(b, nowMs)
+	}
+}
+
+// leaseHold is how long a request of size must wait before it is
+// forwarded because, with what is already in flight, it would take this
+// instance past its lease (0 outside a cluster, and for the first request
+// of a period, so that one larger than a lease still passes). b.mu is
+// held.
+func (e *Engine) leaseHold(b *bucket, size float64, nowMs int64) int64 {
+	if !e.cl.on.Load() {
+		return 0
+	}
+	e.renewLease(b, nowMs)
+	used := b.share.taken + b.inflight
+	if used <= 0 || used+size <= b.share.lease {
+		return 0
+	}
+	return e.untilNextTick(nowMs)
+}
+
+// leaseRoom is what is left of b's lease for a fetch to reserve
+// (+Inf outside a cluster). b.mu is held.
+func (e *Engine) leaseRoom(b *bucket, nowMs int64) float64 {
+	if !e.cl.on.Load() {
+		return math.Inf(1)
+	}
+	e.renewLease(b, nowMs)
+	return b.share.lease - b.share.taken - b.inflight
 }
 
 // leaseFor is what one instance may take of b before the next tick: the
@@ -289,6 +331,19 @@ func (e *Engine) Tick(ct ClusterTick, now time.Time) {
 	e.cl.learning.Store(ct.Learning)
 	e.cl.mu.Lock()
 	defer e.cl.mu.Unlock()
+	if !ct.Decided {
+		e.cl.learning.Store(true)
+	} else if !e.cl.ticked.Swap(true) {
+		// Buckets made before it was known started spent, in case this
+		// instance joined a running cluster; if it did not, they get
+		// their burst.
+		for _, b := range e.cl.undecided {
+			if !ct.Learning {
+				e.unlearnBucket(b, nowMs)
+			}
+		}
+		e.cl.undecided = nil
+	}
 	interval := max(e.cl.intervalMs.Load(), 1)
 	// dt: the period that ends now, between half and four intervals.
 	dt := float64(interval) / 1000
@@ -323,8 +378,9 @@ func (e *Engine) Tick(ct ClusterTick, now time.Time) {
 
 // JoinCluster puts the engine in cluster mode before the first tick, with
 // the exchange's interval.
-// Until the first tick the engine is learning: it cannot yet tell a new
-// Tollgate cluster from a running one it joins.
+// Until a tick says it is decided the engine is learning: it cannot yet
+// tell a new Tollgate cluster from a running one it joins. Buckets made
+// meanwhile get their burst back then if it was a new one.
 func (e *Engine) JoinCluster(interval time.Duration, now time.Time) {
 	e.cl.learning.Store(true)
 	e.cl.intervalMs.Store(interval.Milliseconds())
@@ -345,9 +401,35 @@ func (e *Engine) learnBucket(b *bucket, nowMs int64) {
 	if q <= 0 || math.IsInf(q, 1) || q >= math.MaxFloat64/4 {
 		return
 	}
+	if !e.cl.ticked.Load() {
+		e.cl.mu.Lock()
+		e.cl.undecided = append(e.cl.undecided, b)
+		e.cl.mu.Unlock()
+	}
 	if b.useTokens || b.key == ControllerMutationRate {
 		b.tokens.Empty(nowMs)
 		return
 	}
-	b.rate.Record(q*float64(int64(b.rate.Samples()-1)*b.rate.SampleMs())/1000, nowMs)
+	b.rate.Record(learnedUsage(b), nowMs)
+}
+
+// learnedUsage is what learnBucket records into a sampled rate: the
+// quota over the window's (N−1)·W.
+func learnedUsage(b *bucket) float64 {
+	return b.quota * float64(int64(b.rate.Samples()-1)*b.rate.SampleMs()) / 1000
+}
+
+// unlearnBucket gives a bucket made learning the burst learnBucket took
+// from it. e.cl.mu is held.
+func (e *Engine) unlearnBucket(b *bucket, nowMs int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dead {
+		return
+	}
+	if b.useTokens || b.key == ControllerMutationRate {
+		b.tokens.Record(-b.tokens.Burst(), nowMs) // capped at the burst
+		return
+	}
+	b.rate.Record(-learnedUsage(b), nowMs)
 }
