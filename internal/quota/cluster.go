@@ -81,7 +81,7 @@ type clusterState struct {
 	mu         sync.Mutex
 	undecided  []*bucket // made learning before the first Tick said whether to
 	drainMs    int64     // last DrainUsage
-	lastTickMs int64 // last Tick
+	lastTickMs int64     // last Tick
 	remote     map[*bucket]struct{}
 }
 
