@@ -18,6 +18,10 @@ type Config struct {
 	// Partitions is the default partition count of auto-created topics
 	// (default 3).
 	Partitions int `yaml:"partitions"`
+	// Ports are the brokers' ports on 127.0.0.1, one per broker; empty:
+	// free ports. Fixed ports let other processes — more Tollgate
+	// instances of a Tollgate cluster — use the same embedded cluster.
+	Ports []int `yaml:"ports"`
 }
 
 // Validate checks the configuration.
@@ -27,6 +31,22 @@ func (c *Config) Validate() error {
 	}
 	if c.Partitions < 0 {
 		return fmt.Errorf("dev_cluster.partitions %d must be positive", c.Partitions)
+	}
+	if len(c.Ports) > 0 {
+		n := c.Brokers
+		if n == 0 {
+			n = 3
+		}
+		if len(c.Ports) != n {
+			return fmt.Errorf("dev_cluster.ports has %d ports for %d brokers: give one per broker", len(c.Ports), n)
+		}
+		seen := map[int]bool{}
+		for _, p := range c.Ports {
+			if p < 1 || p > 65535 || seen[p] {
+				return fmt.Errorf("dev_cluster.ports: %d is not a port, or is given twice", p)
+			}
+			seen[p] = true
+		}
 	}
 	return nil
 }
@@ -50,6 +70,9 @@ func Start(cfg Config, extra ...kfake.Opt) (*Cluster, error) {
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(cfg.Partitions),
 		kfake.ClusterID("tollgate-dev"),
+	}
+	if len(cfg.Ports) > 0 {
+		opts = append(opts, kfake.Ports(cfg.Ports...))
 	}
 	opts = append(opts, extra...)
 	c, err := kfake.NewCluster(opts...)
