@@ -77,6 +77,9 @@ type reservedTopics struct {
 	ids   atomic.Pointer[reservedIDSet]
 	first sync.Mutex  // held by the first resolution, which requests wait for
 	busy  atomic.Bool // a background resolution is running
+	// warned: the last resolution failed and was logged (once, until
+	// one succeeds).
+	warned atomic.Bool
 	// allow is allowTopic, bound once, so that a verdict carries it
 	// without allocating.
 	allow func(name []byte, id [16]byte) bool
@@ -274,9 +277,12 @@ func (f *reservedTopics) resolve() {
 			break
 		}
 	}
-	if err != nil && (f.ids.Load().ids == nil) {
-		f.log.Warn("cannot resolve the ids of Tollgate's own topics; requests naming topics by id are matched by the ids learnt from metadata answers only",
-			"topics", f.list, "err", err)
+	switch {
+	case err == nil:
+		f.warned.Store(false)
+	case f.warned.CompareAndSwap(false, true):
+		f.log.Warn("cannot resolve the ids of Tollgate's own topics; requests naming topics by id are matched by the ids known so far",
+			"topics", f.list, "known", len(f.ids.Load().ids), "err", err)
 	}
 }
 

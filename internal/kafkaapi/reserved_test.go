@@ -1,13 +1,16 @@
 package kafkaapi
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -55,6 +58,14 @@ func (u *upstreamIDs) TopicIDs(_ context.Context, names []string) (map[string][1
 		}
 	}
 	return out, nil
+}
+
+// failingIDs is an upstream the gateway cannot ask.
+type failingIDs struct{ calls atomic.Int32 }
+
+func (f *failingIDs) TopicIDs(context.Context, []string) (map[string][16]byte, error) {
+	f.calls.Add(1)
+	return nil, errors.New("no broker answers")
 }
 
 func clusterIDs() *upstreamIDs {
@@ -779,6 +790,36 @@ func TestReservedIDs(t *testing.T) {
 		x := pass(t, f, connAs(aliceUser), fetchReq(13, usageTopic, ownTopic), echo)
 		if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
 			t.Errorf("after the usage topic was created, the broker got %v", got)
+		}
+	})
+
+	// An upstream that cannot be asked: the requests go on with the ids
+	// known so far (none: the first resolution does not block them
+	// again), the failure is logged once until a resolution succeeds,
+	// and a metadata answer that passes still teaches the ids.
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		down := &failingIDs{}
+		f := newReservedTopics([]string{auditTopic, usageTopic}, down, slog.New(slog.NewTextHandler(&logs, nil)))
+		r, _ := proxytest.Request(fetchReq(13, auditTopic), 1)
+		if v := f.OnRequest(connAs(aliceUser), r); v.Forward != nil || v.Close != "" {
+			t.Errorf("verdict %+v with no id known", v)
+		}
+		for i := 1; i <= 3; i++ {
+			r.Received = f.ids.Load().at.Add(reservedIDRetry)
+			f.OnRequest(connAs(aliceUser), r)
+			synctest.Wait()
+		}
+		if n := down.calls.Load(); n != 4 {
+			t.Errorf("asked the upstream %d times, want 4 (once, then once per reservedIDRetry)", n)
+		}
+		if n := strings.Count(logs.String(), "cannot resolve the ids"); n != 1 {
+			t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+		}
+		pass(t, f, connAs(aliceUser), at(12, kmsg.NewPtrMetadataRequest()), echo)
+		x := pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, ownTopic), echo)
+		if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
+			t.Errorf("after a metadata answer the broker got %v", got)
 		}
 	})
 
