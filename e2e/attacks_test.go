@@ -52,6 +52,11 @@ var attacks = []struct {
 	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
 	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
+	// Tollgate's own topics on the upstream (audit.topic, usage.topic; attacks_reserved_test.go).
+	{"Tollgate's topics: a tenant's produce to the audit topic is refused, by name, by id, streamed", "own-topics", attackProduceOwnTopic},
+	{"Tollgate's topics: a tenant cannot fetch the audit topic (consumer, Fetch by name and id, ShareFetch, offsets)", "own-topics", attackFetchOwnTopic},
+	{"Tollgate's topics: listing topics shows none of them; naming one is refused", "own-topics", attackListOwnTopics},
+	{"Tollgate's topics: not deleted, recreated, grown, reconfigured, truncated or committed to, even by the quota admin", "own-topics", attackMutateOwnTopics},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
 }

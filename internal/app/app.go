@@ -231,6 +231,8 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		Credentials:   a.creds,
 		BrokerConfigs: a.brokers,
 		Quota:         a.quotaFilter,
+		Reserved:      a.reservedTopics(),
+		Topics:        gatewayTopics{a},
 	})
 	chain = append(append(chain, a.usageFilters()...), o.Filters...)
 	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithHooks(&observer{a}), proxy.WithChain(chain), proxy.WithAdmission(lim)}, o.ProxyOpts...)
@@ -284,6 +286,33 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		a.log.Info("tollgate ready", "listener", name, "bootstrap", addr)
 	}
 	return a, nil
+}
+
+// reservedTopics are the topics Tollgate keeps its own state in on the
+// upstream cluster: requests through the gateway never reach them
+// (kafkaapi's reserved-topics filter). audit.topic and usage.topic are
+// restart-only settings, so the list is fixed for the process.
+func (a *App) reservedTopics() []string {
+	var out []string
+	for _, t := range []string{a.cfg.Audit.Topic, a.cfg.Usage.Topic} {
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// gatewayTopics resolves the reserved topics' ids through the gateway's
+// metadata client; the chain is built before the gateway, which is set
+// before it accepts the first connection.
+type gatewayTopics struct{ a *App }
+
+func (g gatewayTopics) TopicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
+	gw := g.a.gw
+	if gw == nil {
+		return nil, errors.New("the gateway is not running")
+	}
+	return gw.TopicIDs(ctx, topics)
 }
 
 // ipRate is the connection_creation_rate that applies to ip: the exact

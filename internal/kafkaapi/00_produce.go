@@ -1,5 +1,12 @@
 package kafkaapi
 
+import (
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
 // Produce (key 0), v0–v13.
 //
 // Forwarded to the partition leader's port. Requests under 64 KiB are read
@@ -14,7 +21,181 @@ package kafkaapi
 // request_percentage (enforce/request.go): the upstream's time for it,
 // less timeout_ms for acks=all (the wait for the replicas).
 //
+// Reserved topics (reserved.go): the topics a request names (by name, or
+// by id from v13) are read in place, its records skipped, never copied; a
+// request that names none of Tollgate's own topics is forwarded as above,
+// zero-copy and without allocating. One that names one, as Kafka answers a
+// topic the principal may not write:
+//   - read whole (under 64 KiB): split — each reserved topic's partitions
+//     answered TOPIC_AUTHORIZATION_FAILED by Tollgate, the other topics
+//     forwarded (the request re-encoded without them) and the answers
+//     merged; answered by Tollgate alone when every topic is reserved;
+//   - streamed, the reserved topic within the head the gateway has read
+//     (16 KiB): refused whole, nothing forwarded — every partition the head
+//     shows answered TOPIC_AUTHORIZATION_FAILED, whatever its topic (a
+//     partition past the head gets no answer: clients send it again);
+//   - streamed, with topics past the head: forwarded while the session
+//     checks each topic as it passes (proxy.Verdict.Topics), records still
+//     spliced; a reserved topic leaves the broker an incomplete frame, which
+//     it never handles, and closes the connection (request_refused);
+//   - acks=0: the connection is closed and nothing forwarded (Kafka closes
+//     the connection of an acks=0 Produce that had any partition error,
+//     having written the others).
+//
 // Rewritten: the response's node endpoints (tag 0, v10+, sent by brokers on
 // a leader change, KIP-951) become gateway addresses (addresses.go); the
 // response is only walked to find them, re-encoded only when present.
 // throttle_time_ms becomes max(Tollgate's, the broker's), patched in place.
+
+func (f *reservedTopics) produce(r *proxy.Request) proxy.Verdict {
+	var set *reservedIDSet
+	if r.Version >= 13 {
+		set = f.idSet(r.Received)
+	}
+	p := r.Payload[r.BodyOffset:]
+	hit, seen := f.produceWalk(p, r.Version, r.Flexible, set)
+	streamed := len(r.Payload) < r.Size
+	switch {
+	case hit && r.Acks == 0:
+		return proxy.Verdict{Close: proxy.ReasonRefused}
+	case hit && streamed:
+		return proxy.Verdict{Respond: produceHeadAnswer(p, r.Version, r.Flexible)}
+	case hit:
+		return f.produceSplit(r, set)
+	case seen:
+		return proxy.Verdict{}
+	case streamed:
+		return proxy.Verdict{Topics: f.allow}
+	}
+	// Read whole, but not in place: kmsg decides.
+	return f.produceSplit(r, set)
+}
+
+// produceWalk reads the topics of the Produce body p (whole, or the head
+// of a streamed request) in place: hit reports a reserved topic; seen that
+// p showed every topic's name or id (the last topic's partitions need not
+// be in p).
+func (f *reservedTopics) produceWalk(p []byte, version int16, flex bool, set *reservedIDSet) (hit, seen bool) {
+	b := kbin.Reader{Src: p}
+	if version >= 3 {
+		b.Span(max(length(&b, flex, false), 0)) // transactional id
+	}
+	b.Span(2 + 4) // acks, timeout
+	n := length(&b, flex, true)
+	for i := 0; i < n && b.Ok(); i++ {
+		if version >= 13 {
+			id := b.Span(16)
+			if !b.Ok() {
+				return false, false
+			}
+			if _, ok := set.lookup([16]byte(id)); ok {
+				return true, false
+			}
+		} else {
+			name := b.Span(max(length(&b, flex, false), 0))
+			if !b.Ok() {
+				return false, false
+			}
+			if f.names[string(name)] {
+				return true, false
+			}
+		}
+		if i == n-1 {
+			return false, true
+		}
+		for parts := length(&b, flex, true); parts > 0 && b.Ok(); parts-- {
+			b.Span(4)                              // partition
+			b.Span(max(length(&b, flex, true), 0)) // records
+			if flex {
+				skipTags(&b)
+			}
+		}
+		if flex {
+			skipTags(&b)
+		}
+	}
+	return false, b.Ok()
+}
+
+// produceSplit answers a Produce read whole that names a reserved topic:
+// the others are forwarded.
+func (f *reservedTopics) produceSplit(r *proxy.Request, set *reservedIDSet) proxy.Verdict {
+	req, err := proxy.DecodeAs[*kmsg.ProduceRequest](r)
+	if err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	kept, out := split(req.Topics, func(t *kmsg.ProduceRequestTopic) bool {
+		if r.Version >= 13 {
+			_, ok := set.lookup(t.TopicID)
+			return ok
+		}
+		return f.named(t.Topic)
+	})
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	if r.Acks == 0 {
+		return proxy.Verdict{Close: proxy.ReasonRefused}
+	}
+	req.Topics = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		pr := resp.(*kmsg.ProduceResponse)
+		for _, t := range out {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, refusedProducePartition(p.Partition))
+			}
+			pr.Topics = append(pr.Topics, rt)
+		}
+	})
+}
+
+// refusedProducePartition is Kafka's PartitionResponse for an
+// unauthorized partition.
+func refusedProducePartition(partition int32) kmsg.ProduceResponseTopicPartition {
+	rp := kmsg.NewProduceResponseTopicPartition()
+	rp.Partition, rp.ErrorCode, rp.BaseOffset = partition, taf, -1
+	return rp
+}
+
+// produceHeadAnswer refuses a streamed Produce from its head p: every
+// partition the head shows, TOPIC_AUTHORIZATION_FAILED.
+func produceHeadAnswer(p []byte, version int16, flex bool) *kmsg.ProduceResponse {
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = version
+	b := kbin.Reader{Src: p}
+	if version >= 3 {
+		b.Span(max(length(&b, flex, false), 0))
+	}
+	b.Span(2 + 4)
+	for n := length(&b, flex, true); n > 0 && b.Ok(); n-- {
+		rt := kmsg.NewProduceResponseTopic()
+		if version >= 13 {
+			if id := b.Span(16); b.Ok() {
+				rt.TopicID = [16]byte(id)
+			}
+		} else {
+			rt.Topic = string(b.Span(max(length(&b, flex, false), 0)))
+		}
+		if !b.Ok() {
+			break
+		}
+		for parts := length(&b, flex, true); parts > 0 && b.Ok(); parts-- {
+			partition := b.Int32()
+			if !b.Ok() {
+				break
+			}
+			rt.Partitions = append(rt.Partitions, refusedProducePartition(partition))
+			b.Span(max(length(&b, flex, true), 0))
+			if flex {
+				skipTags(&b)
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+		if flex {
+			skipTags(&b)
+		}
+	}
+	return resp
+}

@@ -1,5 +1,12 @@
 package kafkaapi
 
+import (
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
 // Fetch (key 1), v0–v18.
 //
 // Forwarded to the partition leader's port. Responses of 64 KiB or more
@@ -14,6 +21,17 @@ package kafkaapi
 // (enforce/request.go): the upstream's time for it, less max_wait_ms when
 // min_bytes > 0 (the long poll).
 //
+// Reserved topics (reserved.go): the topics (names to v12, ids from v13)
+// are read in place; a request that names none of Tollgate's own topics is
+// forwarded untouched, without allocating. One that names one is split as
+// Kafka answers a topic the principal may not read: each reserved topic's
+// partitions answered TOPIC_AUTHORIZATION_FAILED (high watermark -1), the
+// request forwarded without them — even when nothing is left, as the fetch
+// session lives on the broker — with the quota filter's clamp, and the
+// answers merged. Differs: a merged answer is a buffered one; a streamed
+// answer (64 KiB or more) carries no entry for the refused partitions (and
+// no data of them either), and the client asks for them again.
+//
 // Rewritten: node endpoints (the top-level tag, v12+, KIP-951) become
 // gateway addresses — by addresses.go for a buffered response, and to the
 // same length by the stream for a streamed one (a rewrite that would be
@@ -22,3 +40,96 @@ package kafkaapi
 //
 // Differs from a broker: a throttled Fetch still delivers its data (Kafka
 // answers it empty); its debt throttles the next request instead.
+
+func (f *reservedTopics) fetch(r *proxy.Request) proxy.Verdict {
+	var set *reservedIDSet
+	if r.Version >= 13 {
+		if set = f.idSet(r.Received); len(set.ids) == 0 {
+			return proxy.Verdict{} // no reserved topic has an id: none can be named
+		}
+	}
+	if hit, ok := f.fetchWalk(r.Payload[r.BodyOffset:], r.Version, set); ok && !hit {
+		return proxy.Verdict{}
+	}
+	// A reserved topic, or a body not read in place: kmsg decides.
+	req, err := proxy.DecodeAs[*kmsg.FetchRequest](r)
+	if err != nil {
+		return proxy.Verdict{Close: proxy.ReasonBadFrame}
+	}
+	kept, out := split(req.Topics, func(t *kmsg.FetchRequestTopic) bool {
+		if r.Version >= 13 {
+			_, ok := set.lookup(t.TopicID)
+			return ok
+		}
+		return f.named(t.Topic)
+	})
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Topics = kept
+	return forwardAlways(req, func(resp kmsg.Response) {
+		fr := resp.(*kmsg.FetchResponse)
+		for _, t := range out {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.HighWatermark = p.Partition, taf, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			fr.Topics = append(fr.Topics, rt)
+		}
+	})
+}
+
+// fetchWalk reads the topics of the Fetch body p in place: hit reports a
+// reserved topic; ok that the topic array was read to its end.
+func (f *reservedTopics) fetchWalk(p []byte, version int16, set *reservedIDSet) (hit, ok bool) {
+	b := kbin.Reader{Src: p}
+	flex := version >= 12
+	head := 4 + 4 // max_wait_ms, min_bytes
+	if version <= 14 {
+		head += 4 // replica_id
+	}
+	if version >= 3 {
+		head += 4 // max_bytes
+	}
+	if version >= 4 {
+		head++ // isolation_level
+	}
+	if version >= 7 {
+		head += 4 + 4 // session id and epoch
+	}
+	b.Span(head)
+	part := 4 + 8 + 4 // partition, fetch_offset, partition_max_bytes
+	if version >= 9 {
+		part += 4 // current_leader_epoch
+	}
+	if version >= 12 {
+		part += 4 // last_fetched_epoch
+	}
+	if version >= 5 {
+		part += 8 // log_start_offset
+	}
+	for n := length(&b, flex, true); n > 0 && b.Ok(); n-- {
+		if version >= 13 {
+			if id := b.Span(16); b.Ok() {
+				if _, hit := set.lookup([16]byte(id)); hit {
+					return true, true
+				}
+			}
+		} else if name := b.Span(max(length(&b, flex, false), 0)); b.Ok() && f.names[string(name)] {
+			return true, true
+		}
+		for parts := length(&b, flex, true); parts > 0 && b.Ok(); parts-- {
+			b.Span(part)
+			if flex {
+				skipTags(&b)
+			}
+		}
+		if flex {
+			skipTags(&b)
+		}
+	}
+	return false, b.Ok()
+}

@@ -30,6 +30,13 @@ import (
 // controller.quorum.bootstrap.servers, zookeeper.connect and the old
 // host.name/port settings are returned null and sensitive, as Kafka
 // returns a password — synonyms included.
+//
+// Reserved topics (reserved.go): a TOPIC resource naming one of Tollgate's
+// own topics is answered TOPIC_AUTHORIZATION_FAILED with Kafka's message
+// and no configs, as Kafka answers a topic the principal may not describe;
+// the request is split after the broker configs' part (both edit the same
+// decoded request), the answers merged — answered by Tollgate alone when
+// nothing is left.
 
 func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfigsRequest) proxy.Verdict {
 	if _, ok, _ := b.owner.Describe(who, []string{}, req.Version); !ok {
@@ -190,4 +197,23 @@ func ownAddress(c proxy.Conn, resource string) *string {
 	}
 	v := c.Listener().Name + "://" + net.JoinHostPort(host, strconv.Itoa(int(port)))
 	return &v
+}
+
+func (f *reservedTopics) describeConfigs(req *kmsg.DescribeConfigsRequest) proxy.Verdict {
+	kept, out := split(req.Resources, func(r *kmsg.DescribeConfigsRequestResource) bool {
+		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
+	})
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Resources = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DescribeConfigsResponse)
+		for _, r := range out {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
+			dr.Resources = append(dr.Resources, rr)
+		}
+	})
 }

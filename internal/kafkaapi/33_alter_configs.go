@@ -23,6 +23,12 @@ import (
 // Differs from a broker: the split is not atomic. Tollgate's part is
 // applied before the broker answers; a broker that then refuses its part
 // leaves Tollgate's applied (documented in docs/control-plane.md).
+//
+// Reserved topics (reserved.go): a TOPIC resource naming one of Tollgate's
+// own topics is never altered — answered TOPIC_AUTHORIZATION_FAILED with
+// Kafka's message, as Kafka answers a topic the principal may not alter;
+// split after the broker configs' part, the answers merged, answered by
+// Tollgate alone when nothing is left.
 
 func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterConfigsRequest) proxy.Verdict {
 	var results []brokerResult
@@ -64,4 +70,23 @@ func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *k
 	}
 	req.Resources = fwd
 	return answerOrForward(req, len(fwd), merge)
+}
+
+func (f *reservedTopics) alterConfigs(req *kmsg.AlterConfigsRequest) proxy.Verdict {
+	kept, out := split(req.Resources, func(r *kmsg.AlterConfigsRequestResource) bool {
+		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
+	})
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Resources = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		ar := resp.(*kmsg.AlterConfigsResponse)
+		for _, r := range out {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
+			ar.Resources = append(ar.Resources, rr)
+		}
+	})
 }

@@ -23,6 +23,12 @@ import (
 // alone. validate_only validates without applying.
 //
 // Differs from a broker: the split is not atomic (see AlterConfigs).
+//
+// Reserved topics (reserved.go): a TOPIC resource naming one of Tollgate's
+// own topics is never altered (compaction, retention) — answered
+// TOPIC_AUTHORIZATION_FAILED with Kafka's message; split after the broker
+// configs' part, the answers merged, answered by Tollgate alone when
+// nothing is left.
 
 func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initiator, req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
 	var results []brokerResult
@@ -81,4 +87,23 @@ func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initia
 	}
 	req.Resources = fwd
 	return answerOrForward(req, len(fwd), merge)
+}
+
+func (f *reservedTopics) incrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
+	kept, out := split(req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
+	})
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Resources = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		ir := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		for _, r := range out {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
+			ir.Resources = append(ir.Resources, rr)
+		}
+	})
 }

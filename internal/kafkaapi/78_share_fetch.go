@@ -1,5 +1,11 @@
 package kafkaapi
 
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
 // ShareFetch (key 78), v0–v2.
 //
 // Forwarded. Charged by the quota filter (enforce/filter.go) as Kafka's
@@ -10,5 +16,34 @@ package kafkaapi
 // Fetch's rule (enforce/request.go). Rewritten
 // (addresses.go): the node endpoints become gateway addresses.
 //
+// Reserved topics (reserved.go): one of Tollgate's own topics (named by id)
+// has its partitions answered TOPIC_AUTHORIZATION_FAILED, as Kafka answers
+// a topic the principal may not read; the request is forwarded without it
+// (with the quota filter's clamp: both edit the same decoded request) —
+// even when nothing is left, as the share session lives on the broker —
+// and the answers merged.
+//
 // Differs from Fetch: the response is read whole, not streamed, so it is
 // bounded by socket.response_max_bytes.
+
+func (f *reservedTopics) shareFetch(r *proxy.Request, req *kmsg.ShareFetchRequest) proxy.Verdict {
+	by := f.by(r)
+	kept, out := split(req.Topics, func(t *kmsg.ShareFetchRequestTopic) bool { return by.id(t.TopicID) })
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Topics = kept
+	return forwardAlways(req, func(resp kmsg.Response) {
+		sr := resp.(*kmsg.ShareFetchResponse)
+		for _, t := range out {
+			rt := kmsg.NewShareFetchResponseTopic()
+			rt.TopicID = t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewShareFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, taf
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			sr.Topics = append(sr.Topics, rt)
+		}
+	})
+}

@@ -21,13 +21,26 @@ type Deps struct {
 	BrokerConfigs *control.BrokerConfigs
 	// Quota is the quota filter (enforce.Filter); nil charges nothing.
 	Quota proxy.Filter
+	// Reserved are the topics Tollgate keeps its own state in on the
+	// upstream cluster (audit.topic, usage.topic, a Tollgate cluster's
+	// configuration and usage exchange topics), by exact name: requests
+	// through the gateway never reach them (reserved.go). Empty: the
+	// chain has no such filter.
+	Reserved []string
+	// Topics resolves the reserved topics' ids (the gateway, whose
+	// metadata client exists once it starts), for the requests that name
+	// topics by id; nil: the ids are learnt from the metadata answers
+	// that pass.
+	Topics TopicIDs
 }
 
 // Chain is the filter chain of every connection, in order: a request
 // passes the filters top to bottom and its response bottom to top, so the
 // filters nearest the client (ApiVersions, broker addresses) see every
 // response last, after the control plane has merged its part in, and the
-// quota filter, nearest the broker, charges only what is forwarded.
+// quota filter, nearest the broker but for the reserved topics' filter,
+// charges only what is forwarded (what the reserved topics' filter answers
+// itself gives back what the quota filter reserved for it).
 func Chain(d Deps) proxy.Chain {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -46,6 +59,11 @@ func Chain(d Deps) proxy.Chain {
 	}
 	if d.Quota != nil {
 		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every forwarded key for request_percentage
+	}
+	if r := newReservedTopics(d.Reserved, d.Topics, d.Log); len(r.list) > 0 {
+		// After the quota filter: the Fetch it rewrites keeps the quota
+		// filter's max_bytes clamp, patched in place before.
+		c = append(c, r) // 0–3, 8, 19–21, 23, 24, 28, 32, 33, 37, 44, 61, 75, 78: Tollgate's own topics refused
 	}
 	return c
 }

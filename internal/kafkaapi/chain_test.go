@@ -35,6 +35,7 @@ func fullDeps(t *testing.T) Deps {
 		Credentials:   cp.creds,
 		BrokerConfigs: cp.brokers,
 		Quota:         enforce.New(eng, nil),
+		Reserved:      []string{"tollgate-audit", "tollgate-usage"},
 	}
 }
 
@@ -203,8 +204,12 @@ func TestChainOrder(t *testing.T) {
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "scram-credentials"}},
 		{"quota filter", Deps{Quota: full.Quota},
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "quota"}},
+		{"reserved topics", Deps{Reserved: []string{"tollgate-audit"}},
+			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "reserved-topics"}},
+		{"no reserved topic named", Deps{Reserved: []string{""}},
+			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs"}},
 		{"everything", full,
-			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "client-quotas", "scram-credentials", "quota"}},
+			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "client-quotas", "scram-credentials", "quota", "reserved-topics"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Chain(tc.deps)

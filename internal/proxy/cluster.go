@@ -34,6 +34,34 @@ func (g *Gateway) TopicPartitions(ctx context.Context, topics []string) (map[str
 	return out, nil
 }
 
+// TopicIDs asks upstream for the id of each topic; topics that do not
+// exist are absent from the result. It never creates a topic. Filters that
+// refuse topics by name need their ids for the requests that name topics
+// by id (Fetch v13+, Produce v13, ShareFetch).
+func (g *Gateway) TopicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
+	if g.meta == nil {
+		return nil, fmt.Errorf("the gateway has not started")
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, g.meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][16]byte, len(topics))
+	for _, t := range resp.Topics {
+		if t.ErrorCode == 0 && t.Topic != nil && t.TopicID != ([16]byte{}) {
+			out[*t.Topic] = t.TopicID
+		}
+	}
+	return out, nil
+}
+
 // partitionsCache holds num.partitions as last read from upstream.
 type partitionsCache struct {
 	sync.Mutex

@@ -145,9 +145,12 @@ func DecodeAs[T kmsg.Request](r *Request) (T, error) {
 // unchanged. The verdicts of a chain combine in chain order: the first
 // Close or Respond ends the chain (later filters do not see the request);
 // Hold and Throttle take the largest; Merge functions compose, the later
-// filter's applied first (it is nearer the broker); at most one filter may
-// Forward a rewritten request (a second closes the connection: it is a bug
-// in the chain).
+// filter's applied first (it is nearer the broker), and a Respond gets the
+// Merges of the filters before it (for them, the local answer is the
+// upstream's); at most one filter may Forward a rewritten request (a
+// second closes the connection: it is a bug in the chain) — unless it
+// forwards the same request, Request.Decode's shared result, which each
+// filter edited in turn.
 type Verdict struct {
 	// Respond, if non-nil, is answered locally instead of forwarding; the
 	// gateway frames it with the request's correlation id and version.
@@ -156,6 +159,16 @@ type Verdict struct {
 	// with the same correlation id and client id (e.g. the request minus
 	// the items the gateway answered itself).
 	Forward kmsg.Request
+	// Topics, for a streamed Produce (Request.Payload holds only its
+	// head), sees each topic the request names — its name, or its id
+	// from v13 — as the frame is forwarded, before any byte of that topic
+	// is written upstream; the records are still copied socket to socket.
+	// false ends the request: the broker has received only part of the
+	// frame, which it never handles, so the session closes
+	// (ReasonRefused). For a filter that must know every topic of a
+	// Produce whose later topics lie past the head. Ignored for any other
+	// request; at most one filter of a chain may set it.
+	Topics func(name []byte, id [16]byte) bool
 	// Merge, if non-nil, edits the decoded upstream response before the
 	// response hooks see it (e.g. to add back the items the gateway
 	// answered itself).
@@ -285,3 +298,6 @@ func (c *chain) forConn(conn Conn) []Filter {
 
 // errTwoForwards is a chain in which two filters rewrote one request.
 var errTwoForwards = fmt.Errorf("two filters rewrote the same request")
+
+// errTwoTopicChecks is a chain in which two filters set Verdict.Topics.
+var errTwoTopicChecks = fmt.Errorf("two filters check the topics of the same streamed Produce")

@@ -45,3 +45,20 @@ func BenchmarkSessionProduceQuotas(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSessionProduceReserved is BenchmarkSessionProduce through the
+// gateway's filter chain without Tollgate's own topics (reserved=none: the
+// chain has no reserved-topics filter) and with two (each Produce's topics
+// are read in place; the request names neither): the same cost, no
+// allocation.
+//
+//	go test -run xxx -bench SessionProduceReserved -count 10 ./internal/proxy/ > /tmp/r.txt
+//	benchstat -col /reserved /tmp/r.txt
+func BenchmarkSessionProduceReserved(b *testing.B) {
+	b.Run("reserved=none", func(b *testing.B) {
+		proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{})))
+	})
+	b.Run("reserved=2", func(b *testing.B) {
+		proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Reserved: []string{"tollgate-audit", "tollgate-usage"}})))
+	})
+}

@@ -275,7 +275,11 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 			return r, err
 		}
 	}
-	if r, err := s.streamToUpstream(sz, n); err != nil {
+	if v.Topics != nil {
+		if r, err := s.streamProduceChecked(sz, n, req, v.Topics); err != nil {
+			return r, err
+		}
+	} else if r, err := s.streamToUpstream(sz, n); err != nil {
 		return r, err
 	}
 	s.afterForward(req, v)
@@ -347,12 +351,20 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 			break
 		}
 		if fv.Forward != nil {
-			if v.Forward != nil {
+			if v.Forward != nil && v.Forward != fv.Forward {
 				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoForwards)...)
 				v.Close, last = ReasonRefused, i
 				break
 			}
 			v.Forward = fv.Forward
+		}
+		if fv.Topics != nil {
+			if v.Topics != nil {
+				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoTopicChecks)...)
+				v.Close, last = ReasonRefused, i
+				break
+			}
+			v.Topics = fv.Topics
 		}
 		if fv.Merge != nil {
 			if v.Merge == nil {
@@ -380,6 +392,11 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 	}
 	if v.Respond != nil {
 		v.Respond.SetVersion(req.Version)
+		if v.Merge != nil {
+			// The filters before the one that answered forwarded their
+			// part to it: its answer is, for them, the upstream's.
+			v.Merge(v.Respond)
+		}
 		if t, ok := v.Respond.(kmsg.SetThrottleResponse); ok && v.Throttle > 0 {
 			if cur, _ := v.Respond.(kmsg.ThrottleResponse).Throttle(); cur < throttleMs(v.Throttle) {
 				t.SetThrottle(throttleMs(v.Throttle))

@@ -1,0 +1,37 @@
+package kafkaapi
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// DeleteRecords (key 21), v0–v2.
+//
+// Forwarded. Reserved topics (reserved.go): records of one of Tollgate's
+// own topics are never deleted — its partitions are answered
+// TOPIC_AUTHORIZATION_FAILED (low watermark -1), as Kafka answers a topic
+// the principal may not delete from; the other topics are forwarded and the
+// answers merged, or the request is answered by Tollgate alone when every
+// topic is reserved.
+
+func (f *reservedTopics) deleteRecords(req *kmsg.DeleteRecordsRequest) proxy.Verdict {
+	kept, out := split(req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return f.named(t.Topic) })
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Topics = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range out {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, taf, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			dr.Topics = append(dr.Topics, rt)
+		}
+	})
+}

@@ -1,0 +1,36 @@
+package kafkaapi
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+)
+
+// DescribeProducers (key 61), v0.
+//
+// Forwarded. Reserved topics (reserved.go): one of Tollgate's own topics
+// has its partitions answered TOPIC_AUTHORIZATION_FAILED with Kafka's
+// message, as Kafka answers a topic the principal may not read; the other
+// topics are forwarded and the answers merged, or the request is answered
+// by Tollgate alone when every topic is reserved.
+
+func (f *reservedTopics) describeProducers(req *kmsg.DescribeProducersRequest) proxy.Verdict {
+	kept, out := split(req.Topics, func(t *kmsg.DescribeProducersRequestTopic) bool { return f.named(t.Topic) })
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	req.Topics = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DescribeProducersResponse)
+		for _, t := range out {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, taf, kmsg.StringPtr(topicAuthFailed)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			dr.Topics = append(dr.Topics, rt)
+		}
+	})
+}

@@ -1,0 +1,593 @@
+package kafkaapi
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/proxy/proxytest"
+)
+
+// Produce: a request naming one of Tollgate's topics is split as Kafka
+// splits it (the reserved topic's partitions TOPIC_AUTHORIZATION_FAILED,
+// the others forwarded); all reserved: answered by Tollgate; by id from
+// v13; acks=0 closes the connection; a request naming none is forwarded
+// untouched.
+func TestReservedProduce(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	var cases []exchangeCase
+	for _, v := range []int16{3, 8, 9, 12, 13} {
+		cases = append(cases,
+			exchangeCase{fmt.Sprintf("v%d split", v), produceReq(v, -1, ownTopic, auditTopic), []string{ownTopic},
+				map[string][]int16{ownTopic: {0, 0}, auditTopic: {tafCode, tafCode}}},
+			exchangeCase{fmt.Sprintf("v%d all reserved", v), produceReq(v, 1, usageTopic, auditTopic), nil,
+				map[string][]int16{usageTopic: {tafCode, tafCode}, auditTopic: {tafCode, tafCode}}},
+			exchangeCase{fmt.Sprintf("v%d none reserved", v), produceReq(v, 1, ownTopic), []string{ownTopic},
+				map[string][]int16{ownTopic: {0, 0}}},
+		)
+	}
+	runCases(t, f, cases)
+
+	for _, v := range []int16{3, 13} {
+		r, err := proxytest.Request(produceReq(v, 0, ownTopic, auditTopic), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.OnRequest(connAs(aliceUser), r); got.Close != proxy.ReasonRefused || got.Forward != nil {
+			t.Errorf("v%d acks=0: verdict %+v, want the connection closed and nothing forwarded", v, got)
+		}
+	}
+	// The answer's refused partitions are Kafka's: no offset.
+	x := pass(t, f, connAs(aliceUser), produceReq(9, -1, auditTopic), nil)
+	for _, p := range x.resp.(*kmsg.ProduceResponse).Topics[0].Partitions {
+		if p.BaseOffset != -1 || p.LogAppendTime != -1 || p.LogStartOffset != -1 {
+			t.Errorf("refused partition %+v", p)
+		}
+	}
+}
+
+// A streamed Produce (64 KiB or more) is never decoded: from its head the
+// filter lets one that names no reserved topic through, refuses one whose
+// head names one (every partition the head shows
+// TOPIC_AUTHORIZATION_FAILED, nothing forwarded), and has the session check
+// the topics past the head as they stream.
+func TestReservedProduceStreamed(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	c := connAs(aliceUser)
+	for _, v := range []int16{8, 9, 13} {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			one := bigProduceHead(t, v, ownTopic)
+			if got := testing.AllocsPerRun(50, func() { f.OnRequest(c, one) }); got != 0 {
+				t.Errorf("a streamed Produce of one tenant topic costs %v allocations", got)
+			}
+			if got := f.OnRequest(c, one); got.Topics != nil || got.Respond != nil || got.Close != "" || got.Forward != nil {
+				t.Errorf("one tenant topic: verdict %+v, want it forwarded untouched", got)
+			}
+
+			many := bigProduceHead(t, v, ownTopic, auditTopic)
+			if got := testing.AllocsPerRun(50, func() { f.OnRequest(c, many) }); got != 0 {
+				t.Errorf("a streamed Produce of two topics costs %v allocations", got)
+			}
+			got := f.OnRequest(c, many)
+			if got.Topics == nil || got.Respond != nil || got.Forward != nil || got.Merge != nil {
+				t.Fatalf("topics past the head: verdict %+v, want the session to check them", got)
+			}
+			for _, tc := range []struct {
+				name  []byte
+				id    [16]byte
+				allow bool
+			}{
+				{[]byte(ownTopic), [16]byte{}, true}, {[]byte(auditTopic), [16]byte{}, false},
+				{[]byte(usageTopic), [16]byte{}, false}, {nil, ownID, true}, {nil, auditID, false}, {nil, usageID, false},
+			} {
+				if (tc.name == nil) != (v >= 13) {
+					continue // a request names topics by id from v13 only
+				}
+				if a := got.Topics(tc.name, tc.id); a != tc.allow {
+					t.Errorf("check(%q, %x) = %v, want %v", tc.name, tc.id[:2], a, tc.allow)
+				}
+			}
+
+			first := bigProduceHead(t, v, auditTopic, ownTopic)
+			got = f.OnRequest(c, first)
+			resp, ok := got.Respond.(*kmsg.ProduceResponse)
+			if !ok || got.Close != "" || got.Topics != nil {
+				t.Fatalf("reserved topic in the head: verdict %+v, want an answer", got)
+			}
+			resp.Version = v
+			// The head shows the first topic's first partition (the
+			// second lies after 256 KiB of records).
+			if got, want := codes(resp), map[string][]int16{auditTopic: {tafCode}}; !maps.EqualFunc(got, want, slices.Equal[[]int16]) {
+				t.Errorf("answer %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// Fetch: split by name (v12) and by id (v13+); the request is forwarded
+// even when every topic is refused (the fetch session lives on the
+// broker); one that names no reserved topic is read in place without an
+// allocation.
+func TestReservedFetch(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	var cases []exchangeCase
+	for _, v := range []int16{4, 11, 12, 13, 16} {
+		cases = append(cases,
+			exchangeCase{fmt.Sprintf("v%d split", v), fetchReq(v, auditTopic, ownTopic, usageTopic), []string{ownTopic},
+				map[string][]int16{ownTopic: {0, 0}, auditTopic: {tafCode, tafCode}, usageTopic: {tafCode, tafCode}}},
+			exchangeCase{fmt.Sprintf("v%d all reserved", v), fetchReq(v, auditTopic), []string{},
+				map[string][]int16{auditTopic: {tafCode, tafCode}}},
+			exchangeCase{fmt.Sprintf("v%d none reserved", v), fetchReq(v, ownTopic), []string{ownTopic},
+				map[string][]int16{ownTopic: {0, 0}}},
+		)
+	}
+	runCases(t, f, cases)
+
+	x := pass(t, f, connAs(aliceUser), fetchReq(12, auditTopic), echo)
+	for _, tp := range x.resp.(*kmsg.FetchResponse).Topics {
+		for _, p := range tp.Partitions {
+			if p.HighWatermark != -1 || len(p.RecordBatches) != 0 {
+				t.Errorf("refused partition %+v carries data", p)
+			}
+		}
+	}
+	c := connAs(aliceUser)
+	for _, v := range []int16{12, 13} {
+		r, err := proxytest.Request(fetchReq(v, ownTopic, "payments"), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := testing.AllocsPerRun(100, func() { f.OnRequest(c, r) }); got != 0 {
+			t.Errorf("v%d: a Fetch of tenant topics costs %v allocations", v, got)
+		}
+	}
+}
+
+// The reserved topics' ids are resolved once before the first request
+// that names a topic by id — it waits for them — and then only in the
+// background; without a resolver, they are learnt from the metadata
+// answers that pass.
+func TestReservedIDs(t *testing.T) {
+	ids := clusterIDs()
+	f := reservedOf(t, ids)
+	if n := ids.calls.Load(); n != 0 {
+		t.Fatalf("resolved %d times before any request", n)
+	}
+	x := pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, ownTopic), echo)
+	if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
+		t.Errorf("the broker got %v", got)
+	}
+	pass(t, f, connAs(aliceUser), fetchReq(13, ownTopic), echo)
+	if n := ids.calls.Load(); n != 1 {
+		t.Errorf("resolved %d times for two requests received at once", n)
+	}
+
+	// A topic created after the last resolution: resolved again, in the
+	// background, once the ids are reservedIDRetry old (one reserved
+	// topic had none); until then the request goes on with what is known.
+	synctest.Test(t, func(t *testing.T) {
+		late := &upstreamIDs{ids: map[string][16]byte{auditTopic: auditID}}
+		f := reservedOf(t, late)
+		r, _ := proxytest.Request(fetchReq(13, ownTopic), 1)
+		f.OnRequest(connAs(aliceUser), r)
+		late.ids[usageTopic] = usageID
+		r, _ = proxytest.Request(fetchReq(13, usageTopic), 1)
+		r.Received = f.ids.Load().at.Add(reservedIDRetry - 1)
+		if f.OnRequest(connAs(aliceUser), r); late.calls.Load() != 1 {
+			t.Errorf("resolved again before reservedIDRetry")
+		}
+		r.Received = f.ids.Load().at.Add(reservedIDRetry)
+		f.OnRequest(connAs(aliceUser), r) // starts the resolution
+		synctest.Wait()
+		if n := late.calls.Load(); n != 2 {
+			t.Fatalf("resolved %d times", n)
+		}
+		x := pass(t, f, connAs(aliceUser), fetchReq(13, usageTopic, ownTopic), echo)
+		if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
+			t.Errorf("after the usage topic was created, the broker got %v", got)
+		}
+	})
+
+	// An upstream that cannot be asked: the requests go on with the ids
+	// known so far (none: the first resolution does not block them
+	// again), the failure is logged once until a resolution succeeds,
+	// and a metadata answer that passes still teaches the ids.
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		down := &failingIDs{}
+		f := newReservedTopics([]string{auditTopic, usageTopic}, down, slog.New(slog.NewTextHandler(&logs, nil)))
+		r, _ := proxytest.Request(fetchReq(13, auditTopic), 1)
+		if v := f.OnRequest(connAs(aliceUser), r); v.Forward != nil || v.Close != "" {
+			t.Errorf("verdict %+v with no id known", v)
+		}
+		for i := 1; i <= 3; i++ {
+			r.Received = f.ids.Load().at.Add(reservedIDRetry)
+			f.OnRequest(connAs(aliceUser), r)
+			synctest.Wait()
+		}
+		if n := down.calls.Load(); n != 4 {
+			t.Errorf("asked the upstream %d times, want 4 (once, then once per reservedIDRetry)", n)
+		}
+		if n := strings.Count(logs.String(), "cannot resolve the ids"); n != 1 {
+			t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+		}
+		pass(t, f, connAs(aliceUser), at(12, kmsg.NewPtrMetadataRequest()), echo)
+		x := pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, ownTopic), echo)
+		if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
+			t.Errorf("after a metadata answer the broker got %v", got)
+		}
+	})
+
+	// No resolver: a Metadata answer listing every topic teaches the ids.
+	f = reservedOf(t, nil)
+	x = pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic), echo)
+	if got := sentTopics(x.sent); !slices.Equal(got, []string{auditTopic}) {
+		t.Fatalf("with no id known the broker got %v", got)
+	}
+	pass(t, f, connAs(aliceUser), at(12, kmsg.NewPtrMetadataRequest()), echo)
+	x = pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, usageTopic), echo)
+	if got := sentTopics(x.sent); len(got) != 0 {
+		t.Errorf("after a metadata answer the broker got %v", got)
+	}
+}
+
+// The other APIs that name topics: each reserved topic answered
+// TOPIC_AUTHORIZATION_FAILED as Kafka answers it, the rest forwarded and
+// the answers merged; answered by Tollgate alone when every topic is
+// reserved.
+func TestReservedTopicAPIs(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	two := []int16{0, 0}
+	refused := []int16{tafCode, tafCode}
+
+	listOffsets := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrListOffsetsRequest()
+		r.Version = 7
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.ListOffsetsRequestTopic{Topic: n, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0}, {Partition: 1}}})
+		}
+		return r
+	}
+	offsetCommit := func(v int16, topics ...string) kmsg.Request {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Version, r.Group = v, "g"
+		for _, n := range topics {
+			t := kmsg.NewOffsetCommitRequestTopic()
+			if v >= 10 {
+				t.TopicID = idOf(n)
+			} else {
+				t.Topic = n
+			}
+			t.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0}, {Partition: 1}}
+			r.Topics = append(r.Topics, t)
+		}
+		return r
+	}
+	txnOffsetCommit := func(v int16, topics ...string) kmsg.Request {
+		r := kmsg.NewPtrTxnOffsetCommitRequest()
+		r.Version, r.Group, r.TransactionalID = v, "g", "tx"
+		for _, n := range topics {
+			t := kmsg.NewTxnOffsetCommitRequestTopic()
+			if v >= 6 {
+				t.TopicID = idOf(n)
+			} else {
+				t.Topic = n
+			}
+			t.Partitions = []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0}, {Partition: 1}}
+			r.Topics = append(r.Topics, t)
+		}
+		return r
+	}
+	deleteRecords := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrDeleteRecordsRequest()
+		r.Version = 2
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.DeleteRecordsRequestTopic{Topic: n, Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 5}, {Partition: 1, Offset: 5}}})
+		}
+		return r
+	}
+	offsetForLeaderEpoch := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		r.Version = 4
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.OffsetForLeaderEpochRequestTopic{Topic: n, Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{Partition: 0}, {Partition: 1}}})
+		}
+		return r
+	}
+	describeProducers := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrDescribeProducersRequest()
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.DescribeProducersRequestTopic{Topic: n, Partitions: []int32{0, 1}})
+		}
+		return r
+	}
+	createTopics := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrCreateTopicsRequest()
+		r.Version = 7
+		for _, n := range topics {
+			t := kmsg.NewCreateTopicsRequestTopic()
+			t.Topic, t.NumPartitions, t.ReplicationFactor = n, 3, 1
+			r.Topics = append(r.Topics, t)
+		}
+		return r
+	}
+	deleteTopicsNames := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrDeleteTopicsRequest()
+		r.Version, r.TopicNames = 5, topics
+		return r
+	}
+	deleteTopicsV6 := func(byID bool, topics ...string) kmsg.Request {
+		r := kmsg.NewPtrDeleteTopicsRequest()
+		r.Version = 6
+		for _, n := range topics {
+			t := kmsg.NewDeleteTopicsRequestTopic()
+			if byID {
+				t.TopicID = idOf(n)
+			} else {
+				t.Topic = kmsg.StringPtr(n)
+			}
+			r.Topics = append(r.Topics, t)
+		}
+		return r
+	}
+	createPartitions := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrCreatePartitionsRequest()
+		r.Version = 3
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.CreatePartitionsRequestTopic{Topic: n, Count: 6})
+		}
+		return r
+	}
+	shareFetch := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrShareFetchRequest()
+		r.Version, r.GroupID, r.MemberID, r.MaxBytes = 1, kmsg.StringPtr("sg"), kmsg.StringPtr("m"), 1<<20
+		for _, n := range topics {
+			t := kmsg.NewShareFetchRequestTopic()
+			t.TopicID = idOf(n)
+			t.Partitions = []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}, {Partition: 1}}
+			r.Topics = append(r.Topics, t)
+		}
+		return r
+	}
+	describeTopicPartitions := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		r.ResponsePartitionLimit = 2000
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: n})
+		}
+		return r
+	}
+	one := []int16{0}
+	no := []int16{tafCode}
+
+	runCases(t, f, []exchangeCase{
+		{"ListOffsets split", listOffsets(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"ListOffsets all reserved", listOffsets(auditTopic), nil, map[string][]int16{auditTopic: refused}},
+		{"OffsetCommit v9 split", offsetCommit(9, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, usageTopic: refused}},
+		{"OffsetCommit v10 by id", offsetCommit(10, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, usageTopic: refused}},
+		{"OffsetCommit all reserved", offsetCommit(8, auditTopic), nil, map[string][]int16{auditTopic: refused}},
+		{"TxnOffsetCommit v5 split", txnOffsetCommit(5, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"TxnOffsetCommit v6 by id", txnOffsetCommit(6, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"DeleteRecords split", deleteRecords(auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"DeleteRecords all reserved", deleteRecords(auditTopic, usageTopic), nil, map[string][]int16{auditTopic: refused, usageTopic: refused}},
+		{"OffsetForLeaderEpoch split", offsetForLeaderEpoch(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"DescribeProducers split", describeProducers(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"CreateTopics split", createTopics(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"CreateTopics all reserved", createTopics(usageTopic), nil, map[string][]int16{usageTopic: no}},
+		{"DeleteTopics v5 split", deleteTopicsNames(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"DeleteTopics v6 by name", deleteTopicsV6(false, auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"DeleteTopics v6 by id", deleteTopicsV6(true, auditTopic), nil, map[string][]int16{auditTopic: no}},
+		{"CreatePartitions split", createPartitions(ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, usageTopic: no}},
+		{"ShareFetch split", shareFetch(auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"ShareFetch all reserved, still forwarded", shareFetch(auditTopic), []string{}, map[string][]int16{auditTopic: refused}},
+		{"DescribeTopicPartitions split", describeTopicPartitions(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"DescribeTopicPartitions all reserved", describeTopicPartitions(auditTopic), nil, map[string][]int16{auditTopic: no}},
+		{"DescribeTopicPartitions every topic", describeTopicPartitions(), []string{}, map[string][]int16{ownTopic: one}},
+	})
+
+	// The fields Kafka sets besides the code.
+	x := pass(t, f, connAs(aliceUser), createTopics(auditTopic), nil)
+	if ct := x.resp.(*kmsg.CreateTopicsResponse).Topics[0]; str(ct.ErrorMessage) != "Authorization failed." || ct.ConfigErrorCode != tafCode || ct.NumPartitions != -1 {
+		t.Errorf("CreateTopics answer %+v", ct)
+	}
+	x = pass(t, f, connAs(aliceUser), deleteTopicsV6(true, auditTopic), nil)
+	if dt := x.resp.(*kmsg.DeleteTopicsResponse).Topics[0]; dt.Topic != nil || dt.TopicID != auditID {
+		t.Errorf("DeleteTopics by id: answer %+v, want a null name and the id", dt)
+	}
+	x = pass(t, f, connAs(aliceUser), deleteRecords(auditTopic), nil)
+	if p := x.resp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]; p.LowWatermark != -1 {
+		t.Errorf("DeleteRecords answer %+v", p)
+	}
+	x = pass(t, f, connAs(aliceUser), listOffsets(auditTopic), nil)
+	if p := x.resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]; p.Offset != -1 || p.Timestamp != -1 {
+		t.Errorf("ListOffsets answer %+v", p)
+	}
+	x = pass(t, f, connAs(aliceUser), describeTopicPartitions(auditTopic), nil)
+	if dt := x.resp.(*kmsg.DescribeTopicPartitionsResponse).Topics[0]; dt.TopicID != ([16]byte{}) || len(dt.Partitions) != 0 {
+		t.Errorf("DescribeTopicPartitions answer %+v: the id or partitions are given away", dt)
+	}
+}
+
+// DescribeTopicPartitions listing every topic: the reserved ones are left
+// out, and a next cursor into one points past it.
+func TestReservedDescribeTopicPartitionsCursor(t *testing.T) {
+	f := reservedOf(t, nil)
+	resp := kmsg.NewPtrDescribeTopicPartitionsResponse()
+	for _, n := range []string{auditTopic, ownTopic} {
+		rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+		rt.Topic, rt.TopicID = kmsg.StringPtr(n), idOf(n)
+		resp.Topics = append(resp.Topics, rt)
+	}
+	resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: usageTopic, Partition: 3}
+	got := respond(t, f, connAs(aliceUser), kmsg.NewPtrDescribeTopicPartitionsRequest(), resp).(*kmsg.DescribeTopicPartitionsResponse)
+	if len(got.Topics) != 1 || str(got.Topics[0].Topic) != ownTopic {
+		t.Errorf("topics %v", codes(got))
+	}
+	if c := got.NextCursor; c == nil || c.Topic <= usageTopic || c.Partition != 0 || len(c.Topic) != len(usageTopic)+1 {
+		t.Errorf("next cursor %+v, want the first name after %s", c, usageTopic)
+	}
+	if _, ok := f.ids.Load().lookup(auditID); !ok {
+		t.Error("the answer did not teach the audit topic's id")
+	}
+}
+
+// Metadata: a named reserved topic is taken out of the request (never
+// auto-created) and answered TOPIC_AUTHORIZATION_FAILED (zero id by name,
+// null name by id); a request for every topic gets an answer without
+// them; v0's empty list is every topic.
+func TestReservedMetadata(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	named := func(v int16, auto bool, topics ...string) kmsg.Request {
+		r := kmsg.NewPtrMetadataRequest()
+		r.Version, r.AllowAutoTopicCreation = v, auto
+		r.Topics = []kmsg.MetadataRequestTopic{}
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(n)})
+		}
+		return r
+	}
+	byID := func(topics ...string) kmsg.Request {
+		r := kmsg.NewPtrMetadataRequest()
+		r.Version = 12
+		for _, n := range topics {
+			r.Topics = append(r.Topics, kmsg.MetadataRequestTopic{TopicID: idOf(n)})
+		}
+		return r
+	}
+	runCases(t, f, []exchangeCase{
+		{"v12 named split", named(12, true, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: {0}, auditTopic: {tafCode}}},
+		{"v4 named, only reserved: forwarded for the brokers", named(4, true, auditTopic, usageTopic), []string{},
+			map[string][]int16{auditTopic: {tafCode}, usageTopic: {tafCode}}},
+		{"v0 named, only reserved", named(0, false, auditTopic), []string{}, map[string][]int16{auditTopic: {tafCode}}},
+		{"v12 by id", byID(usageTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: {0}, usageTopic: {tafCode}}},
+		{"v12 every topic", at(12, kmsg.NewPtrMetadataRequest()), []string{}, map[string][]int16{ownTopic: {0}}},
+		{"v0 every topic", named(0, false), []string{}, map[string][]int16{ownTopic: {0}}},
+	})
+	x := pass(t, f, connAs(aliceUser), named(12, true, auditTopic), echo)
+	mt := x.resp.(*kmsg.MetadataResponse)
+	if len(mt.Brokers) == 0 {
+		t.Error("the answer has no brokers")
+	}
+	if tp := mt.Topics[0]; tp.TopicID != ([16]byte{}) || len(tp.Partitions) != 0 {
+		t.Errorf("refused by name: %+v gives the id or partitions away", tp)
+	}
+	x = pass(t, f, connAs(aliceUser), byID(auditTopic), echo)
+	if tp := x.resp.(*kmsg.MetadataResponse).Topics[0]; tp.Topic != nil || tp.TopicID != auditID {
+		t.Errorf("refused by id: %+v, want a null name and the id", tp)
+	}
+	if x.sent.(*kmsg.MetadataRequest).Topics == nil {
+		t.Error("a request naming only a reserved topic became a request for every topic")
+	}
+}
+
+// DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: a TOPIC
+// resource naming a reserved topic is refused, BROKER resources and other
+// topics go on as before.
+func TestReservedConfigs(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	topic, broker := kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker
+	key := func(rt kmsg.ConfigResourceType, n string) string { return fmt.Sprintf("%v:%s", rt, n) }
+	describe := kmsg.NewPtrDescribeConfigsRequest()
+	describe.Version = 4
+	alter := kmsg.NewPtrAlterConfigsRequest()
+	alter.Version = 2
+	incr := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	incr.Version = 1
+	for _, rs := range []struct {
+		t kmsg.ConfigResourceType
+		n string
+	}{{topic, auditTopic}, {topic, ownTopic}, {broker, "0"}, {broker, auditTopic}} {
+		describe.Resources = append(describe.Resources, kmsg.DescribeConfigsRequestResource{ResourceType: rs.t, ResourceName: rs.n})
+		alter.Resources = append(alter.Resources, kmsg.AlterConfigsRequestResource{ResourceType: rs.t, ResourceName: rs.n})
+		incr.Resources = append(incr.Resources, kmsg.IncrementalAlterConfigsRequestResource{ResourceType: rs.t, ResourceName: rs.n})
+	}
+	sent := []string{key(broker, "0"), key(broker, auditTopic), key(topic, ownTopic)}
+	sort.Strings(sent)
+	want := map[string][]int16{key(topic, auditTopic): {tafCode}, key(topic, ownTopic): {0}, key(broker, "0"): {0}, key(broker, auditTopic): {0}}
+	only := func(r kmsg.Request) kmsg.Request {
+		switch r := r.(type) {
+		case *kmsg.DescribeConfigsRequest:
+			c := *r
+			c.Resources = r.Resources[:1]
+			return &c
+		case *kmsg.AlterConfigsRequest:
+			c := *r
+			c.Resources = r.Resources[:1]
+			return &c
+		case *kmsg.IncrementalAlterConfigsRequest:
+			c := *r
+			c.Resources = r.Resources[:1]
+			return &c
+		}
+		return nil
+	}
+	runCases(t, f, []exchangeCase{
+		{"DescribeConfigs split", describe, sent, want},
+		{"AlterConfigs split", alter, sent, want},
+		{"IncrementalAlterConfigs split", incr, sent, want},
+		{"DescribeConfigs only reserved", only(describe), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
+		{"AlterConfigs only reserved", only(alter), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
+		{"IncrementalAlterConfigs only reserved", only(incr), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
+	})
+	x := pass(t, f, connAs(aliceUser), only(describe), nil)
+	if rr := x.resp.(*kmsg.DescribeConfigsResponse).Resources[0]; len(rr.Configs) != 0 || str(rr.ErrorMessage) != topicAuthFailed {
+		t.Errorf("refused resource %+v", rr)
+	}
+}
+
+// AddPartitionsToTxn: a transaction adding a reserved topic's partition
+// fails whole (the others OPERATION_NOT_ATTEMPTED); v4+ batches have only
+// the failing transactions answered by Tollgate.
+func TestReservedAddPartitionsToTxn(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	v3 := kmsg.NewPtrAddPartitionsToTxnRequest()
+	v3.Version, v3.TransactionalID = 3, "tx"
+	v3.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: ownTopic, Partitions: []int32{0, 1}}, {Topic: auditTopic, Partitions: []int32{0}}}
+	clean := kmsg.NewPtrAddPartitionsToTxnRequest()
+	clean.Version, clean.TransactionalID = 3, "tx"
+	clean.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: ownTopic, Partitions: []int32{0}}}
+	v4 := kmsg.NewPtrAddPartitionsToTxnRequest()
+	v4.Version = 4
+	v4.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{
+		{TransactionalID: "good", Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: ownTopic, Partitions: []int32{0}}}},
+		{TransactionalID: "bad", Topics: []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: ownTopic, Partitions: []int32{0}}, {Topic: usageTopic, Partitions: []int32{1}}}},
+	}
+	runCases(t, f, []exchangeCase{
+		{"v3 fails whole", v3, nil, map[string][]int16{ownTopic: {notTried, notTried}, auditTopic: {tafCode}}},
+		{"v4 per transaction", v4, []string{"good"}, map[string][]int16{"good/" + ownTopic: {0}, "bad/" + ownTopic: {notTried}, "bad/" + usageTopic: {tafCode}}},
+	})
+	r, _ := proxytest.Request(clean, 1)
+	if v := f.OnRequest(connAs(aliceUser), r); v.Respond != nil || v.Forward != nil || v.Close != "" {
+		t.Errorf("a transaction without reserved topics: verdict %+v", v)
+	}
+}
+
+// A body kmsg cannot read closes the connection, as the control-plane
+// filters do; nothing is forwarded.
+func TestReservedMalformed(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 7
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: ownTopic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0}, {Partition: 1}}}}
+	for _, req := range []kmsg.Request{fetchReq(12, ownTopic), lo, produceReq(9, 1, ownTopic, auditTopic)} {
+		r, err := proxytest.Request(req, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cut inside the topics: the array says more than there is.
+		r.Payload = r.Payload[:r.BodyOffset+30]
+		r.Size = len(r.Payload)
+		if v := f.OnRequest(connAs(aliceUser), r); v.Close != proxy.ReasonBadFrame {
+			t.Errorf("%s truncated: verdict %+v, want the connection closed", kmsg.NameForKey(req.Key()), v)
+		}
+	}
+}
