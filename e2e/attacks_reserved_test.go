@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -562,4 +563,55 @@ func str(s *string) string {
 		return "<null>"
 	}
 	return *s
+}
+
+// attackClusterConfigTopic: in a Tollgate cluster, a tenant who produces a
+// record to the shared configuration topic — the quota of its choice, in
+// the topic's own format — is refused, and no instance applies it; nor can
+// it read the topic (SCRAM credentials as Kafka formats them, API key
+// hashes) or the usage exchange.
+func attackClusterConfigTopic(t *testing.T) {
+	env := startControl(t, func(c *app.Config) { c.Cluster.ID = "atk" })
+	ctx := ctxT(t, 60*time.Second)
+	waitUntil(t, "the shared topic read", 10*time.Millisecond, 20*time.Second, func() bool {
+		st, _ := env.App.Cluster()
+		return st.ConfigLog.Ready
+	})
+	// One real change, so that the topic exists and holds a record.
+	auditSomething(t, ctx, env)
+	const cfgTopic, xTopic = "_tollgate-atk-config", "_tollgate-atk-exchange"
+	before := records(t, ctx, env, cfgTopic)
+	if len(before) == 0 {
+		t.Fatal("the configuration topic holds nothing")
+	}
+	// A forged record: alice's client-id unlimited. Whatever its bytes,
+	// it must not reach the topic.
+	forged := &kgo.Record{Topic: cfgTopic, Key: []byte("\x01\x0dclient_quotas\x0a\x09client-id\x00\x05alice" + "producer_byte_rate"),
+		Value: []byte{0x7f, 0xef, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+	prod := alice(t, env, kgo.RecordRetries(2))
+	if err := prod.ProduceSync(ctx, forged).FirstErr(); !errors.Is(err, errTAF) {
+		t.Fatalf("producing to the configuration topic: %v, want %v", err, errTAF)
+	}
+	x := &kgo.Record{Topic: xTopic, Value: []byte("TGX\x01")}
+	if err := prod.ProduceSync(ctx, x).FirstErr(); !errors.Is(err, errTAF) {
+		t.Fatalf("producing to the exchange topic: %v, want %v", err, errTAF)
+	}
+	if after := records(t, ctx, env, cfgTopic); !slices.Equal(before, after) {
+		t.Fatalf("the configuration topic changed: %d records before, %d after", len(before), len(after))
+	}
+	if r := env.App.Engine().Resolve(quota.ProducerByteRate, "alice", "alice", time.Now()); r.Level != quota.LevelNone {
+		t.Fatalf("alice has a quota she set herself: %+v", r)
+	}
+	// Reading it: refused, no records.
+	cons := alice(t, env, kgo.ConsumeTopics(cfgTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	fs := cons.PollFetches(fctx)
+	n := 0
+	fs.EachRecord(func(*kgo.Record) { n++ })
+	var denied bool
+	fs.EachError(func(_ string, _ int32, err error) { denied = denied || errors.Is(err, errTAF) })
+	if n != 0 || !denied {
+		t.Fatalf("fetching the configuration topic: %d records, refused %v", n, denied)
+	}
 }

@@ -57,6 +57,7 @@ var attacks = []struct {
 	{"Tollgate's topics: a tenant cannot fetch the audit topic (consumer, Fetch by name and id, ShareFetch, offsets)", "own-topics", attackFetchOwnTopic},
 	{"Tollgate's topics: listing topics shows none of them; naming one is refused", "own-topics", attackListOwnTopics},
 	{"Tollgate's topics: not deleted, recreated, grown, reconfigured, truncated or committed to, even by the quota admin", "own-topics", attackMutateOwnTopics},
+	{"Tollgate cluster: a tenant's forged quota record never reaches the shared configuration topic, nor is the topic or the exchange readable", "own-topics", attackClusterConfigTopic},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
 }

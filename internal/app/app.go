@@ -294,7 +294,13 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 // restart-only settings, so the list is fixed for the process.
 func (a *App) reservedTopics() []string {
 	var out []string
-	for _, t := range []string{a.cfg.Audit.Topic, a.cfg.Usage.Topic} {
+	ts := []string{a.cfg.Audit.Topic, a.cfg.Usage.Topic}
+	if c := a.cfg.Cluster; c.On() {
+		// A Tollgate cluster's control plane and usage exchange: a tenant
+		// writing them could grant itself any quota.
+		ts = append(ts, c.configTopic(), c.exchangeTopic())
+	}
+	for _, t := range ts {
 		if t != "" {
 			out = append(out, t)
 		}
