@@ -235,10 +235,16 @@ func (a *App) stopCluster() {
 }
 
 // clusterTick follows the live count: the connection limits are split over
-// the live instances (admission.Settings.Split), redone when it changes.
+// the live instances (admission.Settings.Split), redone when it changes
+// while this instance hears the exchange.
 func (a *App) clusterTick(t quota.ClusterTick) {
 	r := a.cluster
 	if r == nil {
+		return
+	}
+	if !t.Connected {
+		// Cut off, the others have dropped out of this instance's view,
+		// not out of the cluster: keep the split it had.
 		return
 	}
 	live := max(t.Live, 1)

@@ -375,6 +375,7 @@ func (x *Exchange) handle(b []byte, now time.Time) {
 	if r.Instance == x.cfg.Self.ID {
 		if r.Incarnation == x.cfg.Self.Incarnation {
 			x.heard = now
+			x.members[x.cfg.Self.ID].LastSeen = now
 			x.mu.Unlock()
 			return
 		}
