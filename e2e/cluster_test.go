@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
@@ -332,4 +333,53 @@ func TestClusterInstanceCutOff(t *testing.T) {
 		st, _ := cEnv.App.Cluster()
 		return st.Connected
 	})
+}
+
+// TestClusterConnectionLimitSplit: max.connections.per.ip set once, through
+// A, holds for the Tollgate cluster: each of the three live instances takes
+// ⌈3/3⌉ = 1 connection from an address, so the address gets 3 in all,
+// however it spreads them.
+func TestClusterConnectionLimitSplit(t *testing.T) {
+	t.Parallel()
+	envs, _, _ := startTollgateCluster(t, 3, nil)
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := adminAs(t, envs[0], "127.0.0.2").AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip", Value: kadmStr("3")}}); err != nil {
+		t.Fatal(err)
+	}
+	// open dials env from 127.0.0.9 and reports whether the gateway
+	// answers ApiVersions on the connection (admitted) or closes it.
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	admitted := func(env *testkit.Env) bool {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 9)}}
+		c, err := d.Dial("tcp", env.Bootstrap)
+		if err != nil {
+			return false
+		}
+		open = append(open, c)
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(probeRequest()); err != nil {
+			return false
+		}
+		_, err = readFrame(c)
+		c.SetDeadline(time.Time{})
+		return err == nil
+	}
+	// Every instance applies the limit (split over three) before the probes.
+	waitUntil(t, "every instance splits the limit", 20*time.Millisecond, 10*time.Second, func() bool {
+		for _, e := range envs {
+			if e.App.Admission().MaxConnectionsPerIP() != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	got := []bool{admitted(envs[0]), admitted(envs[0]), admitted(envs[1]), admitted(envs[2]), admitted(envs[2])}
+	if want := []bool{true, false, true, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("connections from one address to A, A, B, C, C: admitted %v, want %v", got, want)
+	}
 }

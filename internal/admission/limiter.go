@@ -560,3 +560,11 @@ func sortConns(cs []*Conn) {
 		return 0
 	})
 }
+
+// MaxConnectionsPerIP returns the per-address limit in force (Unlimited
+// when none): in a Tollgate cluster, this instance's part.
+func (l *Limiter) MaxConnectionsPerIP() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxPerIP
+}

@@ -428,3 +428,6 @@ func (a *App) closeDev() {
 		a.dev = nil
 	}
 }
+
+// Admission returns the connection admission limiter.
+func (a *App) Admission() *admission.Limiter { return a.admit }
