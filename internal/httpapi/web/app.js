@@ -97,11 +97,13 @@
     return v === null || v === undefined ? 'unlimited' : unit(k, v);
   }
 
-  // part is a bucket's "this instance: 12 KiB/s (25%)" line in a Tollgate
-  // cluster; null outside one.
+  // part is a bucket's "this instance: 12 KiB/s (25% of it)" line in a
+  // Tollgate cluster; null outside one. The part is averaged over the last
+  // exchange intervals and the rate over the quota window, so right after
+  // traffic starts the part can exceed the whole: no share is shown then.
   function part(x) {
     if (!inCluster || !x || !isNum(x.instance_rate)) return null;
-    const share = isNum(x.rate) && x.rate > 0 ? ` (${pct(x.instance_rate / x.rate)} of it)` : '';
+    const share = isNum(x.rate) && x.rate > 0 && x.instance_rate <= x.rate ? ` (${pct(x.instance_rate / x.rate)} of it)` : '';
     return h('span', { class: 'part', title: 'this instance\'s own connections; the rate above is the whole Tollgate cluster\'s' },
       'this instance: ' + unit(x.quota, x.instance_rate) + share);
   }
