@@ -734,7 +734,7 @@
       fact('Live instances', count(live)),
       fact('Usage exchange', st.connected === true
         ? badge('ok', 'connected', 'this instance hears the exchange: its own reports come back')
-        : badge('bad', 'cut off', 'this instance does not hear the exchange: it holds each quota to its share as the others last were')),
+        : badge('bad', 'cut off', 'this instance does not hear the exchange: it counts the others at the rate it last heard from them, and its own share of each quota moves to quota ÷ live instances')),
       fact('Config log', ...logParts),
       fact('Reports', `${count(x.reports_published)} published`, isNum(x.reports_failed) && x.reports_failed > 0 ? h('span', { class: 'nz' }, ` (${count(x.reports_failed)} failed)`) : '',
         h('span', { class: 'sub' }, `${count(x.reports_received)} received`, isNum(x.reports_rejected) && x.reports_rejected > 0 ? ` · ${count(x.reports_rejected)} rejected` : '')),
