@@ -356,6 +356,18 @@ func TestDashboardQuotaModel(t *testing.T) {
 	if rows := run(t, browser, chromedp.Evaluate[int](`document.querySelectorAll('#throttled-body tr.hot').length`)); rows != 0 {
 		t.Errorf("a shadow bucket is listed among the throttled (%d rows)", rows)
 	}
+	// Not a Tollgate cluster (no cluster.id): no cluster panel, no
+	// cluster rates, and /api/v1/cluster's 404 is no error.
+	type noCluster struct {
+		Panel, Link, Banner bool
+		RateHead            string
+	}
+	if nc := run(t, browser, chromedp.Evaluate[noCluster](`({Panel: !document.getElementById('cluster').hidden,
+		Link: !document.getElementById('foot-cluster').hidden, Banner: !document.getElementById('banner').hidden,
+		RateHead: document.getElementById('throttled-rate-h').innerText})`)); nc.Panel || nc.Link || nc.Banner ||
+		nc.RateHead != "Rate" || strings.Contains(card, "this instance") || strings.Contains(card, "Tollgate cluster") {
+		t.Errorf("without cluster.id: %+v, card:\n%s", nc, card)
+	}
 	if err := chromedp.Do(c, chromedp.Steps(
 		chromedp.SendKeys(chromedp.ID("r-user"), "bob"),
 		chromedp.SendKeys(chromedp.ID("r-client"), "team-a-2"),

@@ -170,10 +170,19 @@ func (c *adminClient) do(ctx context.Context, method, path string, body any, wan
 				msg += "; check the key in --api-key or $" + apiKeyEnv
 			}
 		}
-		return errors.New(msg)
+		return &statusError{status: resp.StatusCode, msg: msg}
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("%s %s: unexpected answer: %w", method, c.base+path, err)
 	}
 	return nil
 }
+
+// statusError is an answer of the admin port with another status than the
+// one asked for: a caller may tell one status (404) from the others.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,10 +35,11 @@ func (h *httpLive) Live(ctx context.Context, user, clientID string, row resolved
 func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string]liveRow, error) {
 	var body struct {
 		Quotas []struct {
-			Quota       string  `json:"quota"`
-			Rate        float64 `json:"rate"`
-			Utilization float64 `json:"utilization"`
-			Shadowed    *struct {
+			Quota        string  `json:"quota"`
+			Rate         float64 `json:"rate"`
+			InstanceRate float64 `json:"instance_rate"`
+			Utilization  float64 `json:"utilization"`
+			Shadowed     *struct {
 				Records         int64 `json:"records"`
 				Throttled       int64 `json:"throttled"`
 				ThrottleMsTotal int64 `json:"throttle_ms_total"`
@@ -49,7 +53,7 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 	}
 	out := map[string]liveRow{}
 	for _, q := range body.Quotas {
-		lr := liveRow{rate: q.Rate, utilization: q.Utilization}
+		lr := liveRow{rate: q.Rate, instanceRate: q.InstanceRate, utilization: q.Utilization}
 		if s := q.Shadowed; s != nil {
 			lr.shadowed = &quota.ShadowStats{Records: s.Records, Throttled: s.Throttled,
 				Total: time.Duration(s.ThrottleMsTotal) * time.Millisecond, Max: time.Duration(s.ThrottleMsMax) * time.Millisecond}
@@ -57,4 +61,88 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 		out[q.Quota] = lr
 	}
 	return out, nil
+}
+
+// clusterView is the part of GET /api/v1/cluster that resolve prints.
+type clusterView struct {
+	ClusterID  string            `json:"cluster_id"`
+	InstanceID string            `json:"instance_id"`
+	Connected  bool              `json:"connected"`
+	Live       int               `json:"live"`
+	Instances  []clusterInstance `json:"instances"`
+	ConfigLog  struct {
+		Ready bool   `json:"ready"`
+		Error string `json:"error"`
+	} `json:"config_log"`
+	DigestsDiffer bool `json:"config_digests_differ"`
+}
+
+// clusterInstance is one instance of a Tollgate cluster.
+type clusterInstance struct {
+	ID      string `json:"instance_id"`
+	Version string `json:"version"`
+	Addr    string `json:"admin_addr"`
+	Self    bool   `json:"self"`
+}
+
+// Cluster returns the Tollgate cluster the admin port's instance is part
+// of; nil outside one (the port answers 404).
+func (h *httpLive) Cluster(ctx context.Context) (*clusterView, error) {
+	var v clusterView
+	err := h.c.do(ctx, "GET", "/api/v1/cluster", nil, http.StatusOK, &v)
+	if se := (*statusError)(nil); errors.As(err, &se) && se.status == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// lines says, under resolve's table, which instances the rates are of:
+//
+//	Tollgate cluster prod, as tg-a sees it: 2 live instances: tg-a (this instance, v1.2.0, admin 10.0.0.1:9644), tg-b (...)
+//
+// and what is wrong, if anything: this instance cut off from the exchange,
+// the shared configuration not read yet, config files that declare
+// different quotas.
+func (v *clusterView) lines() []string {
+	var ms []string
+	for _, m := range v.Instances {
+		var about []string
+		if m.Self {
+			about = append(about, "this instance")
+		}
+		if m.Version != "" {
+			about = append(about, m.Version)
+		}
+		if m.Addr != "" {
+			about = append(about, "admin "+m.Addr)
+		}
+		s := m.ID
+		if len(about) > 0 {
+			s += " (" + strings.Join(about, ", ") + ")"
+		}
+		ms = append(ms, s)
+	}
+	plural := "s"
+	if v.Live == 1 {
+		plural = ""
+	}
+	out := []string{fmt.Sprintf("Tollgate cluster %s, as %s sees it: %d live instance%s: %s",
+		v.ClusterID, v.InstanceID, v.Live, plural, strings.Join(ms, ", "))}
+	if !v.Connected {
+		out = append(out, "warning: "+v.InstanceID+" does not hear the usage exchange (cut off): the others' part of each rate is an estimate")
+	}
+	if !v.ConfigLog.Ready {
+		msg := "warning: " + v.InstanceID + " has not read the shared configuration topic yet"
+		if v.ConfigLog.Error != "" {
+			msg += ": " + v.ConfigLog.Error
+		}
+		out = append(out, msg)
+	}
+	if v.DigestsDiffer {
+		out = append(out, "warning: the instances' config files declare different quotas: a client's quota can depend on the instance it connects to")
+	}
+	return out
 }

@@ -54,6 +54,110 @@ func TestResolveLive(t *testing.T) {
 	if len(f) < 5 || f[1] != `user=ANONYMOUS` || f[3] == "0/s" || f[3] == "-" || !strings.HasSuffix(f[4], "%") || f[4] == "0.00%" {
 		t.Fatalf("producer_byte_rate row %q lacks a live rate:\n%s", prod, out.String())
 	}
+	// Not a Tollgate cluster: nothing about one.
+	if strings.Contains(out.String(), "CLUSTER") || strings.Contains(out.String(), "Tollgate cluster") {
+		t.Errorf("cluster output outside a cluster:\n%s", out.String())
+	}
+}
+
+// In a Tollgate cluster (a one-instance one here), quotas resolve
+// --admin-url gives the cluster's rate and the instance's own part, and
+// lists the instances under the table.
+func TestResolveCluster(t *testing.T) {
+	user, rate := "ANONYMOUS", float64(1<<20)
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{User: &user, ProducerByteRate: &rate}}
+		c.Authorization.AllowAnonymousDescribe = true
+		c.Cluster.ID = "cli"
+		c.Cluster.InstanceID = "tg-cli"
+		c.Cluster.ExchangeInterval = 200 * time.Millisecond
+		// Generous: a loaded machine delays reports, and this test is not
+		// about being cut off.
+		c.Cluster.SessionTimeout = 3 * time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		if st, ok := env.App.Cluster(); ok && st.Live == 1 && st.ConfigLog.Ready {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the instance did not join its Tollgate cluster")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.DefaultProduceTopic("live-cluster"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// This instance's part is its traffic of the last exchange intervals:
+	// traffic runs (bounded: 200 records at most) until resolve has asked,
+	// which is once the exchange has reported some.
+	done := make(chan struct{})
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	defer stopTraffic()
+	go func() {
+		defer close(done)
+		for i := 0; i < 200 && trafficCtx.Err() == nil; i++ {
+			cl.ProduceSync(trafficCtx, &kgo.Record{Value: make([]byte, 10<<10)})
+		}
+	}()
+	for {
+		if st, _ := env.App.Cluster(); st.Exchange.Entries > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the exchange reported no traffic")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	var out, errb bytes.Buffer
+	env2 := &Env{Stdout: &out, Stderr: &errb, Timeout: 20 * time.Second}
+	code := runQuotas(ctx, env2, []string{"resolve", "--bootstrap-server", env.Bootstrap, "--user", "ANONYMOUS",
+		"--admin-url", env.App.HTTPAddr()})
+	stopTraffic()
+	<-done
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	t.Logf("resolve:\n%s", out.String())
+	lines := strings.Split(out.String(), "\n")
+	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "KEY ENTITY VALUE CLUSTER RATE THIS INSTANCE UTILIZATION" {
+		t.Fatalf("header %q", lines[0])
+	}
+	var prod []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "producer_byte_rate") {
+			prod = strings.Fields(l)
+		}
+	}
+	if len(prod) != 6 || prod[1] != "user=ANONYMOUS" || prod[3] == "0/s" || prod[4] == "0/s" ||
+		!strings.HasSuffix(prod[3], "/s") || !strings.HasSuffix(prod[4], "/s") || !strings.HasSuffix(prod[5], "%") {
+		t.Fatalf("producer_byte_rate row %q lacks the cluster's rate and this instance's:\n%s", prod, out.String())
+	}
+	want := "Tollgate cluster cli, as tg-cli sees it: 1 live instance: tg-cli (this instance, admin " + env.App.HTTPAddr() + ")\n"
+	if !strings.Contains(out.String(), "%\n"+want) {
+		t.Errorf("the line under the table is not %q:\n%s", want, out.String())
+	}
+}
+
+// What resolve says under its table about a Tollgate cluster in trouble.
+func TestClusterLines(t *testing.T) {
+	v := clusterView{ClusterID: "prod", InstanceID: "tg-a", Live: 2, DigestsDiffer: true}
+	v.ConfigLog.Error = "NOT_LEADER_FOR_PARTITION"
+	v.Instances = []clusterInstance{{ID: "tg-a", Version: "1.2.0", Addr: "10.0.0.1:9644", Self: true}, {ID: "tg-b"}}
+	got := strings.Join(v.lines(), "\n")
+	want := `Tollgate cluster prod, as tg-a sees it: 2 live instances: tg-a (this instance, 1.2.0, admin 10.0.0.1:9644), tg-b
+warning: tg-a does not hear the usage exchange (cut off): the others' part of each rate is an estimate
+warning: tg-a has not read the shared configuration topic yet: NOT_LEADER_FOR_PARTITION
+warning: the instances' config files declare different quotas: a client's quota can depend on the instance it connects to`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
 }
 
 // A shadow quota: resolve marks it and, with --admin-url, says what it

@@ -78,7 +78,9 @@ client-id; per key). With --ip, connection_creation_rate:
 the exact ip, else (Tollgate) the most specific range, else the default ip.
 With --admin-url (Tollgate only), each bucket's live rate and utilization
 from the admin HTTP port, which needs a key that may read ($TOLLGATE_API_KEY
-or --api-key) unless ANONYMOUS may.
+or --api-key) unless ANONYMOUS may. When that instance is one of a Tollgate
+cluster (cluster.id), the rate is the whole cluster's, THIS INSTANCE is its
+own part, and a line under the table lists the cluster's instances.
 
 flags:
 `
@@ -358,11 +360,16 @@ type liveSource interface {
 	// Live returns the row's bucket as the gateway sees it now; ok is false
 	// when the bucket is unknown.
 	Live(ctx context.Context, user, clientID string, row resolvedRow) (live liveRow, ok bool, err error)
+	// Cluster returns the Tollgate cluster the gateway is one instance
+	// of; nil outside one.
+	Cluster(ctx context.Context) (*clusterView, error)
 }
 
 // liveRow is one key's bucket as the gateway sees it.
 type liveRow struct {
-	rate, utilization float64
+	// rate is the bucket's rate (in a Tollgate cluster, the cluster's) and
+	// utilization is of it; instanceRate is the gateway's own part.
+	rate, instanceRate, utilization float64
 	// shadowed is what a shadow quota's bucket would have throttled; nil
 	// when the quota is enforced.
 	shadowed *quota.ShadowStats
@@ -424,10 +431,20 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		rows = append(rows, resolveIP(st, ip))
 	}
 
+	// In a Tollgate cluster the rate is the whole cluster's: a column of
+	// the gateway's own part beside it, and the instances under the table.
+	var tc *clusterView
+	var clusterErr error
+	if live != nil {
+		tc, clusterErr = live.Cluster(ctx)
+	}
 	var notes []string
 	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
 	header := "KEY\tENTITY\tVALUE"
-	if live != nil {
+	switch {
+	case tc != nil:
+		header += "\tCLUSTER RATE\tTHIS INSTANCE\tUTILIZATION"
+	case live != nil:
 		header += "\tRATE\tUTILIZATION"
 	}
 	fmt.Fprintln(tw, header)
@@ -443,15 +460,23 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		note := "measured, not enforced (--admin-url shows what it would have throttled)"
 		if live != nil {
 			lr, ok, err := live.Live(ctx, user, clientID, r)
+			blank := "\t-\t-"
+			if tc != nil {
+				blank += "\t-"
+			}
 			switch {
 			case err != nil:
-				line += "\t?\t?"
+				line += strings.ReplaceAll(blank, "-", "?")
 				note = "measured, not enforced (the admin API did not answer: " + err.Error() + ")"
 			case !ok:
-				line += "\t-\t-"
+				line += blank
 				note = "measured, not enforced; no traffic yet"
 			default:
-				line += fmt.Sprintf("\t%.0f/s\t%.2f%%", lr.rate, 100*lr.utilization)
+				line += fmt.Sprintf("\t%.0f/s", lr.rate)
+				if tc != nil {
+					line += fmt.Sprintf("\t%.0f/s", lr.instanceRate)
+				}
+				line += fmt.Sprintf("\t%.2f%%", 100*lr.utilization)
 				if lr.shadowed != nil {
 					note = "measured, not enforced: " + lr.shadowed.String()
 				}
@@ -465,6 +490,14 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	tw.Flush()
 	for _, n := range notes {
 		fmt.Fprintln(env.Stdout, n)
+	}
+	switch {
+	case tc != nil:
+		for _, l := range tc.lines() {
+			fmt.Fprintln(env.Stdout, l)
+		}
+	case clusterErr != nil:
+		fmt.Fprintln(env.Stdout, "Tollgate cluster: unknown (the admin API did not answer: "+clusterErr.Error()+")")
 	}
 	return 0
 }

@@ -122,11 +122,16 @@ type Bucket struct {
 	Level          string       `json:"level"`
 	Entity         []EntityPart `json:"entity,omitempty"`
 	Limit          *float64     `json:"limit"`
-	Rate           float64      `json:"rate"`
-	Utilization    float64      `json:"utilization"`
-	Throttled      int64        `json:"throttled"`
-	ThrottleMs     int64        `json:"throttle_ms_total"`
-	LastActive     string       `json:"last_active"`
+	// Rate is the bucket's rate per second; in a Tollgate cluster the
+	// whole cluster's as this instance knows it (tollgate_quota_rate), and
+	// Utilization is of it. InstanceRate is this instance's own part
+	// (tollgate_quota_instance_rate): Rate outside a cluster.
+	Rate         float64 `json:"rate"`
+	InstanceRate float64 `json:"instance_rate"`
+	Utilization  float64 `json:"utilization"`
+	Throttled    int64   `json:"throttled"`
+	ThrottleMs   int64   `json:"throttle_ms_total"`
+	LastActive   string  `json:"last_active"`
 	// Shadow is set for a bucket whose quota is in shadow mode (measured,
 	// not enforced): Throttled and ThrottleMs stay 0, Shadowed says what
 	// it would have done.
@@ -174,7 +179,7 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 	for _, u := range s.Engine.Usage(s.Now()) {
 		b := Bucket{
 			Quota: u.Key.String(), User: u.User, ClientID: u.ClientID, Level: u.Level.String(),
-			Limit: num(u.Quota), Rate: u.Rate, Utilization: u.Utilization,
+			Limit: num(u.Quota), Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization,
 			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			LastActive: u.LastActive.UTC().Format(time.RFC3339Nano),
 		}
@@ -243,8 +248,11 @@ type Resolved struct {
 	Shadowed *Shadow `json:"shadowed,omitempty"`
 	// BurstSeconds is the entity's start-up burst, when it sets one.
 	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
-	Rate         float64  `json:"rate"`
-	Utilization  float64  `json:"utilization"`
+	// Rate, InstanceRate and Utilization are the bucket's, as in Bucket
+	// (0 while it does not exist).
+	Rate         float64 `json:"rate"`
+	InstanceRate float64 `json:"instance_rate"`
+	Utilization  float64 `json:"utilization"`
 }
 
 func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
@@ -263,7 +271,8 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 	for _, k := range quota.Keys() {
 		res := s.Engine.Resolve(k, user, cid, now)
 		rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
-			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
+			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
+			Utilization: res.Utilization}
 		if res.ClientPrefix {
 			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
 		}

@@ -363,10 +363,12 @@ type Resolution struct {
 	Options Options
 	// Rate is the bucket's current rate per second and Utilization is
 	// Rate ÷ Quota; both are 0 when the bucket does not exist yet.
+	// InstanceRate is this instance's own part of Rate, as
+	// Usage.InstanceRate: Rate outside a Tollgate cluster.
 	// Shadowed is what a shadow bucket would have throttled. Only
 	// Engine.Resolve fills them.
-	Rate, Utilization float64
-	Shadowed          ShadowStats
+	Rate, Utilization, InstanceRate float64
+	Shadowed                        ShadowStats
 }
 
 // Limited reports whether a finite quota applies.

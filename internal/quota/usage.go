@@ -117,6 +117,11 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 	}
 	b.mu.Lock()
 	r.Rate, _ = b.rate.Peek(now.UnixMilli())
+	// As snapshot fills Usage.InstanceRate.
+	r.InstanceRate = r.Rate
+	if e.clusterOn() {
+		r.InstanceRate = b.share.localRate
+	}
 	r.Shadowed = b.sh.stats()
 	b.mu.Unlock()
 	if r.Limited() {

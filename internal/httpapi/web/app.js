@@ -1,5 +1,6 @@
 // Tollgate live dashboard: polls the JSON API every second and draws the
-// quota buckets, throttled entities, connections and audit events. Plain
+// quota buckets, throttled entities, connections, audit events and, in a
+// Tollgate cluster, its instances. Plain
 // JavaScript and SVG; no dependencies. Every value from the API is put in
 // the page as text (never as HTML): entity names are arbitrary strings.
 'use strict';
@@ -22,6 +23,10 @@
   const tracks = new Map();
   let lastOK = 0;
   let resolveQuery = null;
+  // This instance is one of a Tollgate cluster (/api/v1/cluster answered
+  // 200): bucket rates are then the whole cluster's, as this instance knows
+  // them, and instance_rate is this instance's own part.
+  let inCluster = false;
 
   // ---------- DOM helpers ----------
 
@@ -90,6 +95,17 @@
 
   function limitText(k, v) {
     return v === null || v === undefined ? 'unlimited' : unit(k, v);
+  }
+
+  // part is a bucket's "this instance: 12 KiB/s (25% of it)" line in a
+  // Tollgate cluster; null outside one. The part is averaged over the last
+  // exchange intervals and the rate over the quota window, so right after
+  // traffic starts the part can exceed the whole: no share is shown then.
+  function part(x) {
+    if (!inCluster || !x || !isNum(x.instance_rate)) return null;
+    const share = isNum(x.rate) && x.rate > 0 && x.instance_rate <= x.rate ? ` (${pct(x.instance_rate / x.rate)} of it)` : '';
+    return h('span', { class: 'part', title: 'this instance\'s own connections; the rate above is the whole Tollgate cluster\'s' },
+      'this instance: ' + unit(x.quota, x.instance_rate) + share);
   }
 
   function pct(f) {
@@ -469,7 +485,9 @@
       h('div', { class: 'figures' },
         h('div', {},
           h('div', { class: 'rate' }, unit(b.quota, b.rate)),
-          h('div', { class: 'of' }, isNum(b.limit) ? 'of ' + unit(b.quota, b.limit) + ' quota' : 'no quota applies')),
+          h('div', { class: 'of' }, (inCluster ? 'Tollgate cluster, ' : '') +
+            (isNum(b.limit) ? 'of ' + unit(b.quota, b.limit) + ' quota' : 'no quota applies')),
+          part(b)),
         isNum(b.limit)
           ? h('div', { class: 'utilbox', title: 'utilization: rate ÷ quota' },
             h('div', { class: 'util ' + uc }, pct(b.utilization)), h('div', { class: 'of' }, 'utilization'))
@@ -500,7 +518,7 @@
           h('td', {}, tag(b.user, 'user')),
           h('td', {}, clientTag(b)),
           h('td', {}, entityNode(b.entity), h('span', { class: 'sub' }, levelText(b.level))),
-          h('td', { class: 'num' }, unit(b.quota, b.rate)),
+          h('td', { class: 'num' }, unit(b.quota, b.rate), part(b)),
           h('td', { class: 'num' }, limitText(b.quota, b.limit)),
           h('td', { class: 'num' }, h('span', { class: 'util ' + utilClass(b.utilization) }, pct(b.utilization))),
           h('td', { class: 'num' }, count(b.throttled),
@@ -654,6 +672,96 @@
     })));
   }
 
+  // ---------- Tollgate cluster ----------
+
+  const CLUSTER_HINT = 'Rates are the whole Tollgate cluster\'s, as this instance knows them';
+  let lastClusterWarn = null;
+
+  function badge(cls, text, title) {
+    return h('span', { class: 'badge ' + cls, title }, text);
+  }
+
+  function fact(label, ...value) {
+    return h('div', {}, h('dt', {}, label), h('dd', {}, ...value));
+  }
+
+  function timeCell(iso, now) {
+    const t = Date.parse(iso);
+    if (!isNum(t) || t <= 0) return h('span', { class: 'none' }, '—');
+    return h('time', { datetime: iso, title: new Date(t).toString() }, stamp(new Date(t)), h('span', { class: 'sub' }, ago(now - t)));
+  }
+
+  // setCluster shows or hides everything that only a Tollgate cluster has.
+  function setCluster(on) {
+    inCluster = on;
+    $('cluster').hidden = !on;
+    $('foot-cluster').hidden = !on;
+    const th = $('throttled-rate-h');
+    th.textContent = on ? 'Cluster rate' : 'Rate';
+    if (on) th.title = CLUSTER_HINT + '; below it, this instance\'s part'; else th.removeAttribute('title');
+    $('top-hint').textContent = 'Busiest buckets by utilization: rate against quota, as recorded by this page (up to 2 minutes)' +
+      (on ? '. ' + CLUSTER_HINT + '.' : '');
+  }
+
+  function renderCluster(st, now) {
+    const ms = Array.isArray(st.instances) ? st.instances.filter((m) => m && typeof m === 'object') : [];
+    const live = isNum(st.live) ? st.live : ms.length;
+    const selfID = String(st.instance_id ?? '');
+    $('cluster-summary').replaceChildren('Cluster ', h('span', { class: 'mono' }, String(st.cluster_id ?? '')),
+      ` · ${count(live)} live instance${live === 1 ? '' : 's'} · as instance `, h('span', { class: 'mono' }, selfID), ' sees it');
+
+    // The warning is an alert: replaced only when it changes, so that a
+    // screen reader hears it once.
+    const differ = st.config_digests_differ === true;
+    if (differ !== lastClusterWarn) {
+      lastClusterWarn = differ;
+      const warn = $('cluster-warn');
+      warn.hidden = !differ;
+      warn.replaceChildren(...(differ ? [h('strong', {}, 'The instances\' config files declare different quotas. '),
+        'A client\'s quota can depend on the instance it connects to; the Config quotas column below tells the files apart. ',
+        'Give every instance the same ', h('code', {}, 'quotas:'), ' in its config file.'] : []));
+    }
+
+    const lg = st.config_log && typeof st.config_log === 'object' ? st.config_log : {};
+    const x = st.exchange && typeof st.exchange === 'object' ? st.exchange : {};
+    const logParts = [lg.ready ? badge('ok', 'ready') : badge('warn', 'not ready', 'still reading the shared configuration topic: quota changes are refused until it has'),
+      h('span', { class: 'sub' }, 'topic ', h('span', { class: 'mono' }, String(lg.topic ?? '')), ' · next offset ', count(lg.next_offset)),
+      lg.last_applied ? h('span', { class: 'sub' }, 'last change applied ', ago(now - Date.parse(lg.last_applied))) : null,
+      lg.error ? h('span', { class: 'sub err-text' }, 'error: ' + lg.error) : null];
+    $('cluster-facts').replaceChildren(
+      fact('Cluster id', h('span', { class: 'mono' }, String(st.cluster_id ?? ''))),
+      fact('This instance', h('span', { class: 'mono' }, selfID)),
+      fact('Live instances', count(live)),
+      fact('Usage exchange', st.connected === true
+        ? badge('ok', 'connected', 'this instance hears the exchange: its own reports come back')
+        : badge('bad', 'cut off', 'this instance does not hear the exchange: it counts the others at the rate it last heard from them, and its own share of each quota moves to quota ÷ live instances')),
+      fact('Config log', ...logParts),
+      fact('Reports', `${count(x.reports_published)} published`, isNum(x.reports_failed) && x.reports_failed > 0 ? h('span', { class: 'nz' }, ` (${count(x.reports_failed)} failed)`) : '',
+        h('span', { class: 'sub' }, `${count(x.reports_received)} received`, isNum(x.reports_rejected) && x.reports_rejected > 0 ? ` · ${count(x.reports_rejected)} rejected` : '')),
+      fact('Exchange traffic', `${bytes(x.bytes_published)} out · ${bytes(x.bytes_received)} in`,
+        h('span', { class: 'sub' }, `${count(x.entries_published)} bucket entries published`)));
+
+    const self = ms.find((m) => m.self === true);
+    const selfDigest = self ? self.config_digest : undefined;
+    const body = $('instances-body');
+    if (ms.length === 0) {
+      body.replaceChildren(h('tr', { class: 'empty-row' }, h('td', { colspan: 6 }, 'No instance known yet.')));
+      return;
+    }
+    body.replaceChildren(...ms.map((m) => {
+      const differs = differ && selfDigest !== undefined && m.config_digest !== selfDigest;
+      return h('tr', { class: m.self ? 'self' : null, dataset: { instance: String(m.instance_id ?? '') } },
+        h('td', {}, h('span', { class: 'mono' }, String(m.instance_id ?? '')),
+          m.self ? [' ', badge('info', 'this instance')] : null),
+        h('td', {}, m.version ? h('span', { class: 'mono' }, String(m.version)) : h('span', { class: 'none' }, '—')),
+        h('td', {}, m.admin_addr ? h('span', { class: 'mono' }, String(m.admin_addr)) : h('span', { class: 'none' }, '—')),
+        h('td', {}, m.config_digest ? h('span', { class: 'mono' }, String(m.config_digest)) : h('span', { class: 'none' }, '—'),
+          differs ? [' ', badge('warn', 'differs', 'declares other quotas than this instance\'s config file')] : null),
+        h('td', {}, timeCell(m.joined, now)),
+        h('td', {}, m.self ? h('span', { class: 'none' }, 'this instance') : timeCell(m.last_seen, now)));
+    }));
+  }
+
   // ---------- resolve ----------
 
   async function runResolve(q, quiet) {
@@ -684,13 +792,14 @@
             : h('span', { class: 'sub' }, 'bucket: user ', tag(x.bucket_user, 'user'), ', client-id ', tag(x.bucket_client_id, 'client-id')),
           x.shadow ? h('span', { class: 'sub bucket-note' }, shadowText(x.shadowed)) : null]),
         h('td', { class: 'num' }, none ? h('span', { class: 'none' }, 'unlimited') : limitText(x.quota, x.value)),
-        h('td', { class: 'num' }, none ? '' : [unit(x.quota, x.rate), isNum(x.value) ? h('span', { class: 'sub util ' + utilClass(x.utilization) }, pct(x.utilization)) : null]));
+        h('td', { class: 'num' }, none ? '' : [unit(x.quota, x.rate), isNum(x.value) ? h('span', { class: 'sub util ' + utilClass(x.utilization) }, pct(x.utilization)) : null,
+          part(x)]));
     });
     const parts = [h('p', { class: 'hint' }, 'For user ', h('span', { class: 'mono' }, r.user ?? q.user),
       ', client-id ', r.client_id ? h('span', { class: 'mono' }, r.client_id) : h('span', { class: 'dflt' }, 'empty'), ':'),
     h('div', { class: 'table-wrap' }, h('table', { id: 'resolve-table' },
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Quota'), h('th', { scope: 'col' }, 'Applies'),
-        h('th', { scope: 'col', class: 'num' }, 'Limit'), h('th', { scope: 'col', class: 'num' }, 'Rate now'))),
+        h('th', { scope: 'col', class: 'num' }, 'Limit'), h('th', { scope: 'col', class: 'num' }, inCluster ? 'Cluster rate now' : 'Rate now'))),
       h('tbody', {}, rows)))];
     if (r.ip && typeof r.ip === 'object') {
       const ip = r.ip;
@@ -751,11 +860,29 @@
 
   async function tick() {
     const now = Date.now();
-    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit'];
-    const res = await Promise.allSettled(paths.map(getJSON));
+    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit', 'api/v1/cluster'];
+    // /api/v1/cluster answers 404 outside a Tollgate cluster: no panel,
+    // not an error.
+    const get = (p) => (p === 'api/v1/cluster'
+      ? getJSON(p).catch((e) => { if (e.status === 404) return false; throw e; })
+      : getJSON(p));
+    const res = await Promise.allSettled(paths.map(get));
     const errors = [];
     res.forEach((r, i) => { if (r.status === 'rejected') errors.push({ path: '/' + paths[i], message: r.reason.message }); });
-    const [b, c, a] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
+    const [b, c, a, cl] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
+
+    // The cluster first: it says what the bucket rates are.
+    if (cl === false) {
+      if (inCluster) setCluster(false);
+    } else if (cl) {
+      try {
+        if (!inCluster) setCluster(true);
+        renderCluster(cl, now);
+      } catch (e) {
+        errors.push({ path: '/api/v1/cluster', message: 'cannot show: ' + e.message });
+      }
+    }
+    $('cluster').classList.toggle('stale', cl === null);
 
     let throttled = 0;
     let buckets = null;
