@@ -433,3 +433,14 @@ func (e *Engine) unlearnBucket(b *bucket, nowMs int64) {
 	}
 	b.rate.Record(-learnedUsage(b), nowMs)
 }
+
+// instancePart is this instance's share of b's recent traffic: its own
+// against the others' reported, both smoothed over exchange intervals; 1
+// when the others reported nothing. b.mu is held.
+func (b *bucket) instancePart() float64 {
+	local, remote := b.share.localRate, b.share.remoteRate
+	if remote <= 0 {
+		return 1
+	}
+	return local / (local + remote)
+}

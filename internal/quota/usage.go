@@ -25,9 +25,10 @@ type Usage struct {
 	// and Utilization is Rate ÷ Quota, 0 when unlimited. In a Tollgate
 	// cluster Rate is the whole cluster's, as this instance knows it.
 	Rate, Utilization float64
-	// InstanceRate is this instance's own part of Rate: its connections'
-	// traffic, smoothed over exchange intervals. Outside a Tollgate
-	// cluster it is Rate.
+	// InstanceRate is this instance's own part of Rate: Rate times this
+	// instance's share of the bucket's recent traffic (its own against
+	// the others' reports, smoothed over exchange intervals), so never
+	// more than Rate. Outside a Tollgate cluster it is Rate.
 	InstanceRate float64
 	// Tokens is the controller-mutation bucket's balance; 0 for other keys.
 	Tokens float64
@@ -69,7 +70,7 @@ func (b *bucket) snapshot(nowMs int64, inCluster bool) Usage {
 	u.Rate, _ = b.rate.Peek(nowMs)
 	u.InstanceRate = u.Rate
 	if inCluster {
-		u.InstanceRate = b.share.localRate
+		u.InstanceRate = u.Rate * b.instancePart()
 	}
 	if b.key == ControllerMutationRate {
 		u.Tokens = b.tokens.Peek(nowMs)
@@ -120,7 +121,7 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 	// As snapshot fills Usage.InstanceRate.
 	r.InstanceRate = r.Rate
 	if e.clusterOn() {
-		r.InstanceRate = b.share.localRate
+		r.InstanceRate = r.Rate * b.instancePart()
 	}
 	r.Shadowed = b.sh.stats()
 	b.mu.Unlock()
