@@ -61,12 +61,14 @@ func (s *session) respond() {
 			return
 		}
 		if pr.silent {
+			s.signalPassthrough()
 			if !s.popAndFlush() {
 				return
 			}
 			continue
 		}
 		s.gw.hooks.served(&s.info, &pr.req, n, pr.throttle)
+		s.signalPassthrough() // after the hooks: the reader may now bind a principal
 		<-s.inFlt
 		if !s.popAndFlush() {
 			return

@@ -37,6 +37,12 @@ type authState struct {
 	steps     int               // passthrough: SaslAuthenticate responses seen
 	user      string            // passthrough: from the client message the broker judges
 	waiting   chan brokerAnswer // passthrough: the broker's answer to a step
+	// answer is the broker's answer passthroughResponse read, handed to
+	// the reader by signalPassthrough once the response is written and
+	// the served hooks have run (they read the principal the reader then
+	// binds). Responder only.
+	answer   brokerAnswer
+	answered bool
 	raw       bool              // terminate, SaslHandshake v0: raw tokens follow
 }
 
@@ -276,7 +282,7 @@ func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
 		return
 	}
 	var ans brokerAnswer
-	defer func() { a.waiting <- ans }()
+	defer func() { a.answer, a.answered = ans, true }()
 	p := buf.B[4:]
 	off, err := wire.ResponseBodyOffset(p, pr.req.Key, pr.req.Flexible)
 	if err != nil {
@@ -290,6 +296,17 @@ func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
 	// A copy: the decoded bytes alias the pooled buffer, which is reused
 	// once the response is written, while the reader judges them.
 	ans = brokerAnswer{code: resp.ErrorCode, bytes: bytes.Clone(resp.SASLAuthBytes), ok: true}
+}
+
+// signalPassthrough hands the answer passthroughResponse read to the
+// reader (awaitPassthrough). Responder only.
+func (s *session) signalPassthrough() {
+	a := &s.auth
+	if !a.answered {
+		return
+	}
+	a.answered = false
+	a.waiting <- a.answer
 }
 
 // awaitPassthrough waits, on the reader, for the broker's answer to a
