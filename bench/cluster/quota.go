@@ -392,7 +392,7 @@ func (run *quotaRun) windows() []window {
 	d, skip := int(run.dur/time.Second), int(run.skip/time.Second)
 	if !run.move {
 		return []window{
-			{fmt.Sprintf("first 10 s (start-up burst), Q·s"), 0, 10, true},
+			{"first 10 s (start-up burst), Q·s", 0, 10, true},
 			{fmt.Sprintf("steady, %d–%d s, ÷ Q", skip, d), skip, d, false},
 		}
 	}
