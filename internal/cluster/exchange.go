@@ -354,6 +354,16 @@ func (x *Exchange) receive(ctx context.Context) {
 
 // handle applies one received report part.
 func (x *Exchange) handle(b []byte, now time.Time) {
+	if id, inc, ok := peekSender(b); ok && id == x.cfg.Self.ID && inc == x.cfg.Self.Incarnation {
+		// Its own report, back: all it says is that the exchange works.
+		x.mu.Lock()
+		x.stats.Received++
+		x.stats.ReceivedBytes += uint64(len(b))
+		x.heard = now
+		x.members[x.cfg.Self.ID].LastSeen = now
+		x.mu.Unlock()
+		return
+	}
 	r, err := DecodeReport(b)
 	x.mu.Lock()
 	x.stats.Received++

@@ -214,3 +214,16 @@ func DecodeReport(b []byte) (Report, error) {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// peekSender reads who sent a report part without decoding its entries:
+// an instance's own reports come back to it, and it needs only to know
+// that they did.
+func peekSender(b []byte) (instance string, incarnation int64, ok bool) {
+	if len(b) < len(reportMagic) || [4]byte(b[:4]) != reportMagic {
+		return "", 0, false
+	}
+	rd := &reader{b: b[4:]}
+	instance = rd.string()
+	incarnation = rd.varint()
+	return instance, incarnation, rd.err == nil && instance != ""
+}
