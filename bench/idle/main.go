@@ -17,7 +17,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
@@ -32,8 +31,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/bench/internal/benchkit"
 )
@@ -133,33 +130,7 @@ log:
 // dialHello connects from src (any address when "") and does one
 // ApiVersions v3 round trip, as a client's first request.
 func dialHello(addr, src string) (net.Conn, error) {
-	d := net.Dialer{Timeout: 10 * time.Second}
-	if src != "" {
-		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
-	}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "tollgate-bench-idle", "1.0"
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("idle"))
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write(f.AppendRequest(nil, req, 1)); err != nil {
-		c.Close()
-		return nil, err
-	}
-	var sz [4]byte
-	if _, err := io.ReadFull(c, sz[:]); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(sz[:]))); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetDeadline(time.Time{})
-	return c, nil
+	return benchkit.DialHello(addr, src, "tollgate-bench-idle", "idle", 30*time.Second)
 }
 
 func rssKiB(pid int) int64 {

@@ -4,10 +4,8 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/bench/internal/benchkit"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -414,29 +413,7 @@ func (l *load) idle(ctx context.Context) {
 
 // dialHello connects and does one ApiVersions v3 round trip.
 func dialHello(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, "tollgate-bench-soak", "1.0"
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("soak-idle"))
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(f.AppendRequest(nil, req, 1)); err != nil {
-		c.Close()
-		return nil, err
-	}
-	var sz [4]byte
-	if _, err := io.ReadFull(c, sz[:]); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(sz[:]))); err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetDeadline(time.Time{})
-	return c, nil
+	return benchkit.DialHello(addr, "", "tollgate-bench-soak", "soak-idle", 10*time.Second)
 }
 
 // logins logs in on the SASL listener every -sasl-every, alternately with

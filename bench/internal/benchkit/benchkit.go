@@ -5,12 +5,15 @@
 package benchkit
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"sort"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/testkit/proc"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // FreeAddr returns a loopback address with a port free a moment ago.
@@ -56,4 +59,37 @@ func Pct(ds []time.Duration, p float64) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[int(float64(len(s)-1)*p)]
+}
+
+// DialHello connects to addr from src (any address when "") and does one
+// ApiVersions v3 round trip, a client's first request, naming software and
+// clientID; the connection is then idle, with no deadline.
+func DialHello(addr, src, software, clientID string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: 10 * time.Second}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, software, "1.0"
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
+	c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write(f.AppendRequest(nil, req, 1)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	var sz [4]byte
+	if _, err := io.ReadFull(c, sz[:]); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, c, int64(binary.BigEndian.Uint32(sz[:]))); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
 }
