@@ -404,7 +404,7 @@ func TestTenantFetchClampAndHold(t *testing.T) {
 		t.Fatalf("first fetch: clamp %d reserved %d, want the ceiling's burst %d", clamp, res, 10*tc)
 	}
 	c.ReleaseFetch(res, at(1))
-	c.RecordFetch(int(clamp), at(1))  // the burst: borrowed, not throttled
+	c.RecordFetch(int(clamp), at(1)) // the burst: borrowed, not throttled
 	th := c.RecordFetch(2*tc, at(2)) // two seconds past it
 	if th <= 0 {
 		t.Fatalf("past the ceiling: no throttle")
