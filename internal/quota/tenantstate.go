@@ -476,12 +476,16 @@ func (ts *tenantState) record(m *member, k Key, v float64, nowMs, capMs int64) i
 	defer T.mu.Unlock()
 	inCluster := e.clusterOn()
 	unseen := 0.0
+	var lease int64
 	if inCluster {
-		if e.cl.cutSinceMs.Load() != 0 {
-			e.standIn(T, nowMs)
-		}
+		// As a client bucket's: what the other instances took unseen, and
+		// this instance's lease of the headroom (so that no instance
+		// borrows the whole of it before the others' reports arrive).
 		unseen = e.unseen(T, nowMs)
-		T.share.local += v
+		lease = e.noteLocal(T, v, nowMs)
+		if capMs > 0 {
+			lease = min(lease, capMs)
+		}
 	}
 	before := T.tokens.Tokens(nowMs) - T.inflight - unseen
 	T.tokens.Record(v, nowMs)
@@ -492,7 +496,7 @@ func (ts *tenantState) record(m *member, k Key, v float64, nowMs, capMs int64) i
 	binding := before < 0
 	// The ceiling itself, beyond the slack the shares may run it into,
 	// holds every principal of the tenant until the same deadline.
-	t := tokenThrottleMs(after+ts.slack(C), C, capMs)
+	t := max(tokenThrottleMs(after+ts.slack(C), C, capMs), lease)
 	if e.cfg.SharedDeadline {
 		t = T.shareDeadline(t, nowMs, capMs)
 	}
@@ -579,6 +583,7 @@ func (c *Client) tenantHoldProduce(size int, nowMs, capMs int64) (int64, bool) {
 		return 0, false
 	}
 	hold, _ := ts.room(T, m, ProducerByteRate, nowMs, capMs)
+	hold = max(hold, c.e.leaseHold(T, float64(size), nowMs))
 	T.inflight += float64(size)
 	if m != nil && m.share[ProducerByteRate] != nil {
 		s := m.share[ProducerByteRate]
@@ -659,7 +664,7 @@ func (c *Client) tenantFetchClamp(nowMs int64) (int32, bool) {
 	}
 	static := T.quota * max(c.e.burstSeconds(T), float64(c.e.windowMs)/1000)
 	_, room := ts.room(T, m, ConsumerByteRate, nowMs, 0)
-	v := min(static, max(room, 1))
+	v := min(static, max(min(room, c.e.leaseRoom(T, nowMs)), 1))
 	if v >= math.MaxInt32 {
 		return math.MaxInt32, true
 	}
