@@ -139,6 +139,7 @@ func (a *App) openControl(upstream []string) error {
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
+	a.openTenants()
 	a.creds = &control.Credentials{Store: st, Audit: a.audit, Authz: a.ctl.Authz, OnChange: a.closeWithdrawn}
 	if err := a.creds.Load(); err != nil {
 		return fmt.Errorf("credentials: %w", err)
@@ -174,6 +175,7 @@ func (a *App) openControl(upstream []string) error {
 // refreshQuotas recomputes the engine's and admission's input from the
 // store and the file.
 func (a *App) refreshQuotas() error {
+	a.loadTenants()
 	q, ips, err := a.ctl.Quotas()
 	if err != nil {
 		return err

@@ -380,9 +380,14 @@ func ValidateTenants(specs []TenantSpec) error {
 // SetFixed sets the config file's tenants (validated with
 // ValidateTenants) and loads.
 func (t *Tenants) SetFixed(specs []TenantSpec) error {
+	t.SetFixedOnly(specs)
+	return t.Load()
+}
+
+// SetFixedOnly sets the config file's tenants for the next Load.
+func (t *Tenants) SetFixedOnly(specs []TenantSpec) {
 	c := slices.Clone(specs)
 	t.fixed.Store(&c)
-	return t.Load()
 }
 
 func (t *Tenants) fixedSpecs() []TenantSpec {
