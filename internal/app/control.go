@@ -139,11 +139,11 @@ func (a *App) openControl(upstream []string) error {
 		OnChange: a.applyQuotas,
 	}
 	a.ctl.SetFixed(fileEntities(a.cfg.Quotas))
-	a.openTenants()
 	a.creds = &control.Credentials{Store: st, Audit: a.audit, Authz: a.ctl.Authz, OnChange: a.closeWithdrawn}
 	if err := a.creds.Load(); err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
+	a.openTenants()
 	a.brokers = &control.BrokerConfigs{
 		Store:    st,
 		Audit:    a.audit,

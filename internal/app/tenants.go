@@ -23,6 +23,7 @@ func (a *App) openTenants() {
 	}
 	a.tenants.SetFixedOnly(a.cfg.Tenants)
 	a.ctl.Tenants = a.tenants
+	a.creds.Tenants = a.tenants
 }
 
 // loadTenants re-reads the tenants (the store's may have been changed by

@@ -33,6 +33,9 @@ const (
 	// principal was refused (it named entities outside its tenant); other
 	// descriptions are not audited.
 	ActionDescribeClientQuotas = "describe_client_quotas"
+	// ActionDescribeUserScramCredentials is a DescribeUserScramCredentials
+	// a tenant's admin was refused (it named users outside its tenant).
+	ActionDescribeUserScramCredentials = "describe_user_scram_credentials"
 )
 
 // Outcome says what became of an alteration.

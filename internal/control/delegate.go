@@ -35,6 +35,10 @@ import (
 // default user, is refused
 // * A principal that belongs to a tenant (and is no quota admin) likewise
 // describes its own tenant's entities only: tenants do not see each other
+// * DescribeUserScramCredentials: a tenant's admin may describe (mechanism
+// and iterations, never alter) its principals' SCRAM credentials, so that
+// kafka-configs --describe --entity-type users works for it; naming any
+// other user refuses the whole request, as for anyone without DESCRIBE
 // * Refused: CLUSTER_AUTHORIZATION_FAILED (31), per entry for an alteration
 // with a message saying why, for the whole response for a description;
 // and a "denied" audit event (alter_client_quotas per entry,
@@ -136,6 +140,28 @@ func (d *delegation) allows(je javaEntity, alts []alteration) string {
 	return ""
 }
 
+// administers reports whether user is a principal of a tenant the
+// initiator administers.
+func (d *delegation) administers(user string) bool {
+	t, ok := d.v.set.Of(user)
+	return ok && slices.Contains(d.admins, t)
+}
+
+// describesUsers reports whether a tenant's admin may describe the SCRAM
+// credentials of users: all of them its principals (none named: its
+// principals' only are listed).
+func (d *delegation) describesUsers(users []kmsg.DescribeUserSCRAMCredentialsRequestUser) bool {
+	if len(d.admins) == 0 {
+		return false
+	}
+	for _, u := range users {
+		if !d.administers(u.Name) {
+			return false
+		}
+	}
+	return true
+}
+
 // describeRefusal is why a scoped initiator may not use a filter, "" when
 // it may: one that names (EXACT) a user outside its scope, or the default
 // user.
@@ -169,6 +195,18 @@ func describeEvent(who Initiator, comps []kmsg.DescribeClientQuotasRequestCompon
 		Initiator: who.audit()}
 	for _, c := range comps {
 		ev.Target.Entity = append(ev.Target.Entity, audit.Component(c.EntityType, c.Match))
+	}
+	return ev
+}
+
+// scramDescribeDenied is the audit event of a tenant's admin refused
+// DescribeUserScramCredentials.
+func scramDescribeDenied(who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) audit.Event {
+	ev := audit.Event{Action: audit.ActionDescribeUserScramCredentials, Outcome: audit.Denied,
+		ErrorCode: errClusterAuthorizationFailed, ErrorMessage: msgClusterAuthorizationFailed, Initiator: who.audit()}
+	for _, u := range req.Users {
+		n := u.Name
+		ev.Target.Entity = append(ev.Target.Entity, audit.Component(store.TypeUser, &n))
 	}
 	return ev
 }

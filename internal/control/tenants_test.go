@@ -335,3 +335,48 @@ func TestDelegatedDescribe(t *testing.T) {
 		t.Errorf("%d denied descriptions audited, want 3", denied)
 	}
 }
+
+// A tenant's admin describes its principals' SCRAM credentials (so that
+// kafka-configs can describe users for it), never others', and alters
+// none; naming another refuses the whole request and is audited.
+func TestDelegatedScramDescribe(t *testing.T) {
+	f := newCredFixture(t)
+	f.mustAlter(t, alterScram(nil, upsert(t, "alice", 1, "pw", 4096), upsert(t, "bob", 1, "pw", 4096)))
+	tn, _ := f.withTenants(t, TenantSpec{Name: "team-a", Principals: []string{"alice"}, Admins: []string{"carol"}},
+		TenantSpec{Name: "team-b", Principals: []string{"bob"}})
+	f.c.Tenants = tn
+	carol := user("carol")
+	describe := func(who Initiator, users ...string) *kmsg.DescribeUserSCRAMCredentialsResponse {
+		r := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		for _, u := range users {
+			ru := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+			ru.Name = u
+			r.Users = append(r.Users, ru)
+		}
+		return f.c.DescribeUserScramCredentials(context.Background(), who, r)
+	}
+	if r := describe(carol); r.ErrorCode != 0 || len(r.Results) != 1 || r.Results[0].User != "alice" {
+		t.Errorf("carol, every user: %+v", r)
+	}
+	if r := describe(carol, "alice"); r.ErrorCode != 0 || len(r.Results) != 1 || len(r.Results[0].CredentialInfos) != 1 {
+		t.Errorf("carol, alice: %+v", r)
+	}
+	if r := describe(carol, "alice", "bob"); r.ErrorCode != 31 {
+		t.Errorf("carol, alice and bob: %+v", r)
+	}
+	if r := describe(user("bob")); r.ErrorCode != 31 {
+		t.Errorf("bob, a member but no admin: %+v", r)
+	}
+	if r := f.alter(carol, alterScram(nil, upsert(t, "alice", 1, "x", 4096))); r.Results[0].ErrorCode != 31 {
+		t.Errorf("carol alters a credential: %s", scramResults(r))
+	}
+	denied := 0
+	for _, ev := range f.events(t) {
+		if ev["action"] == "describe_user_scram_credentials" && ev["outcome"] == "denied" {
+			denied++
+		}
+	}
+	if denied != 1 {
+		t.Errorf("%d refused descriptions audited, want 1", denied)
+	}
+}
