@@ -373,7 +373,7 @@ func (c *adminClient) describeTenant(ctx context.Context, env *Env, name string)
 		for _, u := range t.Usage {
 			thr := fmt.Sprintf("%d (%dms)", u.Throttled, u.ThrottleMs)
 			if u.Shadow && u.Shadowed != nil {
-				thr = fmt.Sprintf("shadow: would have throttled %.1f %% of %d, by up to %dms", u.Shadowed.ThrottledPercent, u.Shadowed.Records, u.Shadowed.ThrottleMsMax)
+				thr = fmt.Sprintf("shadow: would have throttled %.1f %% of %d requests, by up to %dms", u.Shadowed.ThrottledPercent, u.Shadowed.Records, u.Shadowed.ThrottleMsMax)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%d\t%.0f\t%s\n", u.Quota, strconv.FormatFloat(u.Ceiling, 'f', -1, 64), u.Rate, 100*u.Utilization,
 				u.Active, u.FairShare, thr)
