@@ -317,3 +317,55 @@ func TestDelegatedAdminThroughKadmAndCLI(t *testing.T) {
 		}
 	}
 }
+
+// The config file's tenants change live: a reload that takes carol off
+// team-a's admins refuses her next alteration, marks the tenant shadow
+// (logged), and a file whose tenants do not validate changes nothing.
+func TestTenantsReloadLive(t *testing.T) {
+	t.Parallel()
+	credPath, keyList := writeCredentials(t, nil, "carol")
+	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	file := func(tenants string) []byte {
+		return []byte("listeners:\n  - name: SASL_PLAINTEXT\n    bootstrap: 127.0.0.1:0\n    security_protocol: SASL_PLAINTEXT\n" +
+			"credentials_file: " + credPath + "\ntenants:\n" + tenants)
+	}
+	writeFileAtomic(t, cfgPath, file("  - {name: team-a, principals: [alice], producer_byte_rate: 1048576, admins: [carol]}\n"))
+	env := testkit.Start(t, app.Options{ConfigPath: cfgPath, WatchInterval: time.Hour}, func(c *app.Config) {
+		c.Listeners[0].Name = "SASL_PLAINTEXT"
+		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
+		c.CredentialsFile = credPath
+		c.Tenants = []app.TenantEntry{{Name: "team-a", Principals: []string{"alice"}, ProducerByteRate: ptrF(1 << 20), Admins: []string{"carol"}}}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	carol := kadm.NewClient(franzClient(t, franzOpts(env.Bootstrap, nil, "PLAIN", "token", keyList[0])...))
+	alice := "alice"
+	alter := func() error {
+		res, err := carol.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: &alice}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1000}}}})
+		if err != nil {
+			return err
+		}
+		return res[0].Err
+	}
+	if err := alter(); err != nil {
+		t.Fatalf("carol, team-a's admin: %v", err)
+	}
+	writeFileAtomic(t, cfgPath, file("  - {name: team-a, principals: [alice], producer_byte_rate: 1048576, shadow: true}\n"))
+	if err := env.App.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := alter(); !isKerr(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("carol after the reload took her off team-a's admins: %v", err)
+	}
+	waitLog(t, env, 5*time.Second, "tenant mode changed", "tenant=team-a", "mode=shadow")
+	if us := env.App.Engine().TenantUsage(time.Now()); len(us) != 1 || !us[0].Shadow {
+		t.Errorf("after the reload: %+v", us)
+	}
+	writeFileAtomic(t, cfgPath, file("  - {name: team-a, principals: [alice]}\n  - {name: team-b, principals: [alice]}\n"))
+	if err := env.App.Reload(); err == nil || !strings.Contains(err.Error(), "alice") {
+		t.Errorf("a file listing alice in two tenants reloaded: %v", err)
+	}
+	if us := env.App.Engine().TenantUsage(time.Now()); len(us) != 1 || !us[0].Shadow || us[0].Ceiling != 1<<20 {
+		t.Errorf("after a reload that failed: %+v", us)
+	}
+}

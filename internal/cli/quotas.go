@@ -466,6 +466,11 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	for _, n := range notes {
 		fmt.Fprintln(env.Stdout, n)
 	}
+	if h, ok := live.(*httpLive); ok && h.err == nil {
+		for _, n := range h.tenant {
+			fmt.Fprintln(env.Stdout, n)
+		}
+	}
 	return 0
 }
 
