@@ -42,7 +42,8 @@ import (
 // (at most 249 bytes); principals, prefixes and admins not empty, at most
 // 1024 bytes of UTF-8 without control characters, none twice; each rule
 // one Kafka principal mapping rule (RULE:pattern/replacement/[LU] or
-// DEFAULT); at most 10000 entries per list; ceilings > 0, the byte rates
+// DEFAULT); at most 10000 entries per list and 512 KiB in all (one
+// record of a Tollgate cluster's shared topic); ceilings > 0, the byte rates
 // whole numbers; burst_seconds from 0 to 3600; no principal listed and no
 // prefix given by two tenants
 // * A principal belongs to the tenant that lists it, else to the one with
@@ -81,10 +82,13 @@ type TenantSpec struct {
 	Admins []string `yaml:"admins" json:"admins,omitempty"`
 }
 
-// Limits of a tenant's lists.
+// Limits of a tenant's lists, and of the whole: a tenant is one record of
+// a Tollgate cluster's shared configuration topic, whose batches hold
+// under 1 MiB.
 const (
 	maxTenantList  = 10000
 	maxTenantEntry = 1024
+	maxTenantBytes = 512 << 10
 )
 
 // ceilingKeys are a tenant's ceilings by Kafka's key names.
@@ -168,6 +172,9 @@ func (s TenantSpec) Validate() error {
 	}
 	if b := s.BurstSeconds; b != nil && !(*b >= 0 && *b <= quota.MaxBurstSeconds) {
 		bad("burst_seconds must be from 0 to %d (0: none; absent: Kafka's, 10)", quota.MaxBurstSeconds)
+	}
+	if b, err := json.Marshal(s.storeTenant()); err == nil && len(b) > maxTenantBytes {
+		bad("the tenant takes %d bytes, more than %d: use principal prefixes or rules rather than long lists", len(b), maxTenantBytes)
 	}
 	return errors.Join(errs...)
 }

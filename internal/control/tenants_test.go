@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -52,6 +53,7 @@ func TestTenantSpecValidate(t *testing.T) {
 		{TenantSpec{Name: "t", ConsumerByteRate: fp(1.5)}, "whole number"},
 		{TenantSpec{Name: "t", BurstSeconds: fp(-1)}, "burst_seconds"},
 		{TenantSpec{Name: "t", Admins: make([]string, maxTenantList+1)}, "more than"},
+		{TenantSpec{Name: "t", Principals: manyNames(1000, 600)}, "more than 524288"},
 	} {
 		if err := c.s.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.s.Name, err, c.want)
@@ -379,4 +381,13 @@ func TestDelegatedScramDescribe(t *testing.T) {
 	if denied != 1 {
 		t.Errorf("%d refused descriptions audited, want 1", denied)
 	}
+}
+
+// manyNames is n distinct names of size bytes.
+func manyNames(n, size int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%0*d", size, i)
+	}
+	return out
 }

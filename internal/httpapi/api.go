@@ -289,7 +289,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		// The tenant whose ceilings bound the user too (the tightest wins).
 		tn := tenants{eng: s.Engine, now: func() time.Time { return now }}
 		resp["tenant"] = map[string]any{"name": name,
-			"usage": tn.view(control.TenantInfo{TenantSpec: control.TenantSpec{Name: name}}).Usage}
+			"usage": tn.view(control.TenantInfo{TenantSpec: control.TenantSpec{Name: name}}, nil).Usage}
 	}
 	if ipS := q.Get("ip"); ipS != "" {
 		ip, err := netip.ParseAddr(ipS)

@@ -71,8 +71,9 @@ type TenantMember struct {
 	ThrottleMs  int64   `json:"throttle_ms_total"`
 }
 
-// maxTenantBody bounds a tenant request's body.
-const maxTenantBody = 4 << 20
+// maxTenantBody bounds a tenant request's body (a tenant is at most
+// 512 KiB: control.TenantSpec.Validate).
+const maxTenantBody = 1 << 20
 
 // tenants serves the tenant endpoints:
 //
@@ -85,7 +86,7 @@ const maxTenantBody = 4 << 20
 //
 // Changes need a quota admin, reads the read right; changes are audited
 // with the caller's principal (listener admin-http). Bodies are
-// application/json, one object, unknown fields refused, at most 4 MiB.
+// application/json, one object, unknown fields refused, at most 1 MiB.
 // Errors are {"error": "..."}: 400 invalid, 401 ANONYMOUS may not (send
 // a key), 403 the principal may not, 404 no such tenant, 409 it exists
 // or is the config file's, 415 not JSON, 503 no data directory, or the
@@ -121,30 +122,38 @@ func tenantError(w http.ResponseWriter, who control.Initiator, err error) {
 	}
 }
 
-// view renders a tenant with its usage.
-func (t tenants) view(in control.TenantInfo) Tenant {
-	out := Tenant{TenantSpec: in.TenantSpec, Source: "api", Usage: []TenantCeiling{}}
-	if in.Fixed {
-		out.Source = "config"
-	}
+// usage returns every tenant's ceilings' use, by tenant.
+func (t tenants) usage() map[string][]TenantCeiling {
+	out := map[string][]TenantCeiling{}
 	if t.eng == nil {
 		return out
 	}
-	now := t.now()
-	for _, u := range t.eng.TenantUsage(now) {
-		if u.Tenant != in.Name {
-			continue
-		}
-		out.Usage = append(out.Usage, TenantCeiling{Quota: u.Key.String(), Ceiling: u.Ceiling, Rate: u.Rate, Utilization: u.Utilization,
+	for _, u := range t.eng.TenantUsage(t.now()) {
+		out[u.Tenant] = append(out[u.Tenant], TenantCeiling{Quota: u.Key.String(), Ceiling: u.Ceiling, Rate: u.Rate, Utilization: u.Utilization,
 			Active: u.Active, FairShare: u.FairShare, Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			Shadow: u.Shadow, Shadowed: shadowJSON(u.Shadow, u.Shadowed)})
 	}
 	return out
 }
 
+// view renders a tenant with its usage (nil: read it now).
+func (t tenants) view(in control.TenantInfo, usage map[string][]TenantCeiling) Tenant {
+	out := Tenant{TenantSpec: in.TenantSpec, Source: "api", Usage: []TenantCeiling{}}
+	if in.Fixed {
+		out.Source = "config"
+	}
+	if usage == nil {
+		usage = t.usage()
+	}
+	if u := usage[in.Name]; u != nil {
+		out.Usage = u
+	}
+	return out
+}
+
 // detail renders a tenant with its usage and members.
 func (t tenants) detail(in control.TenantInfo) TenantDetail {
-	out := TenantDetail{Tenant: t.view(in), Members: []TenantMember{}}
+	out := TenantDetail{Tenant: t.view(in, nil), Members: []TenantMember{}}
 	if t.eng == nil {
 		return out
 	}
@@ -160,8 +169,9 @@ func (t tenants) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := []Tenant{}
+	usage := t.usage()
 	for _, in := range t.m.List() {
-		out = append(out, t.view(in))
+		out = append(out, t.view(in, usage))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
 }
@@ -185,7 +195,7 @@ func (t tenants) answer(w http.ResponseWriter, code int, name string) {
 		writeJSON(w, code, map[string]any{"name": name})
 		return
 	}
-	writeJSON(w, code, t.view(in))
+	writeJSON(w, code, t.view(in, nil))
 }
 
 func (t tenants) create(w http.ResponseWriter, r *http.Request) {

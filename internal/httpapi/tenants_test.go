@@ -40,7 +40,7 @@ func TestTenantsEndpoints(t *testing.T) {
 		{call{"POST", "/api/v1/tenants", js, `{"name": "b"}`, ""}, 401, "authentication required"},
 		{call{"POST", "/api/v1/tenants", js, `{"name": "b"}`, reader}, 403, "may not change tenants"},
 		{call{"POST", "/api/v1/tenants", js, `{"name": "b"}{}`, admin}, 400, "more than one"},
-		{call{"POST", "/api/v1/tenants", js, `{"name": "` + strings.Repeat("x", 5<<20) + `"}`, admin}, 413, "larger than"},
+		{call{"POST", "/api/v1/tenants", js, `{"name": "` + strings.Repeat("x", 2<<20) + `"}`, admin}, 413, "larger than"},
 		{call{"PATCH", "/api/v1/tenants/team-a", js, `{"add_principals": ["dan"], "set": {"shadow": 1}}`, admin}, 200, `"dan"`},
 		{call{"PATCH", "/api/v1/tenants/team-a", js, `{"remove_principals": ["zed"]}`, admin}, 400, "not there"},
 		{call{"PATCH", "/api/v1/tenants/nope", js, `{}`, admin}, 404, "does not exist"},
