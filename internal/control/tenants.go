@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -418,6 +419,11 @@ func (t *Tenants) Load() error {
 		}
 	}
 	infos, errs := merge(t.fixedSpecs(), stored)
+	if old := t.view.Load(); old != nil && reflect.DeepEqual(old.infos, infos) {
+		// Nothing changed (a reload, another instance's change to
+		// something else): the engine keeps its resolutions.
+		return errors.Join(errs...)
+	}
 	v, err := compile(infos)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
