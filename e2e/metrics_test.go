@@ -31,6 +31,8 @@ func TestMetricsReference(t *testing.T) {
 		c.BrokerConfigs = map[string]string{"max.connections.per.ip.overrides": "127.0.0.2:0"}
 		// A one-instance Tollgate cluster, for the cluster series.
 		c.Cluster.ID = "metrics"
+		// A shadow tenant, for the tenant series.
+		c.Tenants = []app.TenantEntry{{Name: "t", Principals: []string{user}, ProducerByteRate: &rate, Shadow: true}}
 	})
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.DefaultProduceTopic("m"), kgo.AllowAutoTopicCreation())

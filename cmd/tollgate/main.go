@@ -8,6 +8,7 @@
 //	tollgate quotas apply|resolve ...         declarative quotas; which quota applies to a client
 //	tollgate perf produce|consume ...         load generator with the client throttle metrics
 //	tollgate apikeys create|list|revoke       API keys, through the admin HTTP port
+//	tollgate tenants list|describe|create|alter|delete  tenants, through the admin HTTP port
 //	tollgate usage [--since 24h] [--by user]  the usage ledger (chargeback), as a table, CSV or JSON
 //	tollgate credentials add-user ...         SCRAM users for a credentials file
 //	tollgate doctor --config F                check the host and the upstream before a start
@@ -54,6 +55,7 @@ func commands() []command {
 		{name: "configs", usage: "describe and alter client quotas (kafka-configs.sh flags and output)", run: cli.Configs},
 		{name: "quotas", usage: "apply a quota file; resolve which quota applies to a client", run: cli.Quotas, subs: []string{"apply", "resolve"}},
 		{name: "apikeys", usage: "create, list and revoke API keys (through the admin HTTP port)", run: cli.APIKeys, subs: []string{"create", "list", "revoke"}},
+		{name: "tenants", usage: "list, describe, create, alter and delete tenants (through the admin HTTP port)", run: cli.Tenants, subs: []string{"list", "describe", "create", "alter", "delete"}},
 		{name: "usage", usage: "report the usage ledger: bytes, requests, throttle and partition mutations per user or client id", run: cli.Usage},
 		{name: "credentials", usage: "add SCRAM users to a credentials file", run: cli.Credentials, subs: []string{"add-user"}},
 		{name: "perf", usage: "produce or consume load; report throughput, latency and client throttle metrics", run: perf.Run, subs: []string{"produce", "consume"}},

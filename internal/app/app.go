@@ -46,6 +46,7 @@ type App struct {
 	ctl         *control.ClientQuotas
 	brokers     *control.BrokerConfigs
 	creds       *control.Credentials
+	tenants     *control.Tenants // tenants.go
 	ipQuotas    control.IPQuotas
 	engine      *quota.Engine
 	admit       *admission.Limiter
@@ -165,6 +166,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		a.quotaFilter.Now = o.Now
 	}
 	a.metrics.RegisterQuotas(eng, cfg.Quota.metricsMaxBuckets())
+	a.metrics.RegisterTenants(eng, time.Now)
 	as, err := admissionSettings(&cfg, nil, nil)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
@@ -52,6 +53,9 @@ type Config struct {
 	// Quotas are client quotas declared in the file; applied live when the
 	// file changes or on SIGHUP.
 	Quotas []QuotaEntry `yaml:"quotas"`
+	// Tenants are tenants declared in the file (tenants.go); applied live
+	// like Quotas, authoritative for their names.
+	Tenants []TenantEntry `yaml:"tenants"`
 	// BrokerConfigs are Kafka broker-level settings Tollgate owns, by
 	// Kafka's names (max.connections, listener.name.<l>.max.connections,
 	// max.connection.creation.rate, ...); applied live.
@@ -260,6 +264,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("handover_timeout must not be negative"))
 	}
 	if _, err := buildQuotas(c.Quotas); err != nil {
+		errs = append(errs, err)
+	}
+	if err := control.ValidateTenants(c.Tenants); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Usage.Validate(); err != nil {

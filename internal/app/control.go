@@ -143,6 +143,7 @@ func (a *App) openControl(upstream []string) error {
 	if err := a.creds.Load(); err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
+	a.openTenants()
 	a.brokers = &control.BrokerConfigs{
 		Store:    st,
 		Audit:    a.audit,
@@ -174,6 +175,7 @@ func (a *App) openControl(upstream []string) error {
 // refreshQuotas recomputes the engine's and admission's input from the
 // store and the file.
 func (a *App) refreshQuotas() error {
+	a.loadTenants()
 	q, ips, err := a.ctl.Quotas()
 	if err != nil {
 		return err

@@ -196,6 +196,7 @@ func (a *App) startHTTP() error {
 		Cluster:  a.clusterStatus,
 		Registry: a.metrics.Registry,
 		APIKeys:  a.creds,
+		Tenants:  a.tenants,
 		Usage:    a.usageSource(),
 		Access: httpapi.Access{
 			Keys:          a.apiKeys,

@@ -12,7 +12,7 @@ import (
 )
 
 // Reload re-reads the config file and applies what can change live: the
-// quotas and broker configs, who may act (authorization.quota_admins and
+// quotas, tenants and broker configs, who may act (authorization.quota_admins and
 // allow_anonymous_describe) and the credentials file (credentials_file,
 // re-read even when only its contents changed). Everything else needs a
 // restart; a changed restart-only setting is logged and ignored.
@@ -63,8 +63,9 @@ func (a *App) Reload() error {
 	// Everything is valid: apply.
 	a.mu.Lock()
 	old := a.cfg.Authorization
-	oldQuotas := a.cfg.Quotas
+	oldQuotas, oldTenants := a.cfg.Quotas, a.cfg.Tenants
 	a.cfg.Quotas = cfg.Quotas
+	a.cfg.Tenants = cfg.Tenants
 	a.cfg.BrokerConfigs = cfg.BrokerConfigs
 	a.cfg.Authorization = cfg.Authorization
 	a.cfg.CredentialsFile = cfg.CredentialsFile
@@ -79,6 +80,7 @@ func (a *App) Reload() error {
 	}
 	a.log.Info("credentials reloaded", "credentials_file", cfg.CredentialsFile, "users", users, "api_keys", keys)
 	a.ctl.SetFixed(fileEntities(cfg.Quotas))
+	a.reloadTenants(oldTenants, cfg.Tenants)
 	if err := a.refreshQuotas(); err != nil {
 		a.log.Error("config reload failed", "file", a.path, "err", err)
 		return err

@@ -24,6 +24,18 @@ const (
 	// ActionAlterUserScramCredentials is one user's part of an
 	// AlterUserScramCredentials request.
 	ActionAlterUserScramCredentials = "alter_user_scram_credentials"
+	// ActionTenantCreate, ActionTenantAlter and ActionTenantDelete are
+	// changes to a tenant (target resource "tenant").
+	ActionTenantCreate = "tenant_create"
+	ActionTenantAlter  = "tenant_alter"
+	ActionTenantDelete = "tenant_delete"
+	// ActionDescribeClientQuotas is a DescribeClientQuotas a tenant's
+	// principal was refused (it named entities outside its tenant); other
+	// descriptions are not audited.
+	ActionDescribeClientQuotas = "describe_client_quotas"
+	// ActionDescribeUserScramCredentials is a DescribeUserScramCredentials
+	// a tenant's admin was refused (it named users outside its tenant).
+	ActionDescribeUserScramCredentials = "describe_user_scram_credentials"
 )
 
 // Outcome says what became of an alteration.

@@ -17,10 +17,11 @@ import (
 // (GET /api/v1/resolve). It asks once per (user, client-id) and serves
 // every row from that answer.
 type httpLive struct {
-	c    *adminClient
-	once sync.Once
-	got  map[string]liveRow
-	err  error
+	c      *adminClient
+	once   sync.Once
+	got    map[string]liveRow
+	tenant []string // what the user's tenant says, one line per ceiling
+	err    error
 }
 
 func (h *httpLive) Live(ctx context.Context, user, clientID string, row resolvedRow) (liveRow, bool, error) {
@@ -46,6 +47,17 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 				ThrottleMsMax   int64 `json:"throttle_ms_max"`
 			} `json:"shadowed"`
 		} `json:"quotas"`
+		Tenant *struct {
+			Name  string `json:"name"`
+			Usage []struct {
+				Quota     string  `json:"quota"`
+				Ceiling   float64 `json:"ceiling"`
+				Rate      float64 `json:"rate"`
+				Active    int     `json:"active_principals"`
+				FairShare float64 `json:"fair_share"`
+				Shadow    bool    `json:"shadow"`
+			} `json:"usage"`
+		} `json:"tenant"`
 	}
 	path := "/api/v1/resolve?" + url.Values{"user": {user}, "client_id": {clientID}}.Encode()
 	if err := h.c.do(ctx, "GET", path, nil, http.StatusOK, &body); err != nil {
@@ -59,6 +71,19 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 				Total: time.Duration(s.ThrottleMsTotal) * time.Millisecond, Max: time.Duration(s.ThrottleMsMax) * time.Millisecond}
 		}
 		out[q.Quota] = lr
+	}
+	if t := body.Tenant; t != nil {
+		for _, u := range t.Usage {
+			line := fmt.Sprintf("%s is bounded by tenant %s too (the tightest wins): %s ceiling %s, %.0f/s now, %d active principal(s), fair share %.0f/s",
+				user, t.Name, u.Quota, formatValue(u.Ceiling), u.Rate, u.Active, u.FairShare)
+			if u.Shadow {
+				line += " (shadow: not enforced)"
+			}
+			h.tenant = append(h.tenant, line)
+		}
+		if len(t.Usage) == 0 {
+			h.tenant = append(h.tenant, fmt.Sprintf("%s belongs to tenant %s, which has no ceiling", user, t.Name))
+		}
 	}
 	return out, nil
 }

@@ -16,11 +16,12 @@ import (
 )
 
 // quotas resolve --admin-url adds the bucket's live rate and utilization
-// from Tollgate's HTTP API.
+// from Tollgate's HTTP API, and the user's tenant's ceilings.
 func TestResolveLive(t *testing.T) {
-	user, rate := "ANONYMOUS", float64(1<<20)
+	user, rate, ceiling := "ANONYMOUS", float64(1<<20), float64(1<<30)
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Quotas = []app.QuotaEntry{{User: &user, ProducerByteRate: &rate}}
+		c.Tenants = []app.TenantEntry{{Name: "team", Principals: []string{user}, ProducerByteRate: &ceiling}}
 		c.Authorization.AllowAnonymousDescribe = true
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.DefaultProduceTopic("live"), kgo.AllowAutoTopicCreation())
@@ -53,6 +54,9 @@ func TestResolveLive(t *testing.T) {
 	f := strings.Fields(prod)
 	if len(f) < 5 || f[1] != `user=ANONYMOUS` || f[3] == "0/s" || f[3] == "-" || !strings.HasSuffix(f[4], "%") || f[4] == "0.00%" {
 		t.Fatalf("producer_byte_rate row %q lacks a live rate:\n%s", prod, out.String())
+	}
+	if !strings.Contains(out.String(), "ANONYMOUS is bounded by tenant team too (the tightest wins): producer_byte_rate ceiling 1073741824") {
+		t.Fatalf("no tenant line:\n%s", out.String())
 	}
 	// Not a Tollgate cluster: nothing about one.
 	if strings.Contains(out.String(), "CLUSTER") || strings.Contains(out.String(), "Tollgate cluster") {

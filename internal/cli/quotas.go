@@ -499,6 +499,11 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	case clusterErr != nil:
 		fmt.Fprintln(env.Stdout, "Tollgate cluster: unknown (the admin API did not answer: "+clusterErr.Error()+")")
 	}
+	if h, ok := live.(*httpLive); ok && h.err == nil {
+		for _, n := range h.tenant {
+			fmt.Fprintln(env.Stdout, n)
+		}
+	}
 	return 0
 }
 

@@ -108,6 +108,7 @@ type memberState struct {
 type bucketRef struct {
 	key          quota.Key
 	user, client string
+	tenant       string // a tenant's bucket (quota.Delta.Tenant)
 }
 
 type seenTotal struct {
@@ -455,7 +456,7 @@ func (m *memberState) catchUp(us []quota.Delta, now time.Time) {
 	}
 	for i := range us {
 		d := &us[i]
-		ref := bucketRef{d.Key, d.User, d.Client}
+		ref := bucketRef{d.Key, d.User, d.Client, d.Tenant}
 		if prev, ok := m.totals[ref]; ok && d.Total >= prev.total && d.Total-prev.total >= d.Value {
 			d.Value = d.Total - prev.total
 		}

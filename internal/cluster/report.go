@@ -30,8 +30,14 @@ type Report struct {
 	Usage  []quota.Delta
 }
 
-// reportMagic starts every report record; the last byte is the format.
+// reportMagic starts every report record; the last byte is the format:
+// 1, or formatTenants when an entry names a tenant's bucket (each entry
+// then carries the tenant after the client-id). An instance writes format
+// 1 whenever it can, so that instances of an older build keep reading
+// its reports until tenants are configured.
 var reportMagic = [4]byte{'T', 'G', 'X', 1}
+
+const formatTenants = 2
 
 const flagLeaving = 1
 
@@ -53,8 +59,9 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func appendHeader(b []byte, r *Report, part, parts uint32) []byte {
-	b = append(b, reportMagic[:]...)
+func appendHeader(b []byte, r *Report, part, parts uint32, format byte) []byte {
+	b = append(b, reportMagic[:3]...)
+	b = append(b, format)
 	b = appendString(b, r.Instance)
 	b = binary.AppendVarint(b, r.Incarnation)
 	b = binary.AppendUvarint(b, r.Seq)
@@ -72,10 +79,13 @@ func appendHeader(b []byte, r *Report, part, parts uint32) []byte {
 	return b
 }
 
-func appendDelta(b []byte, d quota.Delta) []byte {
+func appendDelta(b []byte, d quota.Delta, format byte) []byte {
 	b = append(b, byte(d.Key))
 	b = appendString(b, d.User)
 	b = appendString(b, d.Client)
+	if format == formatTenants {
+		b = appendString(b, d.Tenant)
+	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Value))
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Total))
 }
@@ -86,8 +96,14 @@ func (r *Report) Encode() [][]byte {
 	// Split the entries first, then write every part with the final count.
 	var bounds []int
 	size := 0
+	format := reportMagic[3]
+	for _, d := range r.Usage {
+		if d.Tenant != "" {
+			format = formatTenants
+		}
+	}
 	for i, d := range r.Usage {
-		n := 1 + 2*binary.MaxVarintLen64 + len(d.User) + len(d.Client) + 16
+		n := 1 + 3*binary.MaxVarintLen64 + len(d.User) + len(d.Client) + len(d.Tenant) + 16
 		if size+n > maxReportPart-1024 && size > 0 {
 			bounds = append(bounds, i)
 			size = 0
@@ -98,10 +114,10 @@ func (r *Report) Encode() [][]byte {
 	out := make([][]byte, 0, len(bounds))
 	lo := 0
 	for p, hi := range bounds {
-		b := appendHeader(make([]byte, 0, 256), r, uint32(p), uint32(len(bounds)))
+		b := appendHeader(make([]byte, 0, 256), r, uint32(p), uint32(len(bounds)), format)
 		b = binary.AppendUvarint(b, uint64(hi-lo))
 		for _, d := range r.Usage[lo:hi] {
-			b = appendDelta(b, d)
+			b = appendDelta(b, d, format)
 		}
 		out = append(out, b)
 		lo = hi
@@ -166,9 +182,11 @@ func (r *reader) string() string {
 // oversized or of an unknown format is an error.
 func DecodeReport(b []byte) (Report, error) {
 	var r Report
-	if len(b) > maxReportPart+maxField || len(b) < len(reportMagic) || [4]byte(b[:4]) != reportMagic {
+	if len(b) > maxReportPart+maxField || len(b) < len(reportMagic) || [3]byte(b[:3]) != [3]byte(reportMagic[:3]) ||
+		(b[3] != reportMagic[3] && b[3] != formatTenants) {
 		return r, errReport
 	}
+	format := b[3]
 	rd := &reader{b: b[4:]}
 	r.Instance = rd.string()
 	r.Incarnation = rd.varint()
@@ -195,6 +213,10 @@ func DecodeReport(b []byte) (Report, error) {
 		k := rd.bytes(1)
 		user := rd.string()
 		client := rd.string()
+		var tenant string
+		if format == formatTenants {
+			tenant = rd.string()
+		}
 		v := rd.bytes(16)
 		if rd.err != nil {
 			return Report{}, rd.err
@@ -205,7 +227,7 @@ func DecodeReport(b []byte) (Report, error) {
 		if !key.Valid() || !finite(f) || !finite(tot) {
 			return Report{}, fmt.Errorf("%w: bad entry", errReport)
 		}
-		r.Usage = append(r.Usage, quota.Delta{Key: key, User: user, Client: client, Value: f, Total: tot})
+		r.Usage = append(r.Usage, quota.Delta{Key: key, User: user, Client: client, Tenant: tenant, Value: f, Total: tot})
 	}
 	if len(rd.b) != 0 {
 		return Report{}, fmt.Errorf("%w: %d trailing bytes", errReport, len(rd.b))

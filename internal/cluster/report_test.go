@@ -77,9 +77,9 @@ func TestReportRejects(t *testing.T) {
 		t.Fatal("trailing byte accepted")
 	}
 	other := bytes.Clone(good)
-	other[3] = 2
+	other[3] = 3
 	if _, err := DecodeReport(other); err == nil {
-		t.Fatal("format 2 accepted")
+		t.Fatal("format 3 accepted")
 	}
 	for _, d := range []quota.Delta{{Key: 200, Value: 1}, {Key: quota.ProducerByteRate, Value: math.NaN()}, {Key: quota.ProducerByteRate, Value: math.Inf(1)}} {
 		b := (&Report{Instance: "a", Usage: []quota.Delta{d}}).Encode()[0]
@@ -91,16 +91,53 @@ func TestReportRejects(t *testing.T) {
 		t.Fatal("report without an instance accepted")
 	}
 	// A count of entries far beyond what the record holds allocates nothing.
-	huge := appendHeader(nil, &Report{Instance: "a"}, 0, 1)
+	huge := appendHeader(nil, &Report{Instance: "a"}, 0, 1, 1)
 	huge = append(huge, 0xff, 0xff, 0xff, 0xff, 0x0f)
 	if _, err := DecodeReport(huge); err == nil {
 		t.Fatal("huge count accepted")
 	}
 }
 
+// TestReportTenants: a report that names a tenant's buckets is written in
+// format 2 (each entry carries its tenant) and reads back whole; one that
+// names none stays in format 1, which instances of an older build read;
+// truncations of format 2 are refused as format 1's are.
+func TestReportTenants(t *testing.T) {
+	t.Parallel()
+	r := Report{Instance: "a", Seq: 3, Usage: []quota.Delta{
+		{Key: quota.ProducerByteRate, User: "alice", Client: "c1", Value: 10, Total: 20},
+		{Key: quota.ProducerByteRate, Tenant: "team-a", Value: 30, Total: 40},
+		{Key: quota.ConsumerByteRate, Tenant: "team-a", User: "alice", Value: 5, Total: 5},
+	}}
+	b := r.Encode()[0]
+	if b[3] != 2 {
+		t.Fatalf("format %d, want 2", b[3])
+	}
+	got, err := DecodeReport(b)
+	if err != nil || len(got.Usage) != 3 {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for i := range r.Usage {
+		if got.Usage[i] != r.Usage[i] {
+			t.Errorf("entry %d: %+v, want %+v", i, got.Usage[i], r.Usage[i])
+		}
+	}
+	for i := range len(b) {
+		if _, err := DecodeReport(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes: accepted", i)
+		}
+	}
+	plain := (&Report{Instance: "a", Usage: r.Usage[:1]}).Encode()[0]
+	if plain[3] != 1 {
+		t.Fatalf("a report without tenants in format %d", plain[3])
+	}
+}
+
 func FuzzDecodeReport(f *testing.F) {
 	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0])
+	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, Tenant: "t", User: "u", Value: 1}}}).Encode()[0])
 	f.Add([]byte("TGX\x01"))
+	f.Add([]byte("TGX\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeReport(b)
 		if err != nil {
@@ -110,6 +147,11 @@ func FuzzDecodeReport(f *testing.F) {
 		again, err := DecodeReport(r.Encode()[0])
 		if err != nil || again.Instance != r.Instance || len(again.Usage) != len(r.Usage) {
 			t.Fatalf("re-encoding %+v: %+v, %v", r, again, err)
+		}
+		for i := range r.Usage {
+			if again.Usage[i] != r.Usage[i] {
+				t.Fatalf("entry %d: %+v, re-encoded %+v", i, r.Usage[i], again.Usage[i])
+			}
 		}
 	})
 }

@@ -535,3 +535,65 @@ func TestShareRestart(t *testing.T) {
 		within(t, "30 s around the restart", m.sum(15, 45), simQ*30, 0.06)
 	})
 }
+
+// TestShareTenantCeiling: a tenant's ceiling C held across three
+// instances — six principals of one tenant, each with a quota of its own
+// far above C, their connections spread 1/3/2 over the instances (one
+// principal on two instances): the tenant gets C within ±5 % over 30 s
+// after its burst, and each principal its fair share C/6 within ±15 %,
+// wherever its connections are. The ceiling's and the shares' usage
+// travel in the same reports as the client buckets'.
+func TestShareTenantCeiling(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newSimCluster(t, 3, quota.ByteRateTokenBucket, 100*simQ)
+		defer c.stopAll()
+		users := []string{"u0", "u1", "u2", "u3", "u4", "u5"}
+		ts, err := quota.NewTenantSet([]quota.Tenant{{Name: "team", Principals: users,
+			Ceilings: map[quota.Key]float64{quota.ProducerByteRate: simQ}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range c.inst {
+			var qs quota.Quotas
+			qs.Set(quota.UserEntity(quota.Default()), quota.ProducerByteRate, 100*simQ)
+			in.e.SetQuotas(qs)
+			in.e.SetTenants(ts, time.Now())
+		}
+		time.Sleep(3 * c.interval)
+		start := time.Now()
+		total := &meter{start: start}
+		per := map[string]*meter{}
+		for _, u := range users {
+			per[u] = &meter{start: start}
+		}
+		until := start.Add(45 * time.Second)
+		var wg sync.WaitGroup
+		for _, p := range []struct {
+			user string
+			on   int
+		}{{"u0", 0}, {"u1", 1}, {"u2", 1}, {"u3", 1}, {"u4", 2}, {"u5", 2}, {"u5", 0}} {
+			in := c.inst[p.on]
+			wg.Go(func() { userConn(total, per[p.user], in, p.user, until) })
+		}
+		wg.Wait()
+		within(t, "the tenant, 30 s after the burst", total.sum(15, 45), simQ*30, 0.05)
+		for _, u := range users {
+			within(t, u+"'s fair share", per[u].sum(15, 45), simQ*30/6, 0.15)
+		}
+	})
+}
+
+// userConn is conn for one principal of a tenant: 16 KiB requests, each
+// recorded when answered (1 ms later), then muted for the throttle.
+func userConn(total, own *meter, in *simInstance, user string, until time.Time) {
+	const size = 16 << 10
+	cl := in.e.Client(user, "app")
+	for time.Now().Before(until) {
+		now := time.Now()
+		t := cl.RecordProduce(size, now)
+		total.add(now, size)
+		own.add(now, size)
+		time.Sleep(max(t, time.Millisecond))
+	}
+}

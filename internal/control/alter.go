@@ -17,6 +17,9 @@ import (
 // * ACL: ALTER_CONFIGS on CLUSTER (Authorizer), validate_only included; a
 // denied request echoes every entry as sent with 31 "Cluster
 // authorization failed."
+// * Beyond Kafka, a tenant's admin alters its tenant's principals' user
+// entities within the tenant's ceilings, entry by entry; the other entries
+// get 31 with the reason (delegate.go)
 // * KRaft semantics (ClientQuotaControlManager): entries in request order;
 // a repeated type inside an entity collapses (last name wins); a repeated
 // key, or an entity seen earlier in the request, gets "Ignoring duplicate
@@ -95,7 +98,13 @@ type alteration struct {
 // Alter answers an AlterClientQuotas request.
 func (c *ClientQuotas) Alter(ctx context.Context, who Initiator, req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuotasResponse {
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
-	if !c.authorize(who, OpAlterConfigs) {
+	var dl *delegation // a tenant's admin: entry by entry (delegate.go)
+	if !c.authorize(who, OpAlterConfigs) && c.Tenants != nil {
+		if dl = c.Tenants.delegationOf(who); dl != nil && len(dl.admins) == 0 {
+			dl = nil
+		}
+	}
+	if !c.authorize(who, OpAlterConfigs) && dl == nil {
 		for _, entry := range req.Entries {
 			re := kmsg.NewAlterClientQuotasResponseEntry()
 			re.ErrorCode = errClusterAuthorizationFailed
@@ -143,6 +152,14 @@ func (c *ClientQuotas) Alter(ctx context.Context, who Initiator, req *kmsg.Alter
 			results.put(je, res)
 			c.record(ctx, c.event(who, audit.Rejected, entry, c.requested(entry, storeEntity(je)), res))
 			continue
+		}
+		if dl != nil {
+			if why := dl.allows(je, alts); why != "" {
+				res := delegatedDenial(who, why)
+				results.put(je, res)
+				c.record(ctx, c.event(who, audit.Denied, entry, c.requested(entry, storeEntity(je)), res))
+				continue
+			}
 		}
 
 		se, res := validate(je, alts, opsMap.order())

@@ -36,6 +36,10 @@ type Credentials struct {
 	// each change, before its response is returned: the gateway closes
 	// the connections of withdrawn credentials there.
 	OnChange func()
+	// Tenants, when set, lets a tenant's admins describe (not alter)
+	// their principals' SCRAM credentials, as kafka-configs does when it
+	// describes users (delegate.go).
+	Tenants *Tenants
 
 	mu     sync.Mutex // serialises alterations: validation through commit
 	loadMu sync.Mutex // serialises snapshot loads

@@ -16,6 +16,9 @@ import (
 // Behavior:
 // * ACL: DESCRIBE_CONFIGS on CLUSTER (Authorizer); denied: 31 "Cluster
 // authorization failed." for the whole response, entries null
+// * Beyond Kafka, a tenant's admin or principal (not a quota admin) sees
+// its tenant's principals' user entities only; a filter naming (EXACT) a
+// user outside them, or the default user, gets 31 (delegate.go)
 // * Filter validation as Kafka's ClientQuotasImage, component by component
 // in request order, the first failure answering for the whole response
 // with entries null: empty type (42), a type twice (42), an unknown type
@@ -40,7 +43,7 @@ import (
 // * A store read failure answers -1 UNKNOWN_SERVER_ERROR
 
 // Describe answers a DescribeClientQuotas request.
-func (c *ClientQuotas) Describe(_ context.Context, who Initiator, req *kmsg.DescribeClientQuotasRequest) *kmsg.DescribeClientQuotasResponse {
+func (c *ClientQuotas) Describe(ctx context.Context, who Initiator, req *kmsg.DescribeClientQuotasRequest) *kmsg.DescribeClientQuotasResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
 	fail := func(code int16, msg string) *kmsg.DescribeClientQuotasResponse {
 		resp.ErrorCode = code
@@ -55,13 +58,24 @@ func (c *ClientQuotas) Describe(_ context.Context, who Initiator, req *kmsg.Desc
 	if res.failed() {
 		return fail(res.code, res.msg)
 	}
+	var dl *delegation // a tenant's principal or admin sees its tenant only
+	if c.Tenants != nil && !c.authorize(who, OpAlterConfigs) {
+		dl = c.Tenants.delegationOf(who)
+	}
+	if dl != nil {
+		if why := dl.describeRefusal(req.Components); why != "" {
+			res := delegatedDenial(who, why)
+			c.recordDenied(ctx, describeEvent(who, req.Components, res))
+			return fail(res.code, res.msg)
+		}
+	}
 	all, err := c.merged()
 	if err != nil {
 		return fail(errUnknownServerError, "Tollgate could not read its store: "+err.Error())
 	}
 	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
 	for _, eq := range all {
-		if !f.match(eq.Entity) {
+		if !f.match(eq.Entity) || (dl != nil && !dl.covers(eq.Entity)) {
 			continue
 		}
 		entry := kmsg.NewDescribeClientQuotasResponseEntry()

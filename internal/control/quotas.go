@@ -30,6 +30,10 @@ type ClientQuotas struct {
 	// Authz decides who may describe and alter; nil is Admins{} (nobody
 	// alters, authenticated principals describe).
 	Authz Authorizer
+	// Tenants, when set, delegates: a tenant's admins alter and describe
+	// their tenant's principals' quotas, and a tenant's principals
+	// describe only their tenant's (delegate.go).
+	Tenants *Tenants
 	// OnChange, if set, is called after an Alter that committed a change,
 	// before its response is returned, with the quotas now in the store.
 	// Calls are serialised and the last one always reflects every commit

@@ -96,9 +96,18 @@ func scramMechanismLabel(t int8) string {
 // * The order of a user's mechanisms is fixed (Kafka's follows a HashMap of
 // enum constants, which varies between runs)
 // * A store read failure answers -1 UNKNOWN_SERVER_ERROR for the response
-func (c *Credentials) DescribeUserScramCredentials(_ context.Context, who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
+func (c *Credentials) DescribeUserScramCredentials(ctx context.Context, who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if !c.authorize(who, OpDescribe) {
+	var dl *delegation // a tenant's admin: its principals' credentials (delegate.go)
+	if !c.authorize(who, OpDescribe) && c.Tenants != nil {
+		if dl = c.Tenants.delegationOf(who); dl != nil && !dl.describesUsers(req.Users) {
+			if len(dl.admins) > 0 {
+				c.Audit.Record(ctx, scramDescribeDenied(who, req))
+			}
+			dl = nil
+		}
+	}
+	if !c.authorize(who, OpDescribe) && dl == nil {
 		resp.ErrorCode = errClusterAuthorizationFailed
 		for range req.Users {
 			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
@@ -141,7 +150,9 @@ func (c *Credentials) DescribeUserScramCredentials(_ context.Context, who Initia
 	dup := map[string]bool{}
 	if len(req.Users) == 0 {
 		for _, u := range all {
-			users.put(u)
+			if dl == nil || dl.administers(u) {
+				users.put(u)
+			}
 		}
 	} else {
 		for _, u := range req.Users {

@@ -195,3 +195,77 @@ func BenchmarkPolicyRequest(b *testing.B) {
 		}
 	}
 }
+
+// withTenants configures ten tenants of ten principals each on p's
+// engine, ANONYMOUS (the benchmarks' principal) in one of them, every
+// ceiling far above what is sent.
+func withTenants(b *testing.B, p *Filter) {
+	var ts []quota.Tenant
+	for i := range 10 {
+		t := quota.Tenant{Name: "tenant-" + strconv.Itoa(i),
+			Ceilings: map[quota.Key]float64{quota.ProducerByteRate: 1e15, quota.ConsumerByteRate: 1e15}}
+		for j := range 10 {
+			t.Principals = append(t.Principals, "user-"+strconv.Itoa(i*10+j))
+		}
+		ts = append(ts, t)
+	}
+	ts[3].Principals = append(ts[3].Principals, principal.Anonymous)
+	s, err := quota.NewTenantSet(ts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Engine.SetTenants(s, time.Now())
+}
+
+// BenchmarkPolicyProduceTenant is BenchmarkPolicyProduce with tenants
+// configured and the client's principal in one: its own bucket and its
+// tenant's ceiling and share, both at the hold and at the record.
+func BenchmarkPolicyProduceTenant(b *testing.B) {
+	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.ProducerByteRate)
+	withTenants(b, p)
+	ci, q := connOf(p)
+	r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := q.OnRequest(ci, r); v.Hold != 0 {
+			b.Fatal("held under a ceiling never reached")
+		}
+		if t := q.Throttle(ci, r, 100); t != 0 {
+			b.Fatal("throttled under a ceiling never reached")
+		}
+	}
+}
+
+// BenchmarkPolicyFetchTenant is BenchmarkPolicyFetch with the client's
+// principal in a tenant with a consumer_byte_rate ceiling.
+func BenchmarkPolicyFetchTenant(b *testing.B) {
+	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.ConsumerByteRate)
+	withTenants(b, p)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.MaxBytes = 50 << 20
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = "bench"
+	t.Partitions = []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}
+	req.Topics = append(req.Topics, t)
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
+	frame := f.AppendRequest(nil, req, 1)[4:]
+	h, err := wire.ParseRequestHeader(frame)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ci, q := connOf(p)
+	r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := q.OnRequest(ci, r); v.Hold != 0 {
+			b.Fatal("held under a ceiling never reached")
+		}
+		if t := q.Throttle(ci, r, 1<<20); t != 0 {
+			b.Fatal("throttled under a ceiling never reached")
+		}
+	}
+	if got, ok := wire.FetchMaxBytes(frame, h.BodyOffset, 12); !ok || got != 50<<20 {
+		b.Fatalf("max_bytes became %d under a ceiling never reached", got)
+	}
+}

@@ -67,11 +67,11 @@ func (p *Filter) mutation(cl *quota.Client, r *proxy.Request, now time.Time) pro
 	}
 }
 
-// mutationsLimited reports whether any controller_mutation_rate quota is
-// configured, so requests can skip decoding when none is.
+// mutationsLimited reports whether any controller_mutation_rate quota or
+// tenant ceiling is configured, so requests can skip decoding when none is.
 func (p *Filter) mutationsLimited() bool {
 	q := p.Engine.Quotas()
-	return q.Enabled(quota.ControllerMutationRate)
+	return q.Enabled(quota.ControllerMutationRate) || p.Engine.TenantsLimit(quota.ControllerMutationRate)
 }
 
 // items lists a mutation request's topics with their partition counts.

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/usage"
 )
@@ -43,6 +44,8 @@ type Sources struct {
 	// Cluster returns the Tollgate cluster's state; ok false (or a nil
 	// func) outside one (/api/v1/cluster, cluster.go).
 	Cluster func() (cluster.Status, bool)
+	// Tenants manages tenants (/api/v1/tenants, tenants.go).
+	Tenants TenantManager
 	// Access is who may do what (access.go). The zero value lets nobody
 	// change anything and ANONYMOUS read nothing.
 	Access Access
@@ -80,6 +83,13 @@ func Handler(s Sources) http.Handler {
 	mux.Handle("POST /api/v1/apikeys", g.change(keys.create))
 	mux.Handle("GET /api/v1/apikeys", g.read(keys.list))
 	mux.Handle("DELETE /api/v1/apikeys/{id}", g.change(keys.revoke))
+	tn := tenants{m: s.Tenants, eng: s.Engine, now: s.Now}
+	mux.Handle("GET /api/v1/tenants", g.read(tn.list))
+	mux.Handle("POST /api/v1/tenants", g.change(tn.create))
+	mux.Handle("GET /api/v1/tenants/{name}", g.read(tn.get))
+	mux.Handle("PUT /api/v1/tenants/{name}", g.change(tn.replace))
+	mux.Handle("PATCH /api/v1/tenants/{name}", g.change(tn.alter))
+	mux.Handle("DELETE /api/v1/tenants/{name}", g.change(tn.delete))
 	// Static files only: the page asks for a key when the API answers 401.
 	mux.Handle("GET /", dashboard())
 	return g.wrap(mux)
@@ -284,6 +294,12 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		out = append(out, rv)
 	}
 	resp := map[string]any{"user": user, "client_id": cid, "quotas": out}
+	if name, ok := s.Engine.TenantOf(user); ok {
+		// The tenant whose ceilings bound the user too (the tightest wins).
+		tn := tenants{eng: s.Engine, now: func() time.Time { return now }}
+		resp["tenant"] = map[string]any{"name": name,
+			"usage": tn.view(control.TenantInfo{TenantSpec: control.TenantSpec{Name: name}}, nil).Usage}
+	}
 	if ipS := q.Get("ip"); ipS != "" {
 		ip, err := netip.ParseAddr(ipS)
 		if err != nil {

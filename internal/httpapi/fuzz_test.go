@@ -161,6 +161,13 @@ func FuzzDecodeCreate(f *testing.F) {
 // principal who may read but not change: no fuzz input can create or
 // revoke anything, so each stays fast and the store stays as it is.
 func fuzzPort(f *testing.F) (http.Handler, *control.Credentials, string) {
+	h, creds, _, reader := fuzzPortTenants(f)
+	return h, creds, reader
+}
+
+// fuzzPortTenants is fuzzPort with its tenant manager (one tenant,
+// "team").
+func fuzzPortTenants(f *testing.F) (http.Handler, *control.Credentials, *control.Tenants, string) {
 	s, err := store.Open(f.TempDir())
 	if err != nil {
 		f.Fatal(err)
@@ -186,6 +193,10 @@ func fuzzPort(f *testing.F) (http.Handler, *control.Credentials, string) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	tn := &control.Tenants{Store: s, Audit: creds.Audit, Authz: creds.Authz, OnChange: func(ts *quota.TenantSet) { eng.SetTenants(ts, time.Now()) }}
+	if err := tn.SetFixed([]control.TenantSpec{{Name: "team", Principals: []string{"alice"}}}); err != nil {
+		f.Fatal(err)
+	}
 	h := Handler(Sources{
 		Engine: eng, Admission: lim, Ready: func() bool { return true },
 		Registry: prometheus.NewRegistry(),
@@ -199,13 +210,14 @@ func fuzzPort(f *testing.F) (http.Handler, *control.Credentials, string) {
 			return out
 		},
 		APIKeys: creds,
+		Tenants: tn,
 		Access:  Access{Keys: creds, Authz: creds.Authz, Audit: creds.Audit},
 	})
-	return h, creds, reader
+	return h, creds, tn, reader
 }
 
 func FuzzRequest(f *testing.F) {
-	h, creds, reader := fuzzPort(f)
+	h, creds, tn, reader := fuzzPortTenants(f)
 	before, err := creds.ListAPIKeys()
 	if err != nil {
 		f.Fatal(err)
@@ -231,6 +243,12 @@ func FuzzRequest(f *testing.F) {
 		{"GET", "/", "127.0.0.1", "", "", ""},
 		{"GET", "/../../etc/passwd", "127.0.0.1", "", "", ""},
 		{"GET", "//api/v1//buckets", "127.0.0.1", "", "", ""},
+		{"GET", "/api/v1/tenants", "127.0.0.1", "Bearer " + reader, "", ""},
+		{"GET", "/api/v1/tenants/team", "127.0.0.1", "", "", ""},
+		{"POST", "/api/v1/tenants", "127.0.0.1", "Bearer " + reader, "application/json", `{"name": "x", "principals": ["bob"]}`},
+		{"PUT", "/api/v1/tenants/team", "127.0.0.1", "", "application/json", `{"name": "team"}`},
+		{"PATCH", "/api/v1/tenants/team", "127.0.0.1", "Bearer " + reader, "application/json", `{"add_principals": ["x"]}`},
+		{"DELETE", "/api/v1/tenants/team", "127.0.0.1", "Bearer " + reader, "", ""},
 	} {
 		f.Add(s.method, s.target, s.host, s.authz, s.ctype, []byte(s.body))
 	}
@@ -257,11 +275,11 @@ func FuzzRequest(f *testing.F) {
 
 		code := rec.Code
 		switch code {
-		case 200, 201, 301, 307, 400, 401, 403, 404, 405, 415, 421, 503:
+		case 200, 201, 301, 307, 400, 401, 403, 404, 405, 413, 415, 421, 503:
 		default:
 			t.Fatalf("%s %s (Host %q): status %d: %s", method, target, host, code, rec.Body.String())
 		}
-		if code == 201 || (req.Method == "DELETE" && code == 200) {
+		if code == 201 || ((req.Method == "DELETE" || req.Method == "PUT" || req.Method == "PATCH") && code == 200) {
 			t.Fatalf("%s %s changed something without an admin's credentials: %d %s", method, target, code, rec.Body.String())
 		}
 		if code == 401 && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Bearer ") {
@@ -285,6 +303,9 @@ func FuzzRequest(f *testing.F) {
 		after, err := creds.ListAPIKeys()
 		if err != nil || len(after) != len(before) || after[0].Revoked {
 			t.Fatalf("keys changed: %v → %v (%v)", before, after, err)
+		}
+		if ts := tn.List(); len(ts) != 1 || len(ts[0].Principals) != 1 {
+			t.Fatalf("tenants changed: %+v", ts)
 		}
 	})
 }

@@ -111,3 +111,61 @@ func BenchmarkFetchMaxBytes(b *testing.B) {
 		c.FetchMaxBytes(time.UnixMilli(t0))
 	}
 }
+
+// benchTenantEngine is benchEngine with ten tenants configured, the
+// client's user a member of one (listed, by prefix or by rule).
+func benchTenantEngine(b *testing.B, how string) *Engine {
+	e := benchEngine(b, ByteRateTokenBucket)
+	var ts []Tenant
+	for i := range 10 {
+		t := Tenant{Name: "tenant-" + strconv.Itoa(i), Ceilings: map[Key]float64{ProducerByteRate: 1e9, ConsumerByteRate: 1e9}}
+		for j := range 10 {
+			t.Principals = append(t.Principals, "user-"+strconv.Itoa(i)+"-"+strconv.Itoa(j))
+		}
+		ts = append(ts, t)
+	}
+	switch how {
+	case "listed":
+		ts[3].Principals = append(ts[3].Principals, "userA")
+	case "prefix":
+		ts[3].Prefixes = []string{"user"}
+	}
+	s, err := NewTenantSet(ts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.SetTenants(s, time.UnixMilli(t0))
+	return e
+}
+
+// The per-request cost with tenants configured: the client's own bucket
+// and its tenant's ceiling and share (in a tenant), or the own bucket and
+// one lookup that finds none (not in any).
+func BenchmarkRecordProduceTenant(b *testing.B) {
+	for _, how := range []string{"listed", "prefix", "none"} {
+		b.Run("member="+how, func(b *testing.B) {
+			e := benchTenantEngine(b, how)
+			c := e.Client("userA", "client1")
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				c.RecordProduce(1000, time.UnixMilli(t0+int64(i)))
+			}
+		})
+	}
+}
+
+// Every goroutine is another principal of one tenant: they share its
+// ceiling's bucket (the tenant's lock), each with its own share.
+func BenchmarkRecordProduceTenantParallel(b *testing.B) {
+	e := benchTenantEngine(b, "prefix")
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		c := e.Client("user-x"+strconv.FormatInt(next.Add(1), 10), "client1")
+		now := t0
+		for pb.Next() {
+			now++
+			c.RecordProduce(1000, time.UnixMilli(now))
+		}
+	})
+}

@@ -18,6 +18,7 @@ type Client struct {
 	e              *Engine
 	user, clientID string
 	cache          [numKeys]cachedBucket
+	tn             tenantRef // the tenant of user (tenantstate.go)
 }
 
 type cachedBucket struct {
@@ -65,11 +66,17 @@ func (c *Client) lock(k Key, nowMs int64) *bucket {
 	return nil
 }
 
-// record adds v to the client's bucket for k and returns the throttle in ms,
+// record adds v to the client's bucket for k, and to its tenant's, and
+// returns the larger throttle in ms (the tightest level wins).
+func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
+	return max(c.recordOwn(k, v, nowMs, capMs), c.recordTenant(k, v, nowMs, capMs))
+}
+
+// recordOwn adds v to the client's bucket for k and returns the throttle in ms,
 // capped at capMs when capMs > 0. Kafka records first and checks second,
 // and the value stays recorded even when it violates the quota. A shadow
 // bucket computes its throttle the same way, counts it and returns 0.
-func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
+func (c *Client) recordOwn(k Key, v float64, nowMs, capMs int64) int64 {
 	b := c.lock(k, nowMs)
 	if b == nil {
 		return 0
@@ -163,6 +170,7 @@ func (c *Client) Unrecord(k Key, v float64, now time.Time) {
 		return
 	}
 	nowMs := now.UnixMilli()
+	c.unrecordTenant(k, v, nowMs)
 	b := c.lock(k, nowMs)
 	if b == nil {
 		return
@@ -194,8 +202,13 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 // when it sets one — which the gateway uses to clamp max_bytes (and
 // min_bytes) of consumer fetches. Without it a small quota makes consumers
 // fetch more than the window allows and stay throttled forever. Without a
-// quota it returns math.MaxInt32.
+// quota it returns math.MaxInt32. A tenant's ceiling clamps it too.
 func (c *Client) FetchMaxBytes(now time.Time) int32 {
+	t, _ := c.tenantFetchClamp(now.UnixMilli())
+	return min(t, c.fetchMaxBytesOwn(now))
+}
+
+func (c *Client) fetchMaxBytesOwn(now time.Time) int32 {
 	b := c.lock(ConsumerByteRate, now.UnixMilli())
 	if b == nil {
 		return math.MaxInt32
@@ -217,8 +230,16 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 // and the bucket is throttled. A gateway holds every connection of a
 // throttled bucket until the same moment, not just the one whose response
 // carried the throttle (each connection's own throttle was computed before
-// the others' requests were recorded).
+// the others' requests were recorded). The client's tenant holds it too,
+// until its principal's or its ceiling's deadline.
 func (c *Client) Hold(k Key, now time.Time) time.Duration {
+	if !c.e.cfg.SharedDeadline || !k.Valid() {
+		return 0
+	}
+	return max(c.holdOwn(k, now), ms(c.tenantHold(k, now.UnixMilli())))
+}
+
+func (c *Client) holdOwn(k Key, now time.Time) time.Duration {
 	if !c.e.cfg.SharedDeadline || !k.Valid() {
 		return 0
 	}
@@ -243,7 +264,17 @@ func (c *Client) Hold(k Key, now time.Time) time.Duration {
 // if those were already recorded, and at least until the bucket's deadline. Its size is
 // then counted as in flight until ReleaseProduce (the response records it,
 // as Kafka does, when it passes). Without SharedDeadline it returns 0, 0.
+// The client's tenant counts it in flight likewise, and holds it while
+// the ceiling binds and the principal has used its fair share.
 func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
+	hold, reserved := c.holdProduceOwn(size, now)
+	if th, ok := c.tenantHoldProduce(size, now.UnixMilli(), c.e.maxThrottleMs); ok {
+		hold, reserved = max(hold, ms(th)), int64(size)
+	}
+	return hold, reserved
+}
+
+func (c *Client) holdProduceOwn(size int, now time.Time) (time.Duration, int64) {
 	if !c.e.cfg.SharedDeadline {
 		return 0, 0
 	}
@@ -281,6 +312,7 @@ func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
 	if reserved <= 0 {
 		return
 	}
+	c.releaseTenant(ProducerByteRate, reserved, now.UnixMilli())
 	b := c.lock(ProducerByteRate, now.UnixMilli())
 	if b == nil {
 		return
@@ -297,8 +329,20 @@ func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
 // the fetches already in flight; but
 // at least 1 byte, for which the broker still returns one batch, so the
 // consumer progresses and is throttled by the debt. The clamp is reserved
-// until ReleaseFetch. Without a quota it returns (requested, 0).
+// until ReleaseFetch. Without a quota it returns (requested, 0). The
+// client's tenant clamps it too (tenantFetchClamp) and counts it in flight.
 func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, reserved int64) {
+	nowMs := now.UnixMilli()
+	tc, tenant := c.tenantFetchClamp(nowMs)
+	clamp, reserved = c.reserveFetchOwn(min(requested, tc), now)
+	if tenant {
+		c.reserveTenantFetch(clamp, nowMs)
+		reserved = int64(clamp)
+	}
+	return clamp, reserved
+}
+
+func (c *Client) reserveFetchOwn(requested int32, now time.Time) (clamp int32, reserved int64) {
 	b := c.lock(ConsumerByteRate, now.UnixMilli())
 	if b == nil {
 		return requested, 0
@@ -331,6 +375,7 @@ func (c *Client) ReleaseFetch(reserved int64, now time.Time) {
 	if reserved <= 0 {
 		return
 	}
+	c.releaseTenant(ConsumerByteRate, reserved, now.UnixMilli())
 	b := c.lock(ConsumerByteRate, now.UnixMilli())
 	if b == nil {
 		return
@@ -348,7 +393,8 @@ func (c *Client) Mutation(strict bool, now time.Time) Mutation {
 	if b != nil {
 		b.mu.Unlock()
 	}
-	return Mutation{b: b, strict: strict}
+	ts, m := c.tenant(now.UnixMilli())
+	return Mutation{b: b, strict: strict, tn: tenantMutation{ts: ts, m: m}}
 }
 
 // CheckMutation reports whether the client's mutation bucket is below zero

@@ -13,10 +13,15 @@ import (
 // quotas find the same bucket everywhere — and the amount (bytes, requests'
 // milliseconds or mutations; negative when more was un-recorded than
 // recorded).
+//
+// A tenant's buckets are named by the tenant instead (Tenant set): its
+// ceiling (User and Client empty) or one principal's fair share in it
+// (User the principal).
 type Delta struct {
 	Key    Key
 	User   string
 	Client string
+	Tenant string
 	Value  float64
 	// Total is everything the bucket recorded here since it was created:
 	// a receiver that saw the bucket's previous Total applies the
@@ -265,21 +270,33 @@ func (e *Engine) DrainUsage(dst []Delta, now time.Time) []Delta {
 	for k := range e.mgr {
 		for _, b := range e.mgr[k].buckets {
 			b.mu.Lock()
-			if v := b.share.local; v != 0 {
-				b.share.total += v
+			if v, ok := b.drain(dt); ok {
 				dst = append(dst, Delta{Key: Key(k), User: b.share.exUser, Client: b.share.exClient, Value: v, Total: b.share.total})
-				b.share.local = 0
-				b.share.localRate = (b.share.localRate + v/dt) / 2
-			} else if b.share.localRate != 0 {
-				b.share.localRate /= 2
-				if b.share.localRate < 1e-9 {
-					b.share.localRate = 0
-				}
 			}
 			b.mu.Unlock()
 		}
 	}
-	return dst
+	return e.drainTenants(dst, dt)
+}
+
+// drain takes what b recorded locally since the last drain (ok false:
+// nothing) and smooths its local rate over drains dt seconds apart. b.mu
+// is held.
+func (b *bucket) drain(dt float64) (float64, bool) {
+	v := b.share.local
+	if v != 0 {
+		b.share.total += v
+		b.share.local = 0
+		b.share.localRate = (b.share.localRate + v/dt) / 2
+		return v, true
+	}
+	if b.share.localRate != 0 {
+		b.share.localRate /= 2
+		if b.share.localRate < 1e-9 {
+			b.share.localRate = 0
+		}
+	}
+	return 0, false
 }
 
 // ApplyRemote records usage another instance reported into the buckets
@@ -290,6 +307,10 @@ func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 	nowMs := now.UnixMilli()
 	for _, d := range ds {
 		if !d.Key.Valid() {
+			continue
+		}
+		if d.Tenant != "" {
+			e.applyTenantRemote(d, nowMs)
 			continue
 		}
 		m := &e.mgr[d.Key]
@@ -305,21 +326,27 @@ func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 		if b == nil {
 			continue
 		}
-		b.rate.Record(d.Value, nowMs)
-		if b.useTokens || b.key == ControllerMutationRate {
-			b.tokens.Record(d.Value, nowMs)
-		}
-		b.lastActive = nowMs
-		b.share.remote += d.Value
-		b.share.remoteAtMs = nowMs
-		b.mu.Unlock()
-		e.cl.mu.Lock()
-		if e.cl.remote == nil {
-			e.cl.remote = map[*bucket]struct{}{}
-		}
-		e.cl.remote[b] = struct{}{}
-		e.cl.mu.Unlock()
+		e.recordRemote(b, d.Value, nowMs)
 	}
+}
+
+// recordRemote records v reported by another instance into b, locked,
+// and unlocks it.
+func (e *Engine) recordRemote(b *bucket, v float64, nowMs int64) {
+	b.rate.Record(v, nowMs)
+	if b.useTokens || b.key == ControllerMutationRate {
+		b.tokens.Record(v, nowMs)
+	}
+	b.lastActive = nowMs
+	b.share.remote += v
+	b.share.remoteAtMs = nowMs
+	b.mu.Unlock()
+	e.cl.mu.Lock()
+	if e.cl.remote == nil {
+		e.cl.remote = map[*bucket]struct{}{}
+	}
+	e.cl.remote[b] = struct{}{}
+	e.cl.mu.Unlock()
 }
 
 // Tick ends one exchange interval: leases start over, the live count and

@@ -15,6 +15,9 @@
 //     per metric-tag pair exactly like Kafka keeps one sensor, expires idle
 //     buckets and reports usage for metrics, and the per-connection Client
 //     handle that skips the bucket lookup;
+//   - tenants (TenantSet, tenantstate.go): named sets of principals whose
+//     ceilings nest over the client buckets, shared out by a fair-share
+//     rule (work-conserving, ceiling ÷ active principals while it binds);
 //   - Kafka's user-name sanitization for metric tags (Sanitize).
 //
 // The package is pure: it does no I/O, starts no goroutines and has no global

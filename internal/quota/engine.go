@@ -171,6 +171,7 @@ type Engine struct {
 	nextSweepMs atomic.Int64
 
 	cl clusterState // the exchange with other instances (cluster.go)
+	tn tenantsState // tenants over the buckets (tenantstate.go)
 }
 
 // manager is one Kafka quota manager: one key's buckets and route cache.

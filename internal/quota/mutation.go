@@ -56,7 +56,8 @@ func (b *bucket) recordMutation(n float64, strict bool, nowMs int64) (bool, int6
 // response. The zero Mutation is unbounded. It is not safe for concurrent
 // use; each request has its own.
 type Mutation struct {
-	b          *bucket // nil: no controller_mutation_rate quota is configured
+	b          *bucket        // nil: no controller_mutation_rate quota is configured
+	tn         tenantMutation // the client's tenant (ts nil: none)
 	strict     bool
 	throttleMs int64
 	recordedMs int64
@@ -69,17 +70,32 @@ func (m *Mutation) Strict() bool { return m.strict }
 // rejected (strict mode only): the topic must fail with
 // THROTTLING_QUOTA_EXCEEDED and nothing was charged.
 func (m *Mutation) Record(n float64, now time.Time) bool {
-	if m.b == nil {
-		return true
-	}
 	nowMs := now.UnixMilli()
-	m.b.mu.Lock()
-	ok, t := m.b.recordMutation(n, m.strict, nowMs)
-	m.b.mu.Unlock()
-	if !ok || t > 0 {
-		m.throttleMs, m.recordedMs = t, nowMs
+	if m.tn.ts != nil && m.strict {
+		// The tenant's refusal first: a refused mutation is charged nowhere.
+		if t, refused := m.tn.refuses(nowMs); refused {
+			m.throttleMs, m.recordedMs = t, nowMs
+			return false
+		}
 	}
-	return ok
+	if m.b != nil {
+		m.b.mu.Lock()
+		ok, t := m.b.recordMutation(n, m.strict, nowMs)
+		m.b.mu.Unlock()
+		if !ok || t > 0 {
+			m.throttleMs, m.recordedMs = t, nowMs
+		}
+		if !ok {
+			return false
+		}
+	}
+	if m.tn.ts != nil {
+		t := m.tn.ts.record(m.tn.m, ControllerMutationRate, n, nowMs, 0)
+		if !m.strict && t > m.Throttle(now).Milliseconds() {
+			m.throttleMs, m.recordedMs = t, nowMs
+		}
+	}
+	return true
 }
 
 // Exceeded reports whether a strict request had a mutation rejected with a

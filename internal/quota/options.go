@@ -16,10 +16,8 @@ type Options struct {
 	// counted (ShadowStats), but none is applied: no throttle, no hold, no
 	// fetch clamp, no mutation refused.
 	//
-	// A whole tenant in shadow mode (tenants are not built yet) is one more
-	// source of this flag: the tenant layer marks the entities it is made
-	// of, or the engine ORs a tenant's mark in where it reads an entity's
-	// options (Quotas.optionsOf) — buckets need nothing else.
+	// A whole tenant has its own mark (Tenant.Options): it makes the
+	// tenant's ceilings shadow, not its principals' own quotas.
 	Shadow bool
 	// Burst, when HasBurst, is the start-up burst of the entity's token
 	// buckets in seconds of quota: a fresh client may send Burst×Q at once

@@ -15,7 +15,7 @@ import (
 // A Tollgate cluster (internal/cluster) shares this store's contents
 // through a compacted topic on the upstream. Every leaf of the file — one
 // quota value of one entity, one config of one broker scope, one SCRAM
-// credential, one API key — is one record of that topic, keyed by where
+// credential, one API key, one tenant — is one record of that topic, keyed by where
 // the leaf lives (LogKey) and holding the leaf's bytes exactly as this
 // file keeps them; a tombstone (nil value) removes it. Records are per
 // leaf, not per entity, so that two instances changing different keys of
@@ -68,7 +68,9 @@ type leaf struct {
 }
 
 // topBuckets are the top-level buckets the log carries.
-func topBuckets() [][]byte { return [][]byte{bucketQuotas, bucketBrokers, bucketScram, bucketAPIKeys} }
+func topBuckets() [][]byte {
+	return [][]byte{bucketQuotas, bucketBrokers, bucketScram, bucketAPIKeys, bucketTenants}
+}
 
 func knownTop(name []byte) bool {
 	for _, b := range topBuckets() {

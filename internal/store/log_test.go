@@ -84,6 +84,18 @@ func TestLogWritesThrough(t *testing.T) {
 	if _, err := b.RevokeAPIKeyFunc("k1", nil); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := a.PutTenantFunc(Tenant{Name: "team-a", Principals: []string{"alice"}, Ceilings: map[string]float64{"producer_byte_rate": 1e6}}, CreateTenant, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tn, ok, err := b.Tenant("team-a"); err != nil || !ok || tn.Ceilings["producer_byte_rate"] != 1e6 || tn.Principals[0] != "alice" {
+		t.Fatalf("b's tenant: %+v %v %v", tn, ok, err)
+	}
+	if _, err := b.DeleteTenantFunc("team-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := a.Tenant("team-a"); ok {
+		t.Fatal("a tenant deleted through b is still on a")
+	}
 	bc, _ := b.BrokerConfigs()
 	cred, ok, _ := b.ScramCredential("bob", "SCRAM-SHA-256")
 	k, _, _ := a.APIKey("k1")
@@ -213,7 +225,7 @@ func TestLogRejectsGarbage(t *testing.T) {
 			t.Fatalf("key %v accepted", k)
 		}
 	}
-	future := logKey(leaf{top: []byte("tenants"), key: []byte("t1")})
+	future := logKey(leaf{top: []byte("a_future_bucket"), key: []byte("t1")})
 	if err := a.ApplyLog([]LogRecord{{Key: future, Value: []byte("v")}}, 1); err != nil {
 		t.Fatalf("unknown bucket: %v", err)
 	}

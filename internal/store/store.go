@@ -33,6 +33,7 @@ const schemaVersion = "1"
 //	                in it, config key → value
 //	scram_credentials, api_keys
 //	                credentials Tollgate manages (credentials.go)
+//	tenants         tenant name → JSON of Tenant (tenants.go)
 //
 // Values are kept as raw float bits, so every float64 (NaN, ±Inf, -0)
 // round-trips exactly. An entity or scope whose last key is removed has
@@ -110,7 +111,7 @@ func openDB(path string, wait time.Duration) (*bolt.DB, error) {
 		case string(v) != schemaVersion:
 			return fmt.Errorf("store: %s has schema version %q, this build reads %q", path, v, schemaVersion)
 		}
-		for _, b := range [][]byte{bucketQuotas, bucketBrokers, bucketScram, bucketAPIKeys} {
+		for _, b := range topBuckets() {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

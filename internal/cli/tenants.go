@@ -1,0 +1,399 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+const tenantsUsage = `usage: tollgate tenants <command> [NAME] [flags]
+
+commands:
+  list              list the tenants: who belongs, their ceilings and admins, how full they are
+  describe NAME     one tenant: its definition, each ceiling's use, each principal's part
+  create NAME       make a tenant
+  alter NAME        change one
+  delete NAME       delete one
+
+flags of create (each list flag may be repeated, one entry each):
+  --principal NAME            a principal that belongs (alice for User:alice)
+  --principal-prefix P        every principal whose name starts with P belongs
+  --principal-rule RULE       a principal mapping rule (RULE:pattern/replacement/[LU]): a principal
+                              belongs when it maps its name to the tenant's name
+  --admin PRINCIPAL           may alter and describe the tenant's principals' quotas (Kafka API)
+  --add-config K=V[,K=V]      producer_byte_rate, consumer_byte_rate, controller_mutation_rate
+                              (the ceilings), shadow=1, burst_seconds
+
+flags of alter: --add-principal, --remove-principal, --add-principal-prefix,
+  --remove-principal-prefix, --add-principal-rule, --remove-principal-rule, --add-admin,
+  --remove-admin (repeatable), --add-config K=V[,K=V], --delete-config K[,K]
+
+` + adminFlagsUsage + `
+A tenant's principals share its ceilings: each is held by its own quota and by
+the tenant's, the tightest wins; while a ceiling binds, each active principal
+is guaranteed the ceiling ÷ the active principals, and what some leave idle the
+others may use. See docs/quotas.md.
+
+These commands use Tollgate's admin HTTP API (/api/v1/tenants). Changing
+tenants needs a key of a quota admin (authorization.quota_admins), reading any
+key; tenants declared in the config file change there only.
+`
+
+// Tenants is `tollgate tenants list|describe|create|alter|delete`.
+func Tenants(args []string, stdout, stderr io.Writer) int {
+	return runTenants(context.Background(), osEnv(stdout, stderr), args)
+}
+
+// listFlag is a repeatable flag: one entry per occurrence (a principal
+// may contain commas: a certificate's DN).
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// tenantBody is a tenant as the admin API takes and answers it.
+type tenantBody struct {
+	Name                   string   `json:"name"`
+	Principals             []string `json:"principals,omitempty"`
+	PrincipalPrefixes      []string `json:"principal_prefixes,omitempty"`
+	PrincipalRules         []string `json:"principal_rules,omitempty"`
+	ProducerByteRate       *float64 `json:"producer_byte_rate,omitempty"`
+	ConsumerByteRate       *float64 `json:"consumer_byte_rate,omitempty"`
+	ControllerMutationRate *float64 `json:"controller_mutation_rate,omitempty"`
+	Shadow                 bool     `json:"shadow,omitempty"`
+	BurstSeconds           *float64 `json:"burst_seconds,omitempty"`
+	Admins                 []string `json:"admins,omitempty"`
+}
+
+type tenantAnswer struct {
+	tenantBody
+	Source string `json:"source"`
+	Usage  []struct {
+		Quota       string  `json:"quota"`
+		Ceiling     float64 `json:"ceiling"`
+		Rate        float64 `json:"rate"`
+		Utilization float64 `json:"utilization"`
+		Active      int     `json:"active_principals"`
+		FairShare   float64 `json:"fair_share"`
+		Throttled   int64   `json:"throttled"`
+		ThrottleMs  int64   `json:"throttle_ms_total"`
+		Shadow      bool    `json:"shadow"`
+		Shadowed    *struct {
+			Records          int64   `json:"records"`
+			Throttled        int64   `json:"throttled"`
+			ThrottledPercent float64 `json:"throttled_percent"`
+			ThrottleMsMax    int64   `json:"throttle_ms_max"`
+		} `json:"shadowed"`
+	} `json:"usage"`
+	Members []struct {
+		Principal   string  `json:"principal"`
+		Quota       string  `json:"quota"`
+		ChargedRate float64 `json:"charged_rate"`
+		Active      bool    `json:"active"`
+		Throttled   int64   `json:"throttled"`
+		ThrottleMs  int64   `json:"throttle_ms_total"`
+	} `json:"members"`
+}
+
+type tenantAlterBody struct {
+	AddPrincipals           []string           `json:"add_principals,omitempty"`
+	RemovePrincipals        []string           `json:"remove_principals,omitempty"`
+	AddPrincipalPrefixes    []string           `json:"add_principal_prefixes,omitempty"`
+	RemovePrincipalPrefixes []string           `json:"remove_principal_prefixes,omitempty"`
+	AddPrincipalRules       []string           `json:"add_principal_rules,omitempty"`
+	RemovePrincipalRules    []string           `json:"remove_principal_rules,omitempty"`
+	AddAdmins               []string           `json:"add_admins,omitempty"`
+	RemoveAdmins            []string           `json:"remove_admins,omitempty"`
+	Set                     map[string]float64 `json:"set,omitempty"`
+	Delete                  []string           `json:"delete,omitempty"`
+}
+
+func runTenants(ctx context.Context, env *Env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, tenantsUsage)
+		return 2
+	}
+	cmd := args[0]
+	switch cmd {
+	case "list", "describe", "create", "alter", "delete":
+	case "-h", "--help", "help":
+		fmt.Fprint(env.Stdout, tenantsUsage)
+		return 0
+	default:
+		fmt.Fprintf(env.Stderr, "tollgate tenants: unknown command %q\n\n", cmd)
+		fmt.Fprint(env.Stderr, tenantsUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("tenants "+cmd, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), tenantsUsage) }
+	var admin adminFlags
+	admin.register(fs, defaultAdminURL, "Tollgate's admin HTTP `URL`")
+	var principals, prefixes, rules, admins listFlag
+	var addP, rmP, addPre, rmPre, addR, rmR, addA, rmA listFlag
+	var addConfig, deleteConfig string
+	creating, altering := cmd == "create", cmd == "alter"
+	if creating {
+		fs.Var(&principals, "principal", "a principal that belongs (repeatable)")
+		fs.Var(&prefixes, "principal-prefix", "a principal name prefix (repeatable)")
+		fs.Var(&rules, "principal-rule", "a principal mapping rule (repeatable)")
+		fs.Var(&admins, "admin", "a principal administering the tenant (repeatable)")
+	}
+	if altering {
+		for _, f := range []struct {
+			name string
+			v    *listFlag
+		}{{"add-principal", &addP}, {"remove-principal", &rmP}, {"add-principal-prefix", &addPre}, {"remove-principal-prefix", &rmPre},
+			{"add-principal-rule", &addR}, {"remove-principal-rule", &rmR}, {"add-admin", &addA}, {"remove-admin", &rmA}} {
+			fs.Var(f.v, f.name, "repeatable")
+		}
+		fs.StringVar(&deleteConfig, "delete-config", "", "`keys` to remove, comma-separated")
+	}
+	if creating || altering {
+		fs.StringVar(&addConfig, "add-config", "", "`K=V[,K=V]`: ceilings, shadow=1, burst_seconds")
+	}
+	rest := args[1:]
+	var pos []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(env.Stderr, "tollgate tenants %s: %s\n", cmd, fmt.Sprintf(format, a...))
+		return 2
+	}
+	switch {
+	case cmd == "list" && len(pos) > 0:
+		return fail("unexpected argument %q", pos[0])
+	case cmd != "list" && len(pos) != 1:
+		return fail("give the tenant's name (tollgate tenants list shows them)")
+	}
+	set, err := parseConfigs(addConfig)
+	if err != nil {
+		return fail("--add-config: %v", err)
+	}
+	var del []string
+	if deleteConfig != "" {
+		del = strings.Split(deleteConfig, ",")
+	}
+	c, err := admin.client(env)
+	if err != nil {
+		return fail("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, env.timeout())
+	defer cancel()
+	switch cmd {
+	case "list":
+		err = c.listTenants(ctx, env)
+	case "describe":
+		err = c.describeTenant(ctx, env, pos[0])
+	case "create":
+		b := tenantBody{Name: pos[0], Principals: principals, PrincipalPrefixes: prefixes, PrincipalRules: rules, Admins: admins}
+		if err := b.apply(set); err != nil {
+			return fail("--add-config: %v", err)
+		}
+		var out tenantAnswer
+		if err = c.do(ctx, "POST", "/api/v1/tenants", b, http.StatusCreated, &out); err == nil {
+			fmt.Fprintf(env.Stdout, "Created tenant %s.\n", out.Name)
+		}
+	case "alter":
+		a := tenantAlterBody{AddPrincipals: addP, RemovePrincipals: rmP, AddPrincipalPrefixes: addPre, RemovePrincipalPrefixes: rmPre,
+			AddPrincipalRules: addR, RemovePrincipalRules: rmR, AddAdmins: addA, RemoveAdmins: rmA, Set: set, Delete: del}
+		var out tenantAnswer
+		if err = c.do(ctx, "PATCH", "/api/v1/tenants/"+url.PathEscape(pos[0]), a, http.StatusOK, &out); err == nil {
+			fmt.Fprintf(env.Stdout, "Altered tenant %s.\n", out.Name)
+		}
+	case "delete":
+		var out map[string]any
+		if err = c.do(ctx, "DELETE", "/api/v1/tenants/"+url.PathEscape(pos[0]), nil, http.StatusOK, &out); err == nil {
+			fmt.Fprintf(env.Stdout, "Deleted tenant %s.\n", pos[0])
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "tollgate tenants %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}
+
+// parseConfigs reads K=V[,K=V] into numbers.
+func parseConfigs(s string) (map[string]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not K=V", kv)
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a number", k, v)
+		}
+		out[k] = f
+	}
+	return out, nil
+}
+
+// apply puts --add-config's keys into a new tenant.
+func (b *tenantBody) apply(set map[string]float64) error {
+	for k, v := range set {
+		switch k {
+		case "producer_byte_rate":
+			b.ProducerByteRate = &v
+		case "consumer_byte_rate":
+			b.ConsumerByteRate = &v
+		case "controller_mutation_rate":
+			b.ControllerMutationRate = &v
+		case "shadow":
+			if v != 1 {
+				return errors.New("shadow must be 1")
+			}
+			b.Shadow = true
+		case "burst_seconds":
+			b.BurstSeconds = &v
+		default:
+			return fmt.Errorf("unknown key %s (want producer_byte_rate, consumer_byte_rate, controller_mutation_rate, shadow or burst_seconds)", k)
+		}
+	}
+	return nil
+}
+
+// ceilings renders a tenant's ceilings as K=V,K=V.
+func (b tenantBody) ceilings() string {
+	var parts []string
+	for _, kv := range []struct {
+		k string
+		v *float64
+	}{{"producer_byte_rate", b.ProducerByteRate}, {"consumer_byte_rate", b.ConsumerByteRate}, {"controller_mutation_rate", b.ControllerMutationRate}} {
+		if kv.v != nil {
+			parts = append(parts, kv.k+"="+strconv.FormatFloat(*kv.v, 'f', -1, 64))
+		}
+	}
+	if b.Shadow {
+		parts = append(parts, "shadow=1")
+	}
+	if b.BurstSeconds != nil {
+		parts = append(parts, "burst_seconds="+strconv.FormatFloat(*b.BurstSeconds, 'f', -1, 64))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ",")
+}
+
+func (b tenantBody) members() string {
+	var parts []string
+	parts = append(parts, b.Principals...)
+	for _, p := range b.PrincipalPrefixes {
+		parts = append(parts, p+"*")
+	}
+	parts = append(parts, b.PrincipalRules...)
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, " ")
+}
+
+func orDash(vs []string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	return strings.Join(vs, " ")
+}
+
+func (c *adminClient) listTenants(ctx context.Context, env *Env) error {
+	var body struct {
+		Tenants []tenantAnswer `json:"tenants"`
+	}
+	if err := c.do(ctx, "GET", "/api/v1/tenants", nil, http.StatusOK, &body); err != nil {
+		return err
+	}
+	if len(body.Tenants) == 0 {
+		fmt.Fprintln(env.Stdout, "No tenants.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tSOURCE\tPRINCIPALS\tCEILINGS\tADMINS\tUSE")
+	for _, t := range body.Tenants {
+		var use []string
+		for _, u := range t.Usage {
+			use = append(use, fmt.Sprintf("%s %.0f%%", shortKey(u.Quota), 100*u.Utilization))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Source, t.members(), t.ceilings(), orDash(t.Admins), orDash(use))
+	}
+	return tw.Flush()
+}
+
+func shortKey(k string) string {
+	switch k {
+	case "producer_byte_rate":
+		return "produce"
+	case "consumer_byte_rate":
+		return "fetch"
+	case "controller_mutation_rate":
+		return "mutations"
+	}
+	return k
+}
+
+func (c *adminClient) describeTenant(ctx context.Context, env *Env, name string) error {
+	var t tenantAnswer
+	if err := c.do(ctx, "GET", "/api/v1/tenants/"+url.PathEscape(name), nil, http.StatusOK, &t); err != nil {
+		return err
+	}
+	w := env.Stdout
+	fmt.Fprintf(w, "Tenant %s (declared in the %s)\n", t.Name, map[string]string{"config": "config file", "api": "admin API"}[t.Source])
+	fmt.Fprintf(w, "  principals:         %s\n", orDash(t.Principals))
+	fmt.Fprintf(w, "  principal prefixes: %s\n", orDash(t.PrincipalPrefixes))
+	fmt.Fprintf(w, "  principal rules:    %s\n", orDash(t.PrincipalRules))
+	fmt.Fprintf(w, "  ceilings:           %s\n", t.ceilings())
+	fmt.Fprintf(w, "  admins:             %s\n", orDash(t.Admins))
+	if len(t.Usage) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "QUOTA\tCEILING\tRATE\tUSE\tACTIVE\tFAIR SHARE\tTHROTTLED")
+		for _, u := range t.Usage {
+			thr := fmt.Sprintf("%d (%dms)", u.Throttled, u.ThrottleMs)
+			if u.Shadow && u.Shadowed != nil {
+				thr = fmt.Sprintf("shadow: would have throttled %.1f %% of %d requests, by up to %dms", u.Shadowed.ThrottledPercent, u.Shadowed.Records, u.Shadowed.ThrottleMsMax)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f%%\t%d\t%.0f\t%s\n", u.Quota, strconv.FormatFloat(u.Ceiling, 'f', -1, 64), u.Rate, 100*u.Utilization,
+				u.Active, u.FairShare, thr)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(t.Members) > 0 {
+		fmt.Fprintln(w) // the API lists them by principal
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "PRINCIPAL\tQUOTA\tACTIVE\tCHARGED RATE\tTHROTTLED")
+		for _, m := range t.Members {
+			active := "no"
+			if m.Active {
+				active = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%d (%dms)\n", m.Principal, m.Quota, active, m.ChargedRate, m.Throttled, m.ThrottleMs)
+		}
+		return tw.Flush()
+	}
+	return nil
+}

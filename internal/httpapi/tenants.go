@@ -1,0 +1,293 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/quota"
+)
+
+// TenantManager lists and changes tenants: a *control.Tenants, which
+// authorizes the initiator as the Kafka API does (quota admins only) and
+// audits every change, denied ones included.
+type TenantManager interface {
+	List() []control.TenantInfo
+	Get(name string) (control.TenantInfo, bool)
+	CreateTenant(ctx context.Context, who control.Initiator, s control.TenantSpec) error
+	ReplaceTenant(ctx context.Context, who control.Initiator, s control.TenantSpec) error
+	AlterTenant(ctx context.Context, who control.Initiator, name string, a control.TenantAlter) error
+	DeleteTenant(ctx context.Context, who control.Initiator, name string) error
+}
+
+// Tenant is a tenant as the API shows it: its definition (the fields of
+// control.TenantSpec), where it is declared, and how its ceilings are
+// used now.
+type Tenant struct {
+	control.TenantSpec
+	// Source is "config" (the config file, changed only there) or "api".
+	Source string          `json:"source"`
+	Usage  []TenantCeiling `json:"usage"`
+}
+
+// TenantDetail is GET /api/v1/tenants/{name}: the tenant and each
+// principal's part of its ceilings (those seen in the last hour).
+type TenantDetail struct {
+	Tenant
+	Members []TenantMember `json:"members"`
+}
+
+// TenantCeiling is how one ceiling is used.
+type TenantCeiling struct {
+	Quota       string  `json:"quota"`
+	Ceiling     float64 `json:"ceiling"`
+	Rate        float64 `json:"rate"`
+	Utilization float64 `json:"utilization"`
+	// Active principals (a record in the last (N−1)·W) and the fair
+	// share each is guaranteed while the ceiling binds.
+	Active     int     `json:"active_principals"`
+	FairShare  float64 `json:"fair_share"`
+	Throttled  int64   `json:"throttled"`
+	ThrottleMs int64   `json:"throttle_ms_total"`
+	Shadow     bool    `json:"shadow,omitempty"`
+	Shadowed   *Shadow `json:"shadowed,omitempty"`
+}
+
+// TenantMember is one principal's part of a ceiling.
+type TenantMember struct {
+	Principal string `json:"principal"`
+	Quota     string `json:"quota"`
+	// ChargedRate is what the principal sent while the ceiling bound,
+	// per second: what its fair share holds.
+	ChargedRate float64 `json:"charged_rate"`
+	Active      bool    `json:"active"`
+	Throttled   int64   `json:"throttled"`
+	ThrottleMs  int64   `json:"throttle_ms_total"`
+}
+
+// maxTenantBody bounds a tenant request's body (a tenant is at most
+// 512 KiB: control.TenantSpec.Validate).
+const maxTenantBody = 1 << 20
+
+// tenants serves the tenant endpoints:
+//
+//	GET    /api/v1/tenants         → 200 {"tenants": [Tenant]}
+//	POST   /api/v1/tenants         {TenantSpec} → 201 Tenant
+//	GET    /api/v1/tenants/{name}  → 200 Tenant, with members
+//	PUT    /api/v1/tenants/{name}  {TenantSpec} → 200 Tenant (the whole definition)
+//	PATCH  /api/v1/tenants/{name}  {TenantAlter} → 200 Tenant
+//	DELETE /api/v1/tenants/{name}  → 200 {"name", "deleted": true}
+//
+// Changes need a quota admin, reads the read right; changes are audited
+// with the caller's principal (listener admin-http). Bodies are
+// application/json, one object, unknown fields refused, at most 1 MiB.
+// Errors are {"error": "..."}: 400 invalid, 401 ANONYMOUS may not (send
+// a key), 403 the principal may not, 404 no such tenant, 409 it exists
+// or is the config file's, 415 not JSON, 503 no data directory, or the
+// store or a required audit log failed (nothing was changed).
+type tenants struct {
+	m   TenantManager
+	eng *quota.Engine
+	now func() time.Time
+}
+
+func (t tenants) ok(w http.ResponseWriter) bool {
+	if t.m == nil {
+		fail(w, http.StatusServiceUnavailable, "tenants are not managed by this gateway")
+		return false
+	}
+	return true
+}
+
+func tenantError(w http.ResponseWriter, who control.Initiator, err error) {
+	switch {
+	case errors.Is(err, control.ErrNotAuthorized) && who.Anonymous():
+		needAuth(w, "change tenants")
+	case errors.Is(err, control.ErrNotAuthorized):
+		fail(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, control.ErrInvalid):
+		fail(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, control.ErrNotFound):
+		fail(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, control.ErrConflict):
+		fail(w, http.StatusConflict, err.Error())
+	default:
+		fail(w, http.StatusServiceUnavailable, err.Error())
+	}
+}
+
+// usage returns every tenant's ceilings' use, by tenant.
+func (t tenants) usage() map[string][]TenantCeiling {
+	out := map[string][]TenantCeiling{}
+	if t.eng == nil {
+		return out
+	}
+	for _, u := range t.eng.TenantUsage(t.now()) {
+		out[u.Tenant] = append(out[u.Tenant], TenantCeiling{Quota: u.Key.String(), Ceiling: u.Ceiling, Rate: u.Rate, Utilization: u.Utilization,
+			Active: u.Active, FairShare: u.FairShare, Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
+			Shadow: u.Shadow, Shadowed: shadowJSON(u.Shadow, u.Shadowed)})
+	}
+	return out
+}
+
+// view renders a tenant with its usage (nil: read it now).
+func (t tenants) view(in control.TenantInfo, usage map[string][]TenantCeiling) Tenant {
+	out := Tenant{TenantSpec: in.TenantSpec, Source: "api", Usage: []TenantCeiling{}}
+	if in.Fixed {
+		out.Source = "config"
+	}
+	if usage == nil {
+		usage = t.usage()
+	}
+	if u := usage[in.Name]; u != nil {
+		out.Usage = u
+	}
+	return out
+}
+
+// detail renders a tenant with its usage and members.
+func (t tenants) detail(in control.TenantInfo) TenantDetail {
+	out := TenantDetail{Tenant: t.view(in, nil), Members: []TenantMember{}}
+	if t.eng == nil {
+		return out
+	}
+	for _, m := range t.eng.TenantMembers(in.Name, t.now()) {
+		out.Members = append(out.Members, TenantMember{Principal: m.Principal, Quota: m.Key.String(), ChargedRate: m.Charged,
+			Active: m.Active, Throttled: m.Throttles, ThrottleMs: m.ThrottleTotal.Milliseconds()})
+	}
+	return out
+}
+
+func (t tenants) list(w http.ResponseWriter, r *http.Request) {
+	if !t.ok(w) {
+		return
+	}
+	out := []Tenant{}
+	usage := t.usage()
+	for _, in := range t.m.List() {
+		out = append(out, t.view(in, usage))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+}
+
+func (t tenants) get(w http.ResponseWriter, r *http.Request) {
+	if !t.ok(w) {
+		return
+	}
+	in, found := t.m.Get(r.PathValue("name"))
+	if !found {
+		fail(w, http.StatusNotFound, fmt.Sprintf("tenant %q does not exist", r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, t.detail(in))
+}
+
+// answer writes the tenant as it now is.
+func (t tenants) answer(w http.ResponseWriter, code int, name string) {
+	in, found := t.m.Get(name)
+	if !found {
+		writeJSON(w, code, map[string]any{"name": name})
+		return
+	}
+	writeJSON(w, code, t.view(in, nil))
+}
+
+func (t tenants) create(w http.ResponseWriter, r *http.Request) {
+	if !t.ok(w) {
+		return
+	}
+	var s control.TenantSpec
+	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &s); err != nil {
+		fail(w, code, err.Error())
+		return
+	}
+	who := initiatorOf(r)
+	if err := t.m.CreateTenant(r.Context(), who, s); err != nil {
+		tenantError(w, who, err)
+		return
+	}
+	t.answer(w, http.StatusCreated, s.Name)
+}
+
+func (t tenants) replace(w http.ResponseWriter, r *http.Request) {
+	if !t.ok(w) {
+		return
+	}
+	var s control.TenantSpec
+	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &s); err != nil {
+		fail(w, code, err.Error())
+		return
+	}
+	name := r.PathValue("name")
+	if s.Name == "" {
+		s.Name = name
+	}
+	if s.Name != name {
+		fail(w, http.StatusBadRequest, fmt.Sprintf("the body names tenant %q, the path %q (a tenant cannot be renamed)", s.Name, name))
+		return
+	}
+	who := initiatorOf(r)
+	if err := t.m.ReplaceTenant(r.Context(), who, s); err != nil {
+		tenantError(w, who, err)
+		return
+	}
+	t.answer(w, http.StatusOK, name)
+}
+
+func (t tenants) alter(w http.ResponseWriter, r *http.Request) {
+	if !t.ok(w) {
+		return
+	}
+	var a control.TenantAlter
+	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &a); err != nil {
+		fail(w, code, err.Error())
+		return
+	}
+	name := r.PathValue("name")
+	who := initiatorOf(r)
+	if err := t.m.AlterTenant(r.Context(), who, name, a); err != nil {
+		tenantError(w, who, err)
+		return
+	}
+	t.answer(w, http.StatusOK, name)
+}
+
+func (t tenants) delete(w http.ResponseWriter, r *http.Request) {
+	if !t.ok(w) {
+		return
+	}
+	name := r.PathValue("name")
+	who := initiatorOf(r)
+	if err := t.m.DeleteTenant(r.Context(), who, name); err != nil {
+		tenantError(w, who, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "deleted": true})
+}
+
+// decodeJSON reads a request body: Content-Type application/json, one
+// JSON object, no unknown field. code is the HTTP status of the error.
+func decodeJSON(contentType string, body io.Reader, v any) (int, error) {
+	if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != "application/json" {
+		return http.StatusUnsupportedMediaType, errors.New("send the body as Content-Type: application/json")
+	}
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", mbe.Limit)
+		}
+		return http.StatusBadRequest, fmt.Errorf("request body: %w", err)
+	}
+	if dec.Decode(&struct{}{}) != io.EOF {
+		return http.StatusBadRequest, errors.New("request body: more than one JSON value")
+	}
+	return 0, nil
+}
