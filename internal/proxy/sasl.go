@@ -43,7 +43,7 @@ type authState struct {
 	// binds). Responder only.
 	answer   brokerAnswer
 	answered bool
-	raw       bool              // terminate, SaslHandshake v0: raw tokens follow
+	raw      bool // terminate, SaslHandshake v0: raw tokens follow
 }
 
 // brokerAnswer is a broker's SaslAuthenticate answer in pass-through mode,
