@@ -18,6 +18,9 @@ type Client struct {
 	e              *Engine
 	user, clientID string
 	cache          [numKeys]cachedBucket
+	// tcache is the per-topic buckets of the byte rates, by topic
+	// (topic.go).
+	tcache [ConsumerByteRate + 1]map[string]topicCached
 }
 
 type cachedBucket struct {
@@ -44,7 +47,7 @@ func (c *Client) bucket(k Key, nowMs int64) *bucket {
 	if cb := &c.cache[k]; cb.b != nil && cb.gen == g {
 		return cb.b
 	}
-	b := c.e.bucketFor(m, c.user, c.clientID, nowMs)
+	b := c.e.bucketFor(m, ident{c.user, c.clientID, ""}, nowMs)
 	c.cache[k] = cachedBucket{gen: g, b: b}
 	return b
 }
@@ -59,7 +62,7 @@ func (c *Client) lock(k Key, nowMs int64) *bucket {
 			return b
 		}
 		b.mu.Unlock()
-		b = c.e.slowBucket(&c.e.mgr[k], c.user, c.clientID, nowMs)
+		b = c.e.slowBucket(&c.e.mgr[k], ident{c.user, c.clientID, ""}, nowMs)
 		c.cache[k].b = b
 	}
 	return nil
@@ -70,7 +73,12 @@ func (c *Client) lock(k Key, nowMs int64) *bucket {
 // and the value stays recorded even when it violates the quota. A shadow
 // bucket computes its throttle the same way, counts it and returns 0.
 func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
-	b := c.lock(k, nowMs)
+	return c.e.recordInto(c.lock(k, nowMs), v, nowMs, capMs)
+}
+
+// recordInto is record for the locked bucket b (nil: nothing to record),
+// which it unlocks.
+func (e *Engine) recordInto(b *bucket, v float64, nowMs, capMs int64) int64 {
 	if b == nil {
 		return 0
 	}
@@ -78,8 +86,8 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 	b.lastActive = nowMs
 	var t int64
 	unseen := 0.0
-	if c.e.clusterOn() {
-		unseen = c.e.unseen(b, nowMs)
+	if e.clusterOn() {
+		unseen = e.unseen(b, nowMs)
 	}
 	if b.useTokens {
 		b.tokens.Record(v, nowMs)
@@ -89,14 +97,14 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 		observed += unseen / (float64(w) / 1000)
 		t = int64(rate.ThrottleMs(observed, b.quota, w, capMs))
 	}
-	if lt := c.e.noteLocal(b, v, nowMs); lt > t {
+	if lt := e.noteLocal(b, v, nowMs); lt > t {
 		// Past this instance's lease of a Tollgate cluster's headroom.
 		t = lt
 		if capMs > 0 {
 			t = min(t, capMs)
 		}
 	}
-	if c.e.cfg.SharedDeadline {
+	if e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
 	}
 	t = b.apply(t) // 0 for a shadow bucket
