@@ -30,8 +30,26 @@ type Report struct {
 	Usage  []quota.Delta
 }
 
-// reportMagic starts every report record; the last byte is the format.
+// reportMagic starts every report record; the last byte is the format:
+//
+//   - 1: each entry is key, user, client-id, value, total;
+//   - 2: each entry also has a flags byte after the client-id, and what
+//     the flags say follows: entryTopic, the topic of a per-topic bucket.
+//
+// A part is written in format 1 when none of its entries has a topic, so
+// that instances that know only format 1 keep reading the reports of an
+// upgraded instance until per-topic quotas are configured.
 var reportMagic = [4]byte{'T', 'G', 'X', 1}
+
+const (
+	format1 = 1
+	format2 = 2
+	// entryTopic: the entry names a per-topic bucket; its topic follows.
+	entryTopic = 1
+	// entryFlags is every flag format 2 knows; an entry with another is
+	// refused.
+	entryFlags = entryTopic
+)
 
 const flagLeaving = 1
 
@@ -53,8 +71,9 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func appendHeader(b []byte, r *Report, part, parts uint32) []byte {
-	b = append(b, reportMagic[:]...)
+func appendHeader(b []byte, r *Report, part, parts uint32, format byte) []byte {
+	b = append(b, reportMagic[:3]...)
+	b = append(b, format)
 	b = appendString(b, r.Instance)
 	b = binary.AppendVarint(b, r.Incarnation)
 	b = binary.AppendUvarint(b, r.Seq)
@@ -72,10 +91,20 @@ func appendHeader(b []byte, r *Report, part, parts uint32) []byte {
 	return b
 }
 
-func appendDelta(b []byte, d quota.Delta) []byte {
+func appendDelta(b []byte, d quota.Delta, format byte) []byte {
 	b = append(b, byte(d.Key))
 	b = appendString(b, d.User)
 	b = appendString(b, d.Client)
+	if format == format2 {
+		var flags byte
+		if d.Topic != "" {
+			flags |= entryTopic
+		}
+		b = append(b, flags)
+		if d.Topic != "" {
+			b = appendString(b, d.Topic)
+		}
+	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Value))
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Total))
 }
@@ -87,7 +116,7 @@ func (r *Report) Encode() [][]byte {
 	var bounds []int
 	size := 0
 	for i, d := range r.Usage {
-		n := 1 + 2*binary.MaxVarintLen64 + len(d.User) + len(d.Client) + 16
+		n := 2 + 3*binary.MaxVarintLen64 + len(d.User) + len(d.Client) + len(d.Topic) + 16
 		if size+n > maxReportPart-1024 && size > 0 {
 			bounds = append(bounds, i)
 			size = 0
@@ -98,10 +127,16 @@ func (r *Report) Encode() [][]byte {
 	out := make([][]byte, 0, len(bounds))
 	lo := 0
 	for p, hi := range bounds {
-		b := appendHeader(make([]byte, 0, 256), r, uint32(p), uint32(len(bounds)))
+		format := byte(format1)
+		for _, d := range r.Usage[lo:hi] {
+			if d.Topic != "" {
+				format = format2
+			}
+		}
+		b := appendHeader(make([]byte, 0, 256), r, uint32(p), uint32(len(bounds)), format)
 		b = binary.AppendUvarint(b, uint64(hi-lo))
 		for _, d := range r.Usage[lo:hi] {
-			b = appendDelta(b, d)
+			b = appendDelta(b, d, format)
 		}
 		out = append(out, b)
 		lo = hi
@@ -166,9 +201,11 @@ func (r *reader) string() string {
 // oversized or of an unknown format is an error.
 func DecodeReport(b []byte) (Report, error) {
 	var r Report
-	if len(b) > maxReportPart+maxField || len(b) < len(reportMagic) || [4]byte(b[:4]) != reportMagic {
+	if len(b) > maxReportPart+maxField || len(b) < len(reportMagic) || [3]byte(b[:3]) != [3]byte(reportMagic[:3]) ||
+		(b[3] != format1 && b[3] != format2) {
 		return r, errReport
 	}
+	format := b[3]
 	rd := &reader{b: b[4:]}
 	r.Instance = rd.string()
 	r.Incarnation = rd.varint()
@@ -195,6 +232,18 @@ func DecodeReport(b []byte) (Report, error) {
 		k := rd.bytes(1)
 		user := rd.string()
 		client := rd.string()
+		var topic string
+		if format == format2 {
+			flags := rd.bytes(1)
+			if rd.err == nil && flags[0]&^entryFlags != 0 {
+				return Report{}, fmt.Errorf("%w: unknown entry flags %#x", errReport, flags[0])
+			}
+			if rd.err == nil && flags[0]&entryTopic != 0 {
+				if topic = rd.string(); rd.err == nil && topic == "" {
+					return Report{}, fmt.Errorf("%w: empty topic", errReport)
+				}
+			}
+		}
 		v := rd.bytes(16)
 		if rd.err != nil {
 			return Report{}, rd.err
@@ -205,7 +254,7 @@ func DecodeReport(b []byte) (Report, error) {
 		if !key.Valid() || !finite(f) || !finite(tot) {
 			return Report{}, fmt.Errorf("%w: bad entry", errReport)
 		}
-		r.Usage = append(r.Usage, quota.Delta{Key: key, User: user, Client: client, Value: f, Total: tot})
+		r.Usage = append(r.Usage, quota.Delta{Key: key, User: user, Client: client, Topic: topic, Value: f, Total: tot})
 	}
 	if len(rd.b) != 0 {
 		return Report{}, fmt.Errorf("%w: %d trailing bytes", errReport, len(rd.b))
