@@ -71,13 +71,13 @@ type session struct {
 	// (responder) or request (reader) while its records pass: the bytes
 	// it was read from are reused meanwhile.
 	rname, wname []byte
-	fwd     []byte          // re-encoded requests (reader only)
-	replay  []byte          // a request to send first when the upstream opens (Verdict.Replay)
-	auth    authState
-	cur     pending  // the response being processed (responder only)
-	resp    Response // what the response hooks see (responder only)
-	fmtr    *kmsg.RequestFormatter
-	fmtrID  string
+	fwd          []byte // re-encoded requests (reader only)
+	replay       []byte // a request to send first when the upstream opens (Verdict.Replay)
+	auth         authState
+	cur          pending  // the response being processed (responder only)
+	resp         Response // what the response hooks see (responder only)
+	fmtr         *kmsg.RequestFormatter
+	fmtrID       string
 }
 
 // pending is one request whose response has not been written yet.
