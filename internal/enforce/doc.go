@@ -20,7 +20,6 @@
 //     over its quota is throttled, bounded by one quota window, as Kafka's
 //     ClientRequestQuotaManager does. Requests the gateway answers itself
 //     never reach the filter and cost nothing.
-//
 //   - per-topic quotas (topic.go): a Produce's or a Fetch response's record
 //     bytes of each topic into the client's per-topic bucket of the topic
 //     (the Produce when it passes, a Fetch response when it passes, a
