@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -375,5 +377,41 @@ func TestTopicQuotaThroughKadm(t *testing.T) {
 	}
 	if held.throttles.Load() == 0 || free.throttles.Load() != 0 {
 		t.Errorf("throttles: held %d (want some), free %d (want none)", held.throttles.Load(), free.throttles.Load())
+	}
+}
+
+// The dashboard shows a per-topic quota's bucket as a card of its own,
+// with its topic prefix (held-*), beside the client quota's bucket of the
+// same user and client-id.
+func TestDashboardTopicQuota(t *testing.T) {
+	// Not parallel: a real browser (see TestDashboard).
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("headless Chromium is missing at %s: %v", chromiumPath, err)
+	}
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{
+			{User: ptrS("ANONYMOUS"), ProducerByteRate: ptrF(1 << 30)},
+			{User: ptrS("ANONYMOUS"), TopicPrefix: ptrS("held-"), ProducerByteRate: ptrF(1000)},
+		}
+		c.Authorization.AllowAnonymousDescribe = true
+	})
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, env, nil, kgo.ClientID("app"), kgo.DefaultProduceTopic("held-1"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 8<<10)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	browser, closeBrowser := startChromium(t)
+	defer closeBrowser()
+	c, cancel := context.WithTimeout(browser, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, chromedp.Steps(chromedp.EmulateViewport(1280, 900), chromedp.Navigate("http://"+env.App.HTTPAddr()+"/"))); err != nil {
+		t.Fatal(err)
+	}
+	js := `document.querySelectorAll('#top-grid article').length === 2 &&
+		[...document.querySelectorAll('#top-grid article')].some((a) => a.innerText.includes('held-*') && a.innerText.includes('user+topic'))`
+	if err := chromedp.Do(c, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		cards := run(t, browser, chromedp.Evaluate[string](`[...document.querySelectorAll('#top-grid article')].map((a) => a.innerText).join('\n---\n')`))
+		t.Fatalf("no card of the per-topic bucket beside the client's: %v\n%s", err, cards)
 	}
 }
