@@ -122,4 +122,3 @@ func alterQuotaConfigs(ctx context.Context, env *Env, cl *kgo.Client, o *configs
 	}
 	return nil
 }
-
