@@ -263,6 +263,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	// Before Start: the first CreateTopics may arrive as soon as the
 	// listeners accept.
 	a.quotaFilter.Topics = gw
+	a.quotaFilter.Names = gw // per-topic quotas: topics named by id
 	a.startUsage(gw)
 	a.gw = gw // before Start too: a credential change may close its sessions from the first one on
 	if err := gw.Start(ctx); err != nil {

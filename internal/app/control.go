@@ -231,6 +231,8 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 		add(store.TypeUser, e.User, e.DefaultUser)
 		add(store.TypeClientID, e.ClientID, e.DefaultClientID)
 		add(store.TypeClientIDPrefix, e.ClientIDPrefix, false)
+		add(store.TypeTopic, e.Topic, false)
+		add(store.TypeTopicPrefix, e.TopicPrefix, false)
 		add(store.TypeIP, e.IP, e.DefaultIP)
 		ent, err := store.NewEntity(cs...)
 		if err != nil {

@@ -112,8 +112,8 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 	var errs []error
 	for i, e := range entries {
 		if e.IP != nil || e.DefaultIP {
-			if e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID || e.ClientIDPrefix != nil {
-				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user, client-id or client_id_prefix", i))
+			if e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID || e.ClientIDPrefix != nil || e.Topic != nil || e.TopicPrefix != nil {
+				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user, client-id, client_id_prefix, topic or topic_prefix", i))
 			} else if e.IP != nil && e.DefaultIP {
 				errs = append(errs, fmt.Errorf("quotas[%d]: ip and default_ip are exclusive", i))
 			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil ||

@@ -69,3 +69,66 @@ func TestFileQuotaModel(t *testing.T) {
 		}
 	}
 }
+
+// The file's per-topic entries (topic, topic_prefix) reach the engine's
+// input as the Kafka API's do, and buildQuotas refuses what
+// AlterClientQuotas refuses.
+func TestFileTopicQuotas(t *testing.T) {
+	entries := []QuotaEntry{
+		{Topic: sptr("orders"), ProducerByteRate: fptr(1000)},
+		{User: sptr("alice"), TopicPrefix: sptr("logs-"), ConsumerByteRate: fptr(2000), Shadow: true},
+		{ClientIDPrefix: sptr("etl-"), Topic: sptr("orders"), ProducerByteRate: fptr(3000), BurstSeconds: fptr(0)},
+		{DefaultUser: true, Topic: sptr("orders"), ConsumerByteRate: fptr(4000)},
+		{User: sptr("alice"), ProducerByteRate: fptr(5000)},
+	}
+	if _, err := buildQuotas(entries); err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := control.BuildFrom(fileEntities(entries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders := quota.Exact("orders")
+	for _, c := range []struct {
+		k                   quota.Key
+		user, client, topic string
+		want                quota.Entity
+		v                   float64
+	}{
+		{quota.ProducerByteRate, "bob", "web", "orders", quota.TopicEntity(quota.Entity{}, orders), 1000},
+		{quota.ProducerByteRate, "bob", "etl-1", "orders", quota.TopicEntity(quota.ClientPrefixEntity("etl-"), orders), 3000},
+		{quota.ConsumerByteRate, "alice", "x", "logs-a", quota.TopicEntity(quota.UserEntity(quota.Exact("alice")), quota.Prefix("logs-")), 2000},
+		{quota.ConsumerByteRate, "bob", "x", "orders", quota.TopicEntity(quota.UserEntity(quota.Default()), orders), 4000},
+	} {
+		if r := q.ResolveTopic(c.k, c.user, c.client, c.topic); r.Entity != c.want || r.Quota != c.v {
+			t.Errorf("%s/%s on %s: %v %v, want %v %v", c.user, c.client, c.topic, r.Entity, r.Quota, c.want, c.v)
+		}
+	}
+	if r := q.ResolveTopic(quota.ConsumerByteRate, "alice", "x", "logs-a"); !r.Options.Shadow {
+		t.Errorf("shadow lost: %+v", r)
+	}
+	if r := q.Resolve(quota.ProducerByteRate, "alice", "x"); r.Quota != 5000 {
+		t.Errorf("alice's client quota: %+v", r)
+	}
+	for _, tc := range []struct {
+		e    QuotaEntry
+		want string
+	}{
+		{QuotaEntry{Topic: sptr(""), ProducerByteRate: fptr(1)}, "topic must not be empty"},
+		{QuotaEntry{TopicPrefix: sptr(""), ProducerByteRate: fptr(1)}, "topic_prefix must not be empty"},
+		{QuotaEntry{Topic: sptr("a"), TopicPrefix: sptr("b"), ProducerByteRate: fptr(1)}, "topic and topic_prefix are exclusive"},
+		{QuotaEntry{Topic: sptr("a"), ClientID: sptr("c"), ProducerByteRate: fptr(1)}, "not a client_id"},
+		{QuotaEntry{Topic: sptr("a"), DefaultClientID: true, ProducerByteRate: fptr(1)}, "not a client_id"},
+		{QuotaEntry{Topic: sptr("a"), User: sptr("u"), ClientIDPrefix: sptr("p"), ProducerByteRate: fptr(1)}, "client_id_prefix cannot be combined with user"},
+		{QuotaEntry{Topic: sptr("a"), RequestPercentage: fptr(1)}, "a topic quota takes producer_byte_rate and consumer_byte_rate"},
+		{QuotaEntry{Topic: sptr("a"), ControllerMutationRate: fptr(1)}, "a topic quota takes producer_byte_rate and consumer_byte_rate"},
+		{QuotaEntry{Topic: sptr("a"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "an ip entity cannot be combined"},
+		{QuotaEntry{Topic: sptr("a"), ConnectionCreationRate: fptr(1)}, "connection_creation_rate applies to ip entities only"},
+		{QuotaEntry{Topic: sptr("a"), ProducerByteRate: fptr(1.5)}, "cannot be a fractional value"},
+	} {
+		_, err := buildQuotas([]QuotaEntry{tc.e})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.e, err, tc.want)
+		}
+	}
+}

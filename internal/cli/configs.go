@@ -63,6 +63,10 @@ type configsOpts struct {
 	// The shorthand entity flags.
 	user, client, ip, clientPrefix           []string
 	userDefaults, clientDefaults, ipDefaults bool
+	// onTopic and onTopicPrefix make the entity a per-topic quota
+	// (Tollgate's topic and topic-prefix components): of the user or
+	// client-id prefix given, or of every client when alone.
+	onTopic, onTopicPrefix []string
 
 	unsupported []string // Kafka flags for what is not a client quota
 }
@@ -86,6 +90,15 @@ Names pair with types in order; with --describe a type without a name lists
 every entity of that type. With --alter, --entity-type ips alone means the
 default ip (KIP-612). A client-id prefix is one quota shared by every
 client-id that starts with it; it has no default and stands alone.
+
+Per-topic quotas (Tollgate): --on-topic TOPIC or --on-topic-prefix PREFIX
+puts the quota of a user (named or default) or a client-id prefix on that
+topic, or on every topic starting with the prefix (one bucket for them all);
+alone, of every client together. They take producer_byte_rate,
+consumer_byte_rate, shadow and burst_seconds:
+  --alter --user alice --on-topic orders --add-config producer_byte_rate=1048576
+  --alter --on-topic-prefix logs- --add-config consumer_byte_rate=4194304
+  --describe --on-topic orders        (every per-topic quota on orders)
 
 flags:
   --bootstrap-server HOST:PORT[,...]  the servers to connect to (required)
@@ -146,6 +159,8 @@ func parseConfigsArgs(args []string, stdout io.Writer) (*configsOpts, error, boo
 	str("client", &o.client)
 	str("ip", &o.ip)
 	str("client-id-prefix", &o.clientPrefix)
+	str("on-topic", &o.onTopic)
+	str("on-topic-prefix", &o.onTopicPrefix)
 	boolean("user-defaults", func() { o.userDefaults = true })
 	boolean("client-defaults", func() { o.clientDefaults = true })
 	boolean("ip-defaults", func() { o.ipDefaults = true })
@@ -232,10 +247,13 @@ func argErr(format string, a ...any) error { return &usageError{msg: fmt.Sprintf
 // check is ConfigCommandOptions.checkArgs plus processCommand's checks,
 // in kafka-configs' order and with its messages.
 func (o *configsOpts) check() error {
-	for _, f := range [][]string{o.bootstrap, o.addConfig, o.user, o.client, o.ip, o.clientPrefix} {
+	for _, f := range [][]string{o.bootstrap, o.addConfig, o.user, o.client, o.ip, o.clientPrefix, o.onTopic, o.onTopicPrefix} {
 		if len(f) > 1 {
 			return argErr("Found multiple arguments for an option that takes only one")
 		}
+	}
+	if err := o.checkTopic(); err != nil {
+		return err
 	}
 	if len(o.unsupported) > 0 {
 		return argErr("%s is not supported: tollgate configs manages client quotas (users, clients, ips, client-id-prefixes) and broker configs (brokers)", o.unsupported[0])
@@ -276,7 +294,7 @@ func (o *configsOpts) check() error {
 			return argErr("Invalid entity type %s, the entity type must be one of users, clients, brokers, ips, client-id-prefixes with a --bootstrap-server argument", t)
 		}
 	}
-	if len(types) == 0 {
+	if len(types) == 0 && !o.perTopic() {
 		return argErr("At least one entity type must be specified")
 	}
 	if len(types) > 1 && !(len(types) == 2 && seen[usersType] && seen[clientsType]) {
@@ -304,7 +322,7 @@ func (o *configsOpts) check() error {
 		}
 	}
 	if o.alter > 0 {
-		if !hasName && !hasDefault {
+		if !hasName && !hasDefault && len(types) > 0 {
 			if len(types) == 1 && types[0] == ipsType {
 				// KIP-612: "--entity-type ips" alone alters the default ip.
 				o.specNames = append(o.specNames, "")
@@ -496,6 +514,10 @@ func matchesStrict(e entity, filter []filterComponent) bool {
 			p = e.client
 		case typeClientPrefix:
 			p = e.prefix
+		case typeTopic:
+			p = e.topic
+		case typeTopicPrefix:
+			p = e.topicPrefix
 		default:
 			p = e.ip
 		}
@@ -565,7 +587,8 @@ func javaKeyOrder(values map[string]float64) []string {
 func kafkaEntityString(e entity) string {
 	var parts []string
 	for _, c := range e.components() {
-		typ := map[string]string{typeUser: "user-principal", typeClient: "client-id", typeIP: "ip", typeClientPrefix: "client-id-prefix"}[c.typ]
+		typ := map[string]string{typeUser: "user-principal", typeClient: "client-id", typeIP: "ip", typeClientPrefix: "client-id-prefix",
+			typeTopic: "topic", typeTopicPrefix: "topic-prefix"}[c.typ]
 		if c.p.dflt || c.p.name == "" {
 			parts = append(parts, "the default "+typ)
 		} else {
@@ -577,12 +600,17 @@ func kafkaEntityString(e entity) string {
 
 func describeConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) error {
 	types, names := o.entityTypes(), o.entityNames()
-	if types[0] == brokersType {
+	if len(types) > 0 && types[0] == brokersType {
 		return describeBrokers(ctx, env, cl, o)
 	}
 	filter, err := quotaFilter(types, names)
 	if err != nil {
 		return err
+	}
+	if o.perTopic() {
+		typ, name := o.topicPart()
+		p := named(name)
+		filter = append(filter, filterComponent{typ: typ, name: &p})
 	}
 	ds, err := describeQuotas(ctx, cl, filter)
 	if err != nil {
@@ -597,7 +625,7 @@ func describeConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpt
 	}
 	// As kafka-configs: SCRAM credentials are described for users, unless
 	// client-ids or a default are involved.
-	if types[0] == ipsType || types[0] == clientPrefixesType || slices.Contains(types, clientsType) || slices.Contains(names, "") {
+	if o.perTopic() || types[0] == ipsType || types[0] == clientPrefixesType || slices.Contains(types, clientsType) || slices.Contains(names, "") {
 		return nil
 	}
 	return describeSCRAM(ctx, env, cl, names)
@@ -740,7 +768,10 @@ func parseQuotaValue(k, v string) (float64, error) {
 
 func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) error {
 	types, names := o.entityTypes(), o.entityNames()
-	entityType, entityName := types[0], names[0]
+	var entityType string
+	if len(types) > 0 {
+		entityType = types[0]
+	}
 
 	add := map[string]string{}
 	var addOrder []string
@@ -789,6 +820,15 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 	}
 	slices.Sort(unknownAdd)
 	slices.Sort(unknownDel)
+	if o.perTopic() {
+		// A per-topic quota takes the byte rates and the options; the
+		// server says so for the other quota keys, with Kafka's message.
+		unknown := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(unknownAdd), unknownDel...))))
+		if len(unknown) > 0 {
+			return argErr("Only quota configs can be set for a per-topic quota (producer_byte_rate, consumer_byte_rate, shadow, burst_seconds). Unexpected config names: %s", strings.Join(unknown, ","))
+		}
+		return alterQuotaConfigs(ctx, env, cl, o, types, names, add, addOrder, del)
+	}
 	switch {
 	case entityType == ipsType:
 		all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(unknownAdd), unknownDel...))))
@@ -831,61 +871,7 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 		}
 	}
 
-	// alterQuotaConfigs: the entity's current configs, to refuse deleting
-	// what is not set.
-	var e entity
-	filter := make([]filterComponent, len(types))
-	for i, t := range types {
-		p := named(names[i])
-		if names[i] == "" {
-			p = dfltPart()
-		}
-		e.setPart(wireType(t), p)
-		filter[i] = filterComponent{typ: wireType(t), name: &p}
-	}
-	current, err := describeQuotas(ctx, cl, filter)
-	if err != nil {
-		return err
-	}
-	old := map[string]float64{}
-	if len(current) > 0 {
-		old = current[0].values
-	}
-	var invalid []string
-	for _, k := range del {
-		if _, ok := old[k]; !ok {
-			invalid = append(invalid, k)
-		}
-	}
-	if len(invalid) > 0 {
-		return argErr("Invalid config(s): %s", strings.Join(invalid, ","))
-	}
-	var ops []op
-	for _, k := range addOrder {
-		v, err := parseQuotaValue(k, add[k])
-		if err != nil {
-			return err
-		}
-		ops = append(ops, op{key: k, value: v})
-	}
-	for _, k := range del {
-		ops = append(ops, op{key: k, remove: true})
-	}
-	res, err := alterQuotas(ctx, cl, []entity{e}, map[entity][]op{e: ops})
-	if err != nil {
-		return err
-	}
-	if res[0].err != nil {
-		return res[0].err
-	}
-	if entityType == clientPrefixesType {
-		fmt.Fprintf(env.Stdout, "Completed updating config for client-id-prefix %s.\n", entityName)
-	} else if entityName != "" {
-		fmt.Fprintf(env.Stdout, "Completed updating config for %s %s.\n", strings.TrimSuffix(entityType, "s"), entityName)
-	} else {
-		fmt.Fprintf(env.Stdout, "Completed updating default config for %s in the cluster.\n", entityType)
-	}
-	return nil
+	return alterQuotaConfigs(ctx, env, cl, o, types, names, add, addOrder, del)
 }
 
 func validKeyFor(entityType, k string) bool {

@@ -17,12 +17,15 @@ import (
 )
 
 // Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP, and
-// Redpanda's client-id-prefix, which Tollgate accepts too).
+// Redpanda's client-id-prefix, which Tollgate accepts too; and Tollgate's
+// per-topic topic and topic-prefix).
 const (
 	typeUser         = "user"
 	typeClient       = "client-id"
 	typeIP           = "ip"
 	typeClientPrefix = "client-id-prefix"
+	typeTopic        = "topic"
+	typeTopicPrefix  = "topic-prefix"
 )
 
 // The quota keys: the four client quotas and the ip connection quota; and
@@ -94,13 +97,19 @@ func comparePart(a, b part) int {
 }
 
 // entity is a client quota entity: a user, a client-id or both, an ip, or a
-// client-id prefix. It is comparable.
+// client-id prefix; or a per-topic quota: a topic or topic prefix with a
+// user, a client-id prefix or alone. It is comparable.
 type entity struct {
 	user, client, ip, prefix part
+	topic, topicPrefix       part
 }
 
+// isTopic reports whether the entity is a per-topic quota.
+func (e entity) isTopic() bool { return e.topic.set || e.topicPrefix.set }
+
 // components returns (type, part) for the present components in the
-// canonical order user, client-id, ip, client-id-prefix.
+// canonical order user, client-id, ip, client-id-prefix, topic,
+// topic-prefix.
 func (e entity) components() []struct {
 	typ string
 	p   part
@@ -112,7 +121,8 @@ func (e entity) components() []struct {
 	for _, c := range []struct {
 		typ string
 		p   part
-	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}, {typeClientPrefix, e.prefix}} {
+	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}, {typeClientPrefix, e.prefix},
+		{typeTopic, e.topic}, {typeTopicPrefix, e.topicPrefix}} {
 		if c.p.set {
 			out = append(out, c)
 		}
@@ -130,6 +140,10 @@ func (e *entity) setPart(typ string, p part) bool {
 		e.ip = p
 	case typeClientPrefix:
 		e.prefix = p
+	case typeTopic:
+		e.topic = p
+	case typeTopicPrefix:
+		e.topicPrefix = p
 	default:
 		return false
 	}
@@ -151,11 +165,17 @@ func (e entity) shape() string {
 	if e.prefix.set {
 		s = append(s, "client_id_prefix")
 	}
+	if e.topic.set {
+		s = append(s, "topic")
+	}
+	if e.topicPrefix.set {
+		s = append(s, "topic_prefix")
+	}
 	return strings.Join(s, "+")
 }
 
 func shapeRank(s string) int {
-	return slices.Index([]string{"user", "user+client_id", "client_id", "client_id_prefix", "ip"}, s)
+	return slices.Index(allShapes, s)
 }
 
 func compareEntities(a, b entity) int {
@@ -165,6 +185,8 @@ func compareEntities(a, b entity) int {
 		comparePart(a.client, b.client),
 		comparePart(a.ip, b.ip),
 		comparePart(a.prefix, b.prefix),
+		comparePart(a.topic, b.topic),
+		comparePart(a.topicPrefix, b.topicPrefix),
 	)
 }
 
@@ -193,6 +215,30 @@ func quoteName(n string) string {
 // quotaEntity converts a user/client-id or client-id prefix entity for the
 // quota package.
 func (e entity) quotaEntity() (quota.Entity, bool) {
+	if e.isTopic() {
+		var qe quota.Entity
+		switch {
+		case e.topic.set && !e.topic.dflt && !e.topicPrefix.set:
+			qe.Topic = quota.Exact(e.topic.name)
+		case e.topicPrefix.set && !e.topicPrefix.dflt && !e.topic.set:
+			qe.Topic = quota.Prefix(e.topicPrefix.name)
+		default:
+			return quota.Entity{}, false
+		}
+		switch {
+		case e.user.set && e.user.dflt:
+			qe.User = quota.Default()
+		case e.user.set:
+			qe.User = quota.Exact(e.user.name)
+		}
+		if e.prefix.set && !e.prefix.dflt {
+			qe.Client = quota.Prefix(e.prefix.name)
+		}
+		if e.client.set || e.ip.set || qe.Validate() != nil {
+			return quota.Entity{}, false
+		}
+		return qe, true
+	}
 	if e.prefix.set {
 		if e.user.set || e.client.set || e.ip.set || e.prefix.dflt {
 			return quota.Entity{}, false

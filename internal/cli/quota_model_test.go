@@ -77,3 +77,69 @@ func TestQuotaModelCommands(t *testing.T) {
 	s.run("quotas", "apply", "--bootstrap-server", "$BOOTSTRAP", "--dry-run", "-f", bad)
 	s.golden("quota_model")
 }
+
+// Per-topic quotas are Tollgate's: set with --on-topic / --on-topic-prefix
+// beside the kafka-configs entity flags, described, refused before
+// anything is sent, applied from files and resolved with --topic.
+func TestTopicQuotaCommands(t *testing.T) {
+	tg := startGateway(t)
+	s := newSession(t, tg)
+	configs := func(args ...string) int {
+		return s.run(append([]string{"configs", "--bootstrap-server", "$BOOTSTRAP"}, args...)...)
+	}
+	s.note("a user's quota on a topic, every client's on a topic prefix, a client-id prefix's on a topic")
+	configs("--alter", "--user", "alice", "--on-topic", "orders", "--add-config", "producer_byte_rate=1048576")
+	configs("--alter", "--entity-type", "users", "--entity-default", "--on-topic-prefix", "logs-", "--add-config", "consumer_byte_rate=2097152,shadow=1")
+	configs("--alter", "--on-topic", "orders", "--add-config", "producer_byte_rate=4194304")
+	configs("--alter", "--client-id-prefix", "etl-", "--on-topic", "orders", "--add-config", "producer_byte_rate=524288")
+	configs("--alter", "--user", "alice", "--add-config", "producer_byte_rate=8388608")
+	s.note("described as kafka-configs describes (strict): every client's quota on orders, alice's on orders; alice's own lists no per-topic one")
+	configs("--describe", "--on-topic", "orders")
+	configs("--describe", "--user", "alice", "--on-topic", "orders")
+	configs("--describe", "--user", "alice")
+	s.note("refused before anything is sent")
+	configs("--alter", "--on-topic", "a", "--on-topic-prefix", "b", "--add-config", "producer_byte_rate=1")
+	configs("--alter", "--client", "app", "--on-topic", "a", "--add-config", "producer_byte_rate=1")
+	configs("--alter", "--on-topic", "", "--add-config", "producer_byte_rate=1")
+	configs("--alter", "--on-topic", "a", "--add-config", "request_percentage=1")
+	s.note("the server's checks")
+	configs("--alter", "--on-topic", "a", "--add-config", "producer_byte_rate=0")
+	configs("--alter", "--on-topic", "a", "--delete-config", "producer_byte_rate")
+
+	s.note("resolve --topic: the client quotas, then the per-topic quotas on the topic")
+	resolve := func(args ...string) {
+		s.run(append([]string{"quotas", "resolve", "--bootstrap-server", "$BOOTSTRAP"}, args...)...)
+	}
+	resolve("--user", "alice", "--client-id", "app", "--topic", "orders")
+	resolve("--user", "bob", "--client-id", "etl-1", "--topic", "orders")
+	resolve("--user", "bob", "--client-id", "web", "--topic", "logs-web")
+
+	s.note("apply files take topic and topic_prefix entries and manage their shapes")
+	f := s.file("topics.yaml", `
+- topic: orders
+  producer_byte_rate: 2097152
+- user: carol
+  topic_prefix: "metrics-"
+  consumer_byte_rate: 1048576
+  burst_seconds: 0
+`)
+	s.run("quotas", "apply", "--bootstrap-server", "$BOOTSTRAP", "--dry-run", "-f", f)
+	bad := s.file("bad-topics.yaml", `
+- topic: ""
+  producer_byte_rate: 1
+- topic: a
+  topic_prefix: b
+  producer_byte_rate: 1
+- topic: a
+  client_id: app
+  producer_byte_rate: 1
+- topic: a
+  user: alice
+  client_id_prefix: p
+  producer_byte_rate: 1
+- topic: a
+  controller_mutation_rate: 1
+`)
+	s.run("quotas", "apply", "--bootstrap-server", "$BOOTSTRAP", "--dry-run", "-f", bad)
+	s.golden("topic_quotas")
+}

@@ -19,13 +19,14 @@ import (
 type fileEntry = quota.FileEntry
 
 var fileEntryKeys = []string{
-	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip",
+	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip", "topic", "topic_prefix",
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "connection_creation_rate",
 	"shadow", "burst_seconds",
 }
 
-// shapes a file may declare in `manage:`.
-var allShapes = []string{"user", "user+client_id", "client_id", "client_id_prefix", "ip"}
+// shapes a file may declare in `manage:`, in listing order.
+var allShapes = []string{"user", "user+client_id", "client_id", "client_id_prefix", "ip",
+	"user+topic", "user+topic_prefix", "client_id_prefix+topic", "client_id_prefix+topic_prefix", "topic", "topic_prefix"}
 
 // quotaFile is a parsed quota file: the desired quotas and the entity
 // shapes the file manages.
@@ -134,6 +135,10 @@ func (qf *quotaFile) add(item *yaml.Node) []error {
 			continue
 		}
 		set++
+		if e.isTopic() && kv.k != "producer_byte_rate" && kv.k != "consumer_byte_rate" {
+			errs = append(errs, fmt.Errorf("%s: a topic quota takes producer_byte_rate and consumer_byte_rate only", kv.k))
+			continue
+		}
 		if e.ip.set != (kv.k == keyConnectionCreationRate) {
 			if e.ip.set {
 				errs = append(errs, fmt.Errorf("%s: ip entities take connection_creation_rate only", kv.k))
@@ -212,6 +217,9 @@ func fileEntity(fe fileEntry) (entity, error) {
 	if e.prefix, err = pick("client_id_prefix", fe.ClientIDPrefix, false); err != nil {
 		return e, err
 	}
+	if fe.Topic != nil || fe.TopicPrefix != nil {
+		return fileTopicEntity(fe, e)
+	}
 	switch {
 	case e.prefix.set && (e.user.set || e.client.set || e.ip.set):
 		return e, errors.New("client_id_prefix stands alone: it cannot have a user, a client_id or an ip")
@@ -224,6 +232,29 @@ func fileEntity(fe fileEntry) (entity, error) {
 		if _, err := admission.ParseIPEntity(e.ip.name); err != nil {
 			return e, fmt.Errorf("ip: %w", err)
 		}
+	}
+	return e, nil
+}
+
+// fileTopicEntity completes e, a per-topic entry's principal, with its
+// topic, checked as AlterClientQuotas checks it.
+func fileTopicEntity(fe fileEntry, e entity) (entity, error) {
+	switch {
+	case fe.Topic != nil && fe.TopicPrefix != nil:
+		return e, errors.New("topic and topic_prefix are exclusive: a quota is on one topic or on the topics of a prefix")
+	case fe.Topic != nil && *fe.Topic == "":
+		return e, errors.New("topic must not be empty")
+	case fe.TopicPrefix != nil && *fe.TopicPrefix == "":
+		return e, errors.New("topic_prefix must not be empty")
+	case e.client.set || e.ip.set:
+		return e, errors.New("a topic quota is for a user, a client_id_prefix or every client: it cannot have a client_id or an ip")
+	case e.prefix.set && e.user.set:
+		return e, errors.New("client_id_prefix cannot be combined with a user")
+	}
+	if fe.Topic != nil {
+		e.topic = named(*fe.Topic)
+	} else {
+		e.topicPrefix = named(*fe.TopicPrefix)
 	}
 	return e, nil
 }

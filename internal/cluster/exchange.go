@@ -105,10 +105,13 @@ type memberState struct {
 	totals map[bucketRef]seenTotal
 }
 
+// bucketRef names a reporting instance's bucket: a per-topic bucket by its
+// topic too, so that it is never taken for the client bucket of the same
+// (user, client-id).
 type bucketRef struct {
-	key          quota.Key
-	user, client string
-	tenant       string // a tenant's bucket (quota.Delta.Tenant)
+	key                 quota.Key
+	user, client, topic string
+	tenant              string // a tenant's bucket (quota.Delta.Tenant)
 }
 
 type seenTotal struct {
@@ -456,7 +459,7 @@ func (m *memberState) catchUp(us []quota.Delta, now time.Time) {
 	}
 	for i := range us {
 		d := &us[i]
-		ref := bucketRef{d.Key, d.User, d.Client, d.Tenant}
+		ref := bucketRef{d.Key, d.User, d.Client, d.Topic, d.Tenant}
 		if prev, ok := m.totals[ref]; ok && d.Total >= prev.total && d.Total-prev.total >= d.Value {
 			d.Value = d.Total - prev.total
 		}

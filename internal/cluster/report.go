@@ -31,13 +31,29 @@ type Report struct {
 }
 
 // reportMagic starts every report record; the last byte is the format:
-// 1, or formatTenants when an entry names a tenant's bucket (each entry
-// then carries the tenant after the client-id). An instance writes format
-// 1 whenever it can, so that instances of an older build keep reading
-// its reports until tenants are configured.
+//
+//   - 1: each entry is key, user, client-id, value, total;
+//   - 2: each entry also has a flags byte after the client-id, and what
+//     the flags say follows, in this order: entryTopic, the topic of a
+//     per-topic bucket; entryTenant, the tenant of a tenant's bucket.
+//
+// A part is written in format 1 when none of its entries has a topic or a
+// tenant, so that instances that know only format 1 keep reading the
+// reports of an upgraded instance until per-topic quotas or tenants are
+// configured.
 var reportMagic = [4]byte{'T', 'G', 'X', 1}
 
-const formatTenants = 2
+const (
+	format1 = 1
+	format2 = 2
+	// entryTopic: the entry names a per-topic bucket; its topic follows.
+	entryTopic = 1
+	// entryTenant: the entry names a tenant's bucket; its tenant follows.
+	entryTenant = 2
+	// entryFlags is every flag format 2 knows; an entry with another is
+	// refused.
+	entryFlags = entryTopic | entryTenant
+)
 
 const flagLeaving = 1
 
@@ -83,8 +99,21 @@ func appendDelta(b []byte, d quota.Delta, format byte) []byte {
 	b = append(b, byte(d.Key))
 	b = appendString(b, d.User)
 	b = appendString(b, d.Client)
-	if format == formatTenants {
-		b = appendString(b, d.Tenant)
+	if format == format2 {
+		var flags byte
+		if d.Topic != "" {
+			flags |= entryTopic
+		}
+		if d.Tenant != "" {
+			flags |= entryTenant
+		}
+		b = append(b, flags)
+		if d.Topic != "" {
+			b = appendString(b, d.Topic)
+		}
+		if d.Tenant != "" {
+			b = appendString(b, d.Tenant)
+		}
 	}
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Value))
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(d.Total))
@@ -96,14 +125,8 @@ func (r *Report) Encode() [][]byte {
 	// Split the entries first, then write every part with the final count.
 	var bounds []int
 	size := 0
-	format := reportMagic[3]
-	for _, d := range r.Usage {
-		if d.Tenant != "" {
-			format = formatTenants
-		}
-	}
 	for i, d := range r.Usage {
-		n := 1 + 3*binary.MaxVarintLen64 + len(d.User) + len(d.Client) + len(d.Tenant) + 16
+		n := 2 + 4*binary.MaxVarintLen64 + len(d.User) + len(d.Client) + len(d.Topic) + len(d.Tenant) + 16
 		if size+n > maxReportPart-1024 && size > 0 {
 			bounds = append(bounds, i)
 			size = 0
@@ -114,6 +137,12 @@ func (r *Report) Encode() [][]byte {
 	out := make([][]byte, 0, len(bounds))
 	lo := 0
 	for p, hi := range bounds {
+		format := byte(format1)
+		for _, d := range r.Usage[lo:hi] {
+			if d.Topic != "" || d.Tenant != "" {
+				format = format2
+			}
+		}
 		b := appendHeader(make([]byte, 0, 256), r, uint32(p), uint32(len(bounds)), format)
 		b = binary.AppendUvarint(b, uint64(hi-lo))
 		for _, d := range r.Usage[lo:hi] {
@@ -183,7 +212,7 @@ func (r *reader) string() string {
 func DecodeReport(b []byte) (Report, error) {
 	var r Report
 	if len(b) > maxReportPart+maxField || len(b) < len(reportMagic) || [3]byte(b[:3]) != [3]byte(reportMagic[:3]) ||
-		(b[3] != reportMagic[3] && b[3] != formatTenants) {
+		(b[3] != format1 && b[3] != format2) {
 		return r, errReport
 	}
 	format := b[3]
@@ -213,9 +242,22 @@ func DecodeReport(b []byte) (Report, error) {
 		k := rd.bytes(1)
 		user := rd.string()
 		client := rd.string()
-		var tenant string
-		if format == formatTenants {
-			tenant = rd.string()
+		var topic, tenant string
+		if format == format2 {
+			flags := rd.bytes(1)
+			if rd.err == nil && flags[0]&^entryFlags != 0 {
+				return Report{}, fmt.Errorf("%w: unknown entry flags %#x", errReport, flags[0])
+			}
+			if rd.err == nil && flags[0]&entryTopic != 0 {
+				if topic = rd.string(); rd.err == nil && topic == "" {
+					return Report{}, fmt.Errorf("%w: empty topic", errReport)
+				}
+			}
+			if rd.err == nil && flags[0]&entryTenant != 0 {
+				if tenant = rd.string(); rd.err == nil && tenant == "" {
+					return Report{}, fmt.Errorf("%w: empty tenant", errReport)
+				}
+			}
 		}
 		v := rd.bytes(16)
 		if rd.err != nil {
@@ -227,7 +269,7 @@ func DecodeReport(b []byte) (Report, error) {
 		if !key.Valid() || !finite(f) || !finite(tot) {
 			return Report{}, fmt.Errorf("%w: bad entry", errReport)
 		}
-		r.Usage = append(r.Usage, quota.Delta{Key: key, User: user, Client: client, Tenant: tenant, Value: f, Total: tot})
+		r.Usage = append(r.Usage, quota.Delta{Key: key, User: user, Client: client, Topic: topic, Tenant: tenant, Value: f, Total: tot})
 	}
 	if len(rd.b) != 0 {
 		return Report{}, fmt.Errorf("%w: %d trailing bytes", errReport, len(rd.b))
@@ -241,7 +283,7 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 // an instance's own reports come back to it, and it needs only to know
 // that they did.
 func peekSender(b []byte) (instance string, incarnation int64, ok bool) {
-	if len(b) < len(reportMagic) || [4]byte(b[:4]) != reportMagic {
+	if len(b) < len(reportMagic) || [3]byte(b[:3]) != [3]byte(reportMagic[:3]) || (b[3] != format1 && b[3] != format2) {
 		return "", 0, false
 	}
 	rd := &reader{b: b[4:]}

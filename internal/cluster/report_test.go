@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
 )
@@ -91,7 +93,7 @@ func TestReportRejects(t *testing.T) {
 		t.Fatal("report without an instance accepted")
 	}
 	// A count of entries far beyond what the record holds allocates nothing.
-	huge := appendHeader(nil, &Report{Instance: "a"}, 0, 1, 1)
+	huge := appendHeader(nil, &Report{Instance: "a"}, 0, 1, format1)
 	huge = append(huge, 0xff, 0xff, 0xff, 0xff, 0x0f)
 	if _, err := DecodeReport(huge); err == nil {
 		t.Fatal("huge count accepted")
@@ -136,6 +138,8 @@ func TestReportTenants(t *testing.T) {
 func FuzzDecodeReport(f *testing.F) {
 	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0])
 	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, Tenant: "t", User: "u", Value: 1}}}).Encode()[0])
+	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ConsumerByteRate, User: "u", Client: "c", Topic: "t", Value: 1},
+		{Key: quota.ProducerByteRate, Value: 2}}}).Encode()[0])
 	f.Add([]byte("TGX\x01"))
 	f.Add([]byte("TGX\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -148,10 +152,71 @@ func FuzzDecodeReport(f *testing.F) {
 		if err != nil || again.Instance != r.Instance || len(again.Usage) != len(r.Usage) {
 			t.Fatalf("re-encoding %+v: %+v, %v", r, again, err)
 		}
-		for i := range r.Usage {
-			if again.Usage[i] != r.Usage[i] {
-				t.Fatalf("entry %d: %+v, re-encoded %+v", i, r.Usage[i], again.Usage[i])
+		for i, d := range r.Usage {
+			if again.Usage[i] != d && !math.IsNaN(d.Value) {
+				t.Fatalf("entry %d: %+v, re-encoded %+v", i, d, again.Usage[i])
 			}
 		}
 	})
+}
+
+// Per-topic usage (quota.Delta.Topic) travels in format 2; a part without
+// any is written in format 1, which instances that know only format 1
+// read, and a format-1 record still decodes.
+func TestReportTopics(t *testing.T) {
+	t.Parallel()
+	plain := []quota.Delta{{Key: quota.ProducerByteRate, User: "alice", Client: "c1", Value: 1024, Total: 4096}}
+	b := (&Report{Instance: "a", Usage: plain}).Encode()[0]
+	if b[3] != format1 {
+		t.Fatalf("a report without topics in format %d", b[3])
+	}
+	withTopic := append(slices.Clone(plain), quota.Delta{Key: quota.ConsumerByteRate, User: "bob", Client: "c2", Topic: "logs-a", Value: 7, Total: 9})
+	b = (&Report{Instance: "a", Usage: withTopic}).Encode()[0]
+	if b[3] != format2 {
+		t.Fatalf("a report with a topic in format %d", b[3])
+	}
+	got, err := DecodeReport(b)
+	if err != nil || !slices.Equal(got.Usage, withTopic) {
+		t.Fatalf("round trip: %+v %v", got.Usage, err)
+	}
+	for i := range len(b) {
+		if _, err := DecodeReport(b[:i]); err == nil {
+			t.Fatalf("truncated to %d bytes: accepted", i)
+		}
+	}
+	// An entry flag format 2 does not know, and an empty topic, are refused.
+	at := bytes.Index(b, []byte("bob\x02c2")) + len("bob\x02c2")
+	for _, flags := range []byte{4, 0x80} {
+		bad := bytes.Clone(b)
+		bad[at] = flags
+		if _, err := DecodeReport(bad); err == nil {
+			t.Errorf("entry flags %#x accepted", flags)
+		}
+	}
+	empty := bytes.Clone(b)
+	empty[at+1] = 0 // the topic's length
+	if _, err := DecodeReport(empty); err == nil {
+		t.Error("an empty topic accepted")
+	}
+}
+
+// A per-topic bucket's running total is kept apart from the client bucket
+// of the same (user, client-id): a lost report of one is caught up from
+// its own total, never from the other's.
+func TestCatchUpKeepsTopicsApart(t *testing.T) {
+	t.Parallel()
+	var m memberState
+	now := time.Unix(0, 0)
+	client := quota.Delta{Key: quota.ProducerByteRate, User: "alice", Client: "app", Value: 100, Total: 100}
+	topic := client
+	topic.Topic, topic.Value, topic.Total = "orders", 10, 10
+	m.catchUp([]quota.Delta{client, topic}, now)
+	// The next reports of both are lost; then each reports 5 more.
+	client.Value, client.Total = 5, 305
+	topic.Value, topic.Total = 5, 35
+	us := []quota.Delta{client, topic}
+	m.catchUp(us, now)
+	if us[0].Value != 205 || us[1].Value != 25 {
+		t.Errorf("caught up %v and %v, want 205 (client) and 25 (topic)", us[0].Value, us[1].Value)
+	}
 }

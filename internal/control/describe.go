@@ -28,6 +28,11 @@ import (
 // by its prefix, ANY every prefix entity; DEFAULT is refused (42: a prefix
 // has no default), and so is client-id-prefix with any other component
 // (42: prefix entities stand alone, such a filter could match nothing)
+// * topic and topic-prefix (Tollgate's per-topic quotas): EXACT and ANY as
+// for any type; DEFAULT is refused (42: neither has a default), and so is a
+// filter with both, or with client-id or ip (42: it could match nothing).
+// A filter whose components name neither lists no per-topic entity, so
+// Kafka's tools see only what they know (an empty filter lists everything)
 // * EXACT matches the raw name, case-sensitively; DEFAULT matches the
 // default (null name); SPECIFIED matches any name, defaults included
 // * strict: the entity has exactly as many types as there are components;
@@ -104,6 +109,7 @@ type filter struct {
 	exact  map[string]*string // type → name, nil for DEFAULT
 	any    map[string]bool    // SPECIFIED types
 	strict bool
+	topics bool // a component names topic or topic-prefix
 }
 
 // parseFilter validates the components as ClientQuotasImage.describe does.
@@ -131,8 +137,8 @@ func parseFilter(comps []kmsg.DescribeClientQuotasRequestComponent, strict bool)
 			if comp.Match != nil {
 				return f, invalid("Request specified MATCH_TYPE_DEFAULT, but also specified a match string.")
 			}
-			if t == store.TypeClientIDPrefix {
-				return f, invalid("Request specified MATCH_TYPE_DEFAULT for client-id-prefix, which has no default entity.")
+			if t == store.TypeClientIDPrefix || t == store.TypeTopic || t == store.TypeTopicPrefix {
+				return f, invalid("Request specified MATCH_TYPE_DEFAULT for " + t + ", which has no default entity.")
 			}
 			f.exact[t] = nil
 		case kmsg.QuotasMatchTypeAny:
@@ -151,9 +157,14 @@ func parseFilter(comps []kmsg.DescribeClientQuotasRequestComponent, strict bool)
 	if has(store.TypeIP) && (has(store.TypeUser) || has(store.TypeClientID)) {
 		return f, invalid("Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component.")
 	}
+	topic := has(store.TypeTopic) || has(store.TypeTopicPrefix)
 	if has(store.TypeClientIDPrefix) && (has(store.TypeIP) || has(store.TypeUser) || has(store.TypeClientID)) {
 		return f, invalid("Invalid entity filter component combination. A client-id-prefix filter component should not be used with another one: client-id-prefix entities stand alone.")
 	}
+	if topic && (has(store.TypeIP) || has(store.TypeClientID) || has(store.TypeTopic) && has(store.TypeTopicPrefix)) {
+		return f, invalid("Invalid entity filter component combination. A topic or topic-prefix filter component should not be used with client-id, ip or each other: no per-topic entity has them.")
+	}
+	f.topics = topic
 	return f, apiError{}
 }
 
@@ -165,6 +176,9 @@ func (f filter) match(e store.Entity) bool {
 	}
 	if f.strict && len(e) != n {
 		return false
+	}
+	if !f.topics && (e.Has(store.TypeTopic) || e.Has(store.TypeTopicPrefix)) {
+		return false // a per-topic entity, to a filter that does not ask for one
 	}
 	for t, name := range f.exact {
 		c, ok := e.Get(t)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -50,6 +51,13 @@ var (
 	}
 	ipKeys = map[string]configType{
 		"connection_creation_rate": typeInt,
+	}
+	// topicKeys are a per-topic quota's: the byte rates and the options.
+	topicKeys = map[string]configType{
+		"producer_byte_rate": typeLong,
+		"consumer_byte_rate": typeLong,
+		KeyShadow:            typeFlag,
+		KeyBurstSeconds:      typeBurst,
 	}
 )
 
@@ -101,15 +109,42 @@ const (
 	msgPrefixDefault = "Invalid quota entity, client-id-prefix has no default entity (a default client-id quota covers every client-id)"
 )
 
+// Messages of the per-topic entities, a Tollgate extension.
+const (
+	msgTopicBoth    = "Invalid quota entity combination, a quota is on a topic or on a topic-prefix, not both"
+	msgTopicDefault = "Invalid quota entity, %s has no default entity (a quota is on a named topic or on the topics of a prefix)"
+	msgTopicWith    = "Invalid quota entity combination, a topic or topic-prefix quota is for a user, a client-id-prefix or every client: it cannot be combined with client-id or ip"
+	msgTopicPrefix  = "Invalid quota entity combination, a client-id-prefix cannot be combined with a user"
+)
+
 // keysForEntity is configKeysForEntityType: ip goes alone, and a named ip
 // must be an address. Beyond Kafka, a client-id-prefix goes alone too and
-// must have a name (Redpanda's rules). It returns the keys the entity may
-// carry.
+// must have a name (Redpanda's rules); and a topic or topic-prefix (a
+// per-topic quota) goes alone or with a user or a client-id-prefix. It
+// returns the keys the entity may carry.
 func keysForEntity(e javaEntity) (map[string]configType, apiError) {
 	ip, hasIP := e.get(store.TypeIP)
 	_, hasUser := e.get(store.TypeUser)
 	_, hasClient := e.get(store.TypeClientID)
 	prefix, hasPrefix := e.get(store.TypeClientIDPrefix)
+	topic, hasTopic := e.get(store.TypeTopic)
+	tprefix, hasTopicPrefix := e.get(store.TypeTopicPrefix)
+	switch {
+	case hasTopic && hasTopicPrefix:
+		return nil, invalid(msgTopicBoth)
+	case hasTopic && topic == nil:
+		return nil, invalid(fmt.Sprintf(msgTopicDefault, store.TypeTopic))
+	case hasTopicPrefix && tprefix == nil:
+		return nil, invalid(fmt.Sprintf(msgTopicDefault, store.TypeTopicPrefix))
+	case (hasTopic || hasTopicPrefix) && (hasClient || hasIP):
+		return nil, invalid(msgTopicWith)
+	case (hasTopic || hasTopicPrefix) && hasPrefix && hasUser:
+		return nil, invalid(msgTopicPrefix)
+	case (hasTopic || hasTopicPrefix) && hasPrefix && prefix == nil:
+		return nil, invalid(msgPrefixDefault)
+	case hasTopic || hasTopicPrefix:
+		return topicKeys, apiError{}
+	}
 	switch {
 	case hasIP && (hasUser || hasClient):
 		// "shouldnot" (sic) is Kafka's text, asserted by its tests.

@@ -238,3 +238,126 @@ func TestBurstSecondsKey(t *testing.T) {
 		t.Errorf("after removal: %+v", o)
 	}
 }
+
+// Per-topic entities (topic, topic-prefix) through AlterClientQuotas: what
+// is refused, with which code and message, and that nothing is stored.
+func TestAlterTopicErrors(t *testing.T) {
+	const inv = 42
+	cases := []struct {
+		name string
+		e    kmsg.AlterClientQuotasRequestEntry
+		msg  string
+	}{
+		{"default topic", entry(ent(dflt("topic")), set("producer_byte_rate", 1)), "Invalid quota entity, topic has no default entity (a quota is on a named topic or on the topics of a prefix)"},
+		{"default topic prefix", entry(ent(named("user", "u"), dflt("topic-prefix")), set("producer_byte_rate", 1)), "Invalid quota entity, topic-prefix has no default entity (a quota is on a named topic or on the topics of a prefix)"},
+		{"empty topic", entry(ent(named("topic", "")), set("producer_byte_rate", 1)), "Empty topic not supported"},
+		{"empty topic prefix", entry(ent(named("topic-prefix", "")), set("producer_byte_rate", 1)), "Empty topic-prefix not supported"},
+		{"both", entry(ent(named("topic", "a"), named("topic-prefix", "b")), set("producer_byte_rate", 1)), msgTopicBoth},
+		{"with a client-id", entry(ent(named("client-id", "c"), named("topic", "t")), set("producer_byte_rate", 1)), msgTopicWith},
+		{"with the default client-id", entry(ent(dflt("client-id"), named("topic", "t")), set("producer_byte_rate", 1)), msgTopicWith},
+		{"with an ip", entry(ent(named("ip", "1.2.3.4"), named("topic-prefix", "t")), set("producer_byte_rate", 1)), msgTopicWith},
+		{"with a user and a client-id-prefix", entry(ent(named("user", "u"), named(typePrefix, "p-"), named("topic", "t")), set("producer_byte_rate", 1)), msgTopicPrefix},
+		{"with the default client-id-prefix", entry(ent(dflt(typePrefix), named("topic", "t")), set("producer_byte_rate", 1)), msgPrefixDefault},
+		{"request_percentage", entry(ent(named("topic", "t")), set("request_percentage", 1)), "Invalid configuration key request_percentage"},
+		{"controller_mutation_rate", entry(ent(named("user", "u"), named("topic", "t")), set("controller_mutation_rate", 1)), "Invalid configuration key controller_mutation_rate"},
+		{"zero", entry(ent(named("topic", "t")), set("producer_byte_rate", 0)), "Quota producer_byte_rate must be greater than 0"},
+		{"fraction", entry(ent(named("topic", "t")), set("consumer_byte_rate", 1.5)), "consumer_byte_rate cannot be a fractional value."},
+		{"shadow 2", entry(ent(named("topic", "t")), set("consumer_byte_rate", 1), set("shadow", 2)), "Quota shadow must be 1 (it marks the entity's quotas shadow: measured, not enforced; remove the key to enforce them)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			for _, vo := range []bool{true, false} {
+				got := f.alter(t, admin, vo, tc.e).Entries[0]
+				if got.ErrorCode != inv || deref(got.ErrorMessage) != tc.msg {
+					t.Fatalf("validate_only=%v: %d %q, want %d %q", vo, got.ErrorCode, deref(got.ErrorMessage), inv, tc.msg)
+				}
+			}
+			if n := f.storedCount(t); n != 0 {
+				t.Fatalf("%d entities stored", n)
+			}
+		})
+	}
+}
+
+// Set, describe, build, remove: per-topic entities are entities of their
+// own, listed only to filters that name topic or topic-prefix (and to the
+// empty filter), and reach the engine as quota.Entity.Topic.
+func TestTopicAlterDescribe(t *testing.T) {
+	f := newFixture(t)
+	f.mustAlter(t,
+		entry(ent(named("topic", "orders")), set("producer_byte_rate", 1000)),
+		entry(ent(named("user", "alice"), named("topic", "orders")), set("producer_byte_rate", 2000), set("shadow", 1)),
+		entry(ent(dflt("user"), named("topic-prefix", "logs-")), set("consumer_byte_rate", 3000), set("burst_seconds", 0)),
+		entry(ent(named(typePrefix, "etl-"), named("topic-prefix", "logs-")), set("consumer_byte_rate", 4000)),
+		entry(ent(named("user", "alice")), set("producer_byte_rate", 5000)),
+	)
+	names := func(resp *kmsg.DescribeClientQuotasResponse) []string {
+		t.Helper()
+		if resp.ErrorCode != 0 {
+			t.Fatalf("describe: %d %s", resp.ErrorCode, deref(resp.ErrorMessage))
+		}
+		var out []string
+		for _, e := range resp.Entries {
+			s := ""
+			for _, c := range e.Entity {
+				s += c.Type + "=" + deref(c.Name) + ";"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		strict bool
+		comps  []kmsg.DescribeClientQuotasRequestComponent
+		want   []string
+	}{
+		{"exact topic, strict", true, []kmsg.DescribeClientQuotasRequestComponent{exact("topic", "orders")}, []string{"topic=orders;"}},
+		{"exact topic", false, []kmsg.DescribeClientQuotasRequestComponent{exact("topic", "orders")}, []string{"topic=orders;", "topic=orders;user=alice;"}},
+		{"a user's topic quota", true, []kmsg.DescribeClientQuotasRequestComponent{exact("user", "alice"), anyOf("topic")}, []string{"topic=orders;user=alice;"}},
+		{"any topic prefix", false, []kmsg.DescribeClientQuotasRequestComponent{anyOf("topic-prefix")}, []string{"topic-prefix=logs-;user=<nil>;", "client-id-prefix=etl-;topic-prefix=logs-;"}},
+		{"a user filter lists no per-topic entity", false, []kmsg.DescribeClientQuotasRequestComponent{exact("user", "alice")}, []string{"user=alice;"}},
+		{"a prefix filter lists no per-topic entity", false, []kmsg.DescribeClientQuotasRequestComponent{anyOf(typePrefix)}, nil},
+	}
+	for _, tc := range cases {
+		got := names(f.describe(t, admin, tc.strict, tc.comps...))
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+			}
+		}
+	}
+	if all := f.describe(t, admin, false); len(all.Entries) != 5 {
+		t.Errorf("empty filter: %d entries, want 5", len(all.Entries))
+	}
+	for _, bad := range [][]kmsg.DescribeClientQuotasRequestComponent{
+		{defaultOf("topic")}, {anyOf("topic"), anyOf("topic-prefix")}, {anyOf("topic"), anyOf("client-id")}, {exact("topic-prefix", "x"), anyOf("ip")},
+	} {
+		if resp := f.describe(t, admin, false, bad...); resp.ErrorCode != 42 || resp.Entries != nil {
+			t.Errorf("%v: %d %q", bad, resp.ErrorCode, deref(resp.ErrorMessage))
+		}
+	}
+
+	q, _, err := f.cq.Quotas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := q.ResolveTopic(quota.ProducerByteRate, "alice", "app", "orders"); r.Entity != quota.TopicEntity(quota.UserEntity(quota.Exact("alice")), quota.Exact("orders")) || r.Quota != 2000 || !r.Options.Shadow {
+		t.Errorf("alice on orders: %+v", r)
+	}
+	if r := q.ResolveTopic(quota.ConsumerByteRate, "bob", "etl-1", "logs-x"); r.Level != quota.LevelDefaultUserTopic || r.Quota != 3000 || !r.Options.HasBurst {
+		t.Errorf("bob on logs-x: %+v", r)
+	}
+	if r := q.Resolve(quota.ProducerByteRate, "alice", "app"); r.Quota != 5000 {
+		t.Errorf("alice's client quota: %+v", r)
+	}
+	f.mustAlter(t, entry(ent(named("topic", "orders")), rm("producer_byte_rate")))
+	if got := names(f.describe(t, admin, true, exact("topic", "orders"))); len(got) != 0 {
+		t.Errorf("after removal: %q", got)
+	}
+}

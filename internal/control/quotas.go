@@ -156,6 +156,12 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 		if cl, ok := eq.Entity.Get(store.TypeClientID); ok {
 			e.Client = quotaName(cl)
 		}
+		if t, ok := eq.Entity.Get(store.TypeTopic); ok {
+			e.Topic = quota.Exact(t.Name)
+		}
+		if t, ok := eq.Entity.Get(store.TypeTopicPrefix); ok {
+			e.Topic = quota.Prefix(t.Name)
+		}
 		if o := OptionsOf(eq.Values); o != (quota.Options{}) {
 			if err := q.SetOptions(e, o); err != nil {
 				errs = append(errs, fmt.Errorf("%v options: %w", eq.Entity, err))

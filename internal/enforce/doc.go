@@ -20,6 +20,12 @@
 //     over its quota is throttled, bounded by one quota window, as Kafka's
 //     ClientRequestQuotaManager does. Requests the gateway answers itself
 //     never reach the filter and cost nothing.
+//   - per-topic quotas (topic.go): a Produce's or a Fetch response's record
+//     bytes of each topic into the client's per-topic bucket of the topic
+//     (the Produce when it passes, a Fetch response when it passes, a
+//     streamed one as it passes), a limited topic's partition_max_bytes
+//     clamped in place, a request held for its throttled topics; read in
+//     place, and only when some per-topic quota exists.
 //
 // The throttle goes into the response's throttle_time_ms (the maximum of
 // Tollgate's and the broker's) and the connection is muted for it (the

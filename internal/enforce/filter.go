@@ -3,6 +3,7 @@ package enforce
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -24,9 +25,15 @@ type Filter struct {
 	Engine *quota.Engine
 	// Topics is the gateway; set it before the gateway starts accepting.
 	Topics Topics
+	// Names lists the upstream's topic ids and names, for per-topic
+	// quotas on requests that name topics by id (the gateway; nil: ids
+	// are learnt from the Metadata answers that pass only).
+	Names TopicNames
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *slog.Logger
+
+	ids topicIDs // topic id → name, for per-topic quotas (topic.go)
 }
 
 // New returns a filter enforcing eng's quotas.
@@ -47,23 +54,23 @@ func (f *Filter) Name() string { return "quota" }
 func (f *Filter) Keys() []int16 { return allKeys }
 
 // ForConn implements proxy.ConnFilter.
-func (f *Filter) ForConn(proxy.Conn) proxy.Filter { return &conn{f: f} }
+func (f *Filter) ForConn(proxy.Conn) proxy.Filter { return connFor(f) }
 
 // The filter itself serves a caller without connections of its own (a
 // benchmark, a test) with a fresh handle per call.
 
 // OnRequest implements proxy.RequestHook.
 func (f *Filter) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
-	return (&conn{f: f}).OnRequest(c, r)
+	return connFor(f).OnRequest(c, r)
 }
 
 // Throttle implements proxy.ThrottleHook.
 func (f *Filter) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration {
-	return (&conn{f: f}).Throttle(c, r, size)
+	return connFor(f).Throttle(c, r, size)
 }
 
 // Dropped implements proxy.DropHook.
-func (f *Filter) Dropped(c proxy.Conn, r *proxy.Request) { (&conn{f: f}).Dropped(c, r) }
+func (f *Filter) Dropped(c proxy.Conn, r *proxy.Request) { connFor(f).Dropped(c, r) }
 
 // conn is the filter of one connection. Requests arrive on the session's
 // reader and responses on its responder, so each side keeps its own
@@ -74,6 +81,26 @@ type conn struct {
 	// meter times the upstream's answers for request_percentage; the
 	// responder's side only.
 	meter quota.RequestMeter
+
+	// Per-topic quotas (topic.go). The reader's side: reqWalk, reqCl
+	// (the client a streamed Produce's topics are charged to). The
+	// responder's: respWalk, respCl, respTopic (a buffered Fetch
+	// response's per-topic throttle, from OnResponse to Throttle),
+	// fetchUntil (ms, a streamed one's). produceUntil (ms) goes from the
+	// reader to the responder.
+	reqWalk, respWalk              topicWalk
+	reqCl, respCl                  *quota.Client
+	respTopic                      time.Duration
+	fetchUntil                     int64
+	produceUntil                   atomic.Int64
+	streamProduceFn, streamFetchFn func([]byte, [16]byte, int) // bound once: a verdict carries them without allocating
+}
+
+func connFor(f *Filter) *conn {
+	q := &conn{f: f}
+	q.reqWalk.q, q.respWalk.q = q, q
+	q.streamProduceFn, q.streamFetchFn = q.streamProduce, q.streamFetch
+	return q
 }
 
 // handle is a quota.Client for the connection's current (user, client-id);
@@ -112,23 +139,26 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
 			hold := max(cl.Hold(quota.ProducerByteRate, now), held)
-			return proxy.Verdict{Hold: hold, Throttle: cl.RecordProduce(r.Size, now.Add(hold))}
+			hold, tt, fn := q.produceTopics(cl, r, now, hold)
+			return proxy.Verdict{Hold: hold, Throttle: max(cl.RecordProduce(r.Size, now.Add(hold)), tt), TopicBytes: fn}
 		}
 		hold, reserved := cl.HoldProduce(r.Size, now)
 		setReservation(r, reserved)
-		return proxy.Verdict{Hold: hold}
+		hold, _, fn := q.produceTopics(cl, r, now, max(hold, held))
+		return proxy.Verdict{Hold: hold, TopicBytes: fn}
 	case wire.KeyFetch:
 		hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
+		hold, fn := q.fetchTopics(cl, r, now, hold)
 		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
 		if !ok {
-			return proxy.Verdict{Hold: hold}
+			return proxy.Verdict{Hold: hold, TopicBytes: fn}
 		}
 		clamp, reserved := cl.ReserveFetch(req, now.Add(hold))
 		if clamp < req {
 			wire.ClampFetch(r.Payload, r.BodyOffset, r.Version, clamp)
 		}
 		setReservation(r, reserved)
-		return proxy.Verdict{Hold: hold}
+		return proxy.Verdict{Hold: hold, TopicBytes: fn}
 	case wire.KeyShareFetch:
 		return q.shareFetch(cl, r, now, held)
 	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
@@ -173,8 +203,12 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 	switch r.Key {
 	case wire.KeyProduce:
 		cl.ReleaseProduce(reservation(r), now)
-		t = cl.RecordProduce(r.Size, now)
-	case wire.KeyFetch, wire.KeyShareFetch:
+		t = max(cl.RecordProduce(r.Size, now), q.topicThrottle(r.Key, now))
+	case wire.KeyFetch:
+		q.respCl = cl // a streamed response's topics are charged to it
+		cl.ReleaseFetch(reservation(r), now)
+		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
+	case wire.KeyShareFetch:
 		cl.ReleaseFetch(reservation(r), now)
 		t = cl.RecordFetch(size, now)
 	}

@@ -112,8 +112,18 @@ func noteWait(r *proxy.Request) {
 
 // OnResponse implements proxy.ResponseHook: a JoinGroup answered with an
 // error did not wait for its group, so it is charged all its time (see
-// noteWait). Every other answer passes untouched.
-func (q *conn) OnResponse(_ proxy.Conn, r *proxy.Response) error {
+// noteWait). With per-topic quotas, a Fetch answer read whole is charged
+// per topic and a Metadata answer's topic ids are learnt (topic.go). Every
+// answer passes untouched.
+func (q *conn) OnResponse(c proxy.Conn, r *proxy.Response) error {
+	switch r.Req.Key {
+	case wire.KeyFetch:
+		q.fetchResponseTopics(c, r) // per-topic quotas (topic.go)
+		return nil
+	case wire.KeyMetadata:
+		q.learnTopicIDs(r) // per-topic quotas: topics named by id
+		return nil
+	}
 	if r.Req.Key != wire.KeyJoinGroup || allowedWait(r.Req) == 0 {
 		return nil
 	}
@@ -125,5 +135,5 @@ func (q *conn) OnResponse(_ proxy.Conn, r *proxy.Response) error {
 
 // OnResponse implements proxy.ResponseHook.
 func (f *Filter) OnResponse(c proxy.Conn, r *proxy.Response) error {
-	return (&conn{f: f}).OnResponse(c, r)
+	return connFor(f).OnResponse(c, r)
 }

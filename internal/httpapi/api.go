@@ -123,12 +123,15 @@ func num(v float64) *float64 {
 }
 
 // Bucket is one live quota bucket: Kafka's tags user and client_id, or a
-// client-id prefix group (client_id_prefix set, user and client_id "").
+// client-id prefix group (client_id_prefix set, user and client_id ""); a
+// per-topic quota's bucket also has its topic, or its topic prefix.
 type Bucket struct {
 	Quota          string       `json:"quota"`
 	User           string       `json:"user"`
 	ClientID       string       `json:"client_id"`
 	ClientIDPrefix string       `json:"client_id_prefix,omitempty"`
+	Topic          string       `json:"topic,omitempty"`
+	TopicPrefix    string       `json:"topic_prefix,omitempty"`
 	Level          string       `json:"level"`
 	Entity         []EntityPart `json:"entity,omitempty"`
 	Limit          *float64     `json:"limit"`
@@ -196,6 +199,11 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		if u.ClientIDPrefix {
 			b.ClientID, b.ClientIDPrefix = "", u.ClientID
 		}
+		if u.TopicPrefix {
+			b.TopicPrefix = u.Topic
+		} else {
+			b.Topic = u.Topic
+		}
 		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
 		b.BurstSeconds = burstJSON(u.Options)
 		if u.Level != quota.LevelNone {
@@ -238,6 +246,11 @@ func entityJSON(e quota.Entity) []EntityPart {
 	} else {
 		add("client-id", e.Client)
 	}
+	if e.Topic.IsPrefix() {
+		add("topic-prefix", quota.Exact(e.Topic.Value()))
+	} else {
+		add("topic", e.Topic)
+	}
 	return out
 }
 
@@ -252,6 +265,10 @@ type Resolved struct {
 	// BucketPrefix is set when the bucket is a client-id prefix group:
 	// every client-id starting with it shares it (BucketCID is then "").
 	BucketPrefix string `json:"bucket_client_id_prefix,omitempty"`
+	// BucketTopic and BucketTopicPrefix name a per-topic quota's bucket
+	// (the answer for a topic asked with topic=).
+	BucketTopic       string `json:"bucket_topic,omitempty"`
+	BucketTopicPrefix string `json:"bucket_topic_prefix,omitempty"`
 	// Shadow is set when the quota that applies is in shadow mode;
 	// Shadowed is then what its bucket would have throttled.
 	Shadow   bool    `json:"shadow,omitempty"`
@@ -299,6 +316,32 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		tn := tenants{eng: s.Engine, now: func() time.Time { return now }}
 		resp["tenant"] = map[string]any{"name": name,
 			"usage": tn.view(control.TenantInfo{TenantSpec: control.TenantSpec{Name: name}}, nil).Usage}
+	}
+	if q.Has("topic") {
+		// The per-topic quotas of the client on the topic, beside its
+		// client quotas: the request is held by the largest throttle.
+		topic := q.Get("topic")
+		var tq []Resolved
+		for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+			res := s.Engine.ResolveTopic(k, user, cid, topic, now)
+			rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
+				BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
+			if res.ClientPrefix {
+				rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
+			}
+			if res.TopicPrefix {
+				rv.BucketTopicPrefix = res.TopicTag
+			} else {
+				rv.BucketTopic = res.TopicTag
+			}
+			rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
+			rv.BurstSeconds = burstJSON(res.Options)
+			if res.Limited() {
+				rv.Entity = entityJSON(res.Entity)
+			}
+			tq = append(tq, rv)
+		}
+		resp["topic"], resp["topic_quotas"] = topic, tq
 	}
 	if ipS := q.Get("ip"); ipS != "" {
 		ip, err := netip.ParseAddr(ipS)

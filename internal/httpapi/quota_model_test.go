@@ -86,3 +86,45 @@ func TestShadowBucketsAndResolve(t *testing.T) {
 		}
 	}
 }
+
+// A per-topic quota's bucket names its topic (or topic prefix), and
+// resolve answers for a topic asked with topic=.
+func TestTopicBucketsAndResolve(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	eng, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	alice := quota.UserEntity(quota.Exact("alice"))
+	q.Set(quota.TopicEntity(alice, quota.Prefix("logs-")), quota.ProducerByteRate, 1000)
+	q.Set(quota.TopicEntity(quota.Entity{}, quota.Exact("orders")), quota.ConsumerByteRate, 2000)
+	eng.SetQuotas(q)
+	eng.Client("alice", "app").RecordTopic(quota.ProducerByteRate, []byte("logs-a"), 100, now)
+	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/api/v1/buckets", []string{
+			`"user":"alice","client_id":"","topic_prefix":"logs-","level":"user+topic","entity":[{"type":"user","name":"alice"},{"type":"topic-prefix","name":"logs-"}],"limit":1000`,
+		}},
+		{"/api/v1/resolve?user=alice&client_id=app&topic=logs-b", []string{
+			`"topic":"logs-b","topic_quotas":[{"quota":"producer_byte_rate","level":"user+topic","entity":[{"type":"user","name":"alice"},{"type":"topic-prefix","name":"logs-"}],"value":1000,"bucket_user":"alice","bucket_client_id":"","bucket_topic_prefix":"logs-","rate":`,
+		}},
+		{"/api/v1/resolve?user=bob&client_id=app&topic=orders", []string{
+			`{"quota":"consumer_byte_rate","level":"topic","entity":[{"type":"topic","name":"orders"}],"value":2000,"bucket_user":"","bucket_client_id":"","bucket_topic":"orders"`,
+			`{"quota":"producer_byte_rate","level":"none","value":null`,
+		}},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, localRequest("GET", tc.path, nil))
+		var buf bytes.Buffer
+		json.Compact(&buf, rec.Body.Bytes())
+		for _, w := range tc.want {
+			if !strings.Contains(buf.String(), w) {
+				t.Errorf("%s lacks %s:\n%s", tc.path, w, buf.String())
+			}
+		}
+	}
+}

@@ -19,7 +19,11 @@ import (
 // which is throttled by muting alone); a request for a bucket already
 // throttled is held until the bucket's deadline before it is forwarded.
 // request_percentage (enforce/request.go): the upstream's time for it,
-// less timeout_ms for acks=all (the wait for the replicas).
+// less timeout_ms for acks=all (the wait for the replicas). Per-topic
+// quotas (enforce/topic.go), when any is set: each topic's record bytes to
+// its per-topic bucket as the request passes (read in place; a streamed
+// one's as it is forwarded, proxy.Verdict.TopicBytes), held while one of
+// its topics' buckets is throttled.
 //
 // Reserved topics (reserved.go): the topics a request names (by name, or
 // by id from v13) are read in place, its records skipped, never copied; a

@@ -19,7 +19,10 @@ import (
 // clamped to what the quota allows now (Kafka's Q·(N−1)·W, less fetches in
 // flight), in place (wire.ClampFetch). request_percentage
 // (enforce/request.go): the upstream's time for it, less max_wait_ms when
-// min_bytes > 0 (the long poll).
+// min_bytes > 0 (the long poll). Per-topic quotas (enforce/topic.go), when
+// any is set: each limited topic's partition_max_bytes clamped in place to
+// its bucket's room, and each topic's record bytes charged when the
+// response passes (read in place, or as a streamed one passes).
 //
 // Reserved topics (reserved.go): the topics (names to v12, ids from v13)
 // are read in place; a request that names none of Tollgate's own topics is

@@ -21,7 +21,10 @@ import (
 //
 // Differs from a broker: the brokers' own quotas are not shown (Tollgate
 // enforces instead of them); filters may name client-id-prefix (EXACT and
-// ANY; Redpanda's entity type), which Kafka answers UNSUPPORTED_VERSION.
+// ANY; Redpanda's entity type) and topic and topic-prefix (Tollgate's
+// per-topic quotas), which Kafka answers UNSUPPORTED_VERSION; per-topic
+// entities are listed only to filters naming topic or topic-prefix, and to
+// the empty filter.
 func (q *clientQuotas) describe(ctx context.Context, who control.Initiator, req *kmsg.DescribeClientQuotasRequest) proxy.Verdict {
 	return proxy.Verdict{Respond: q.ctl.Describe(ctx, who, req)}
 }

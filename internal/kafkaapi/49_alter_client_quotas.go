@@ -23,7 +23,10 @@ import (
 //
 // Differs from a broker: the quotas apply to the whole cluster at once, not
 // per broker; the entity type client-id-prefix (Redpanda's: one quota shared
-// by every client-id starting with the name) is accepted where Kafka answers
+// by every client-id starting with the name), and the per-topic entity
+// types topic and topic-prefix (Tollgate's: producer_byte_rate and
+// consumer_byte_rate of a user, a client-id-prefix or every client on a
+// topic or the topics of a prefix) are accepted where Kafka answers
 // INVALID_REQUEST "Unhandled client quota entity type".
 func (q *clientQuotas) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterClientQuotasRequest) proxy.Verdict {
 	return proxy.Verdict{Respond: q.ctl.Alter(ctx, who, req)}

@@ -27,8 +27,10 @@ type quotaCollector struct {
 
 // bucketLabels name a bucket: Kafka's tags user and client_id, and
 // client_id_prefix for a client-id prefix group (user and client_id are then
-// ""), so that the group "bar-" and a client-id spelled "bar-" are two series.
-var bucketLabels = []string{"quota", "user", "client_id", "client_id_prefix"}
+// ""), so that the group "bar-" and a client-id spelled "bar-" are two series;
+// a per-topic quota's bucket also has its topic, or its topic prefix in
+// topic_prefix (both "" for a client quota's bucket).
+var bucketLabels = []string{"quota", "user", "client_id", "client_id_prefix", "topic", "topic_prefix"}
 
 // RegisterQuotas adds the quota metrics of eng, with per-bucket series for
 // at most maxBuckets buckets (the busiest; at least 1).
@@ -87,9 +89,12 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	exported := map[quota.Key]int{}
 	for _, u := range top {
 		exported[u.Key]++
-		lv := []string{u.Key.String(), u.User, u.ClientID, ""}
+		lv := []string{u.Key.String(), u.User, u.ClientID, "", u.Topic, ""}
 		if u.ClientIDPrefix {
 			lv[2], lv[3] = "", u.ClientID
+		}
+		if u.TopicPrefix {
+			lv[4], lv[5] = "", u.Topic
 		}
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, u.Rate, lv...)
 		ch <- prometheus.MustNewConstMetric(c.instanceRate, prometheus.GaugeValue, u.InstanceRate, lv...)

@@ -58,3 +58,29 @@ func TestQuotaShadowMetrics(t *testing.T) {
 	}
 	expect(t, m.Registry, 1, "tollgate_quota_throttled_total", "user", "bob")
 }
+
+// A per-topic bucket is a series of its own: topic (or topic_prefix) tells
+// it apart from the client quota's bucket of the same user.
+func TestQuotaTopicLabels(t *testing.T) {
+	eng, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q quota.Quotas
+	alice := quota.UserEntity(quota.Exact("alice"))
+	q.Set(alice, quota.ProducerByteRate, 1000)
+	q.Set(quota.TopicEntity(alice, quota.Exact("orders")), quota.ProducerByteRate, 2000)
+	q.Set(quota.TopicEntity(alice, quota.Prefix("logs-")), quota.ProducerByteRate, 3000)
+	eng.SetQuotas(q)
+	m := metrics.New()
+	m.RegisterQuotas(eng, 10)
+	now := time.Now()
+	cl := eng.Client("alice", "app")
+	cl.RecordProduce(10, now)
+	cl.RecordTopic(quota.ProducerByteRate, []byte("orders"), 10, now)
+	cl.RecordTopic(quota.ProducerByteRate, []byte("logs-a"), 10, now)
+	expect(t, m.Registry, 1000, "tollgate_quota_limit", "user", "alice", "topic", "", "topic_prefix", "")
+	expect(t, m.Registry, 2000, "tollgate_quota_limit", "user", "alice", "topic", "orders", "topic_prefix", "")
+	expect(t, m.Registry, 3000, "tollgate_quota_limit", "user", "alice", "topic", "", "topic_prefix", "logs-")
+	expect(t, m.Registry, 3, "tollgate_quota_buckets", "quota", "producer_byte_rate")
+}

@@ -62,6 +62,30 @@ func (g *Gateway) TopicIDs(ctx context.Context, topics []string) (map[string][16
 	return out, nil
 }
 
+// TopicNames asks upstream for every topic's id and name, for the filters
+// that need the names of topics a request names by id (Fetch v13+,
+// Produce v13): per-topic quotas are set by name. It never creates a
+// topic.
+func (g *Gateway) TopicNames(ctx context.Context) (map[[16]byte]string, error) {
+	if g.meta == nil {
+		return nil, fmt.Errorf("the gateway has not started")
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = nil // every topic
+	req.AllowAutoTopicCreation = false
+	resp, err := req.RequestWith(ctx, g.meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[[16]byte]string, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.ErrorCode == 0 && t.Topic != nil && t.TopicID != ([16]byte{}) {
+			out[t.TopicID] = *t.Topic
+		}
+	}
+	return out, nil
+}
+
 // partitionsCache holds num.partitions as last read from upstream.
 type partitionsCache struct {
 	sync.Mutex

@@ -169,6 +169,18 @@ type Verdict struct {
 	// Produce whose later topics lie past the head. Ignored for any other
 	// request; at most one filter of a chain may set it.
 	Topics func(name []byte, id [16]byte) bool
+	// TopicBytes sees each topic's record bytes (the sum of its
+	// partitions' records lengths) where the filter cannot read them
+	// itself: for a streamed Produce (Request.Payload holds only its
+	// head), as the frame is forwarded, once the topic's records are
+	// written; for a Fetch whose response is streamed (64 KiB or more),
+	// as the response passes, after its throttle_time_ms was written. The
+	// topic is its name, or its id (name nil) where the version names
+	// topics by id; name is valid during the call only. A request or
+	// response read whole is not shown (the filter reads Payload, or the
+	// response in OnResponse). Per-topic quotas set it; at most one filter
+	// of a chain may.
+	TopicBytes func(name []byte, id [16]byte, bytes int)
 	// Merge, if non-nil, edits the decoded upstream response before the
 	// response hooks see it (e.g. to add back the items the gateway
 	// answered itself).
@@ -301,3 +313,6 @@ var errTwoForwards = fmt.Errorf("two filters rewrote the same request")
 
 // errTwoTopicChecks is a chain in which two filters set Verdict.Topics.
 var errTwoTopicChecks = fmt.Errorf("two filters check the topics of the same streamed Produce")
+
+// errTwoTopicBytes is a chain in which two filters set Verdict.TopicBytes.
+var errTwoTopicBytes = fmt.Errorf("two filters count the topic bytes of the same request")

@@ -46,6 +46,32 @@ func BenchmarkSessionProduceQuotas(b *testing.B) {
 	}
 }
 
+// BenchmarkSessionProduceTopics is BenchmarkSessionProduce with a
+// per-topic producer_byte_rate on its topic, far above the traffic, beside
+// the client quota: each Produce is also walked, held-checked and charged
+// per topic. It allocates nothing.
+func BenchmarkSessionProduceTopics(b *testing.B) {
+	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: quota.ByteRateTokenBucket})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var q quota.Quotas
+	for _, e := range []quota.Entity{{Client: quota.Default()}, quota.TopicEntity(quota.Entity{}, quota.Exact("bench"))} {
+		if err := q.Set(e, quota.ProducerByteRate, 1e12); err != nil {
+			b.Fatal(err)
+		}
+	}
+	eng.SetQuotas(q)
+	proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Quota: enforce.New(eng, nil)})))
+	var topic bool
+	for _, u := range eng.Usage(time.Now()) {
+		topic = topic || (u.Topic == "bench" && u.Rate > 0)
+	}
+	if !topic {
+		b.Fatal("the per-topic bucket recorded nothing")
+	}
+}
+
 // BenchmarkSessionProduceReserved is BenchmarkSessionProduce through the
 // gateway's filter chain without Tollgate's own topics (reserved=none: the
 // chain has no reserved-topics filter) and with two (each Produce's topics

@@ -186,8 +186,10 @@ type errUpstreamWrite struct{ error }
 func (e errUpstreamWrite) Unwrap() error { return e.error }
 
 // streamProduceChecked forwards a streamed Produce of n payload bytes whose
-// head req was parsed from, showing check each topic before it is written.
-func (s *session) streamProduceChecked(sz [4]byte, n int, req *Request, check func([]byte, [16]byte) bool) (Reason, error) {
+// head req was parsed from, showing check (if any) each topic before it is
+// written, and sizes (if any) each topic's record bytes once they are.
+func (s *session) streamProduceChecked(sz [4]byte, n int, req *Request, check func([]byte, [16]byte) bool,
+	sizes func([]byte, [16]byte, int)) (Reason, error) {
 	st := &produceStream{s: s, sz: sz[:], left: n, check: check}
 	ver, flex := req.Version, req.Flexible
 	st.field(req.BodyOffset) // the header, parsed already
@@ -197,26 +199,44 @@ func (s *session) streamProduceChecked(sz [4]byte, n int, req *Request, check fu
 	st.field(2 + 4) // acks, timeout
 	var none [16]byte
 	for topics := st.length(flex, true); topics > 0 && st.err == nil; topics-- {
-		var ok bool
+		ok := true
+		var id [16]byte
+		var name []byte
 		if ver >= 13 {
 			if b := st.field(16); b != nil {
-				ok = check(nil, [16]byte(b))
+				id = [16]byte(b)
+				if check != nil {
+					ok = check(nil, id)
+				}
 			}
-		} else if name := st.field(max(st.length(flex, false), 0)); name != nil {
-			ok = check(name, none)
+		} else if name = st.field(max(st.length(flex, false), 0)); name != nil {
+			if check != nil {
+				ok = check(name, none)
+			}
+			if sizes != nil {
+				// The read buffer is reused while the records pass.
+				s.wname = append(s.wname[:0], name...)
+				name = s.wname
+			}
 		}
 		if st.err == nil && !ok {
 			return ReasonRefused, errTopicRefused
 		}
+		records := 0
 		for parts := st.length(flex, true); parts > 0 && st.err == nil; parts-- {
 			st.field(4) // partition index
-			st.copy(max(st.length(flex, true), 0))
+			k := max(st.length(flex, true), 0)
+			st.copy(k)
+			records += k
 			if flex {
 				st.tags()
 			}
 		}
 		if flex {
 			st.tags()
+		}
+		if sizes != nil && st.err == nil {
+			sizes(name, id, records)
 		}
 	}
 	st.copy(st.left) // the request's tag section

@@ -275,8 +275,8 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 			return r, err
 		}
 	}
-	if v.Topics != nil {
-		if r, err := s.streamProduceChecked(sz, n, req, v.Topics); err != nil {
+	if v.Topics != nil || v.TopicBytes != nil {
+		if r, err := s.streamProduceChecked(sz, n, req, v.Topics, v.TopicBytes); err != nil {
 			return r, err
 		}
 	} else if r, err := s.streamToUpstream(sz, n); err != nil {
@@ -366,6 +366,14 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 			}
 			v.Topics = fv.Topics
 		}
+		if fv.TopicBytes != nil {
+			if v.TopicBytes != nil {
+				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoTopicBytes)...)
+				v.Close, last = ReasonRefused, i
+				break
+			}
+			v.TopicBytes = fv.TopicBytes
+		}
 		if fv.Merge != nil {
 			if v.Merge == nil {
 				v.Merge = fv.Merge
@@ -441,7 +449,7 @@ func (s *session) enqueue(req *Request, v *Verdict) error {
 	pr.decoded = nil
 	deadline := now.Add(s.gw.cfg.RequestTimeout + req.MaxWait)
 	s.mu.Lock()
-	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline})
+	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline, topicBytes: v.TopicBytes})
 	if s.head == len(s.queue)-1 {
 		s.upstreamDeadline() // the new head: the responder may be waiting with none
 	}

@@ -67,13 +67,17 @@ type session struct {
 	req     Request         // the request being read (reader goroutine only)
 	verdict Verdict         // its verdict (reader goroutine only)
 	stage   []byte          // staging for streamed responses (responder only)
-	fwd     []byte          // re-encoded requests (reader only)
-	replay  []byte          // a request to send first when the upstream opens (Verdict.Replay)
-	auth    authState
-	cur     pending  // the response being processed (responder only)
-	resp    Response // what the response hooks see (responder only)
-	fmtr    *kmsg.RequestFormatter
-	fmtrID  string
+	// rname and wname hold the topic name of a streamed response
+	// (responder) or request (reader) while its records pass: the bytes
+	// it was read from are reused meanwhile.
+	rname, wname []byte
+	fwd          []byte // re-encoded requests (reader only)
+	replay       []byte // a request to send first when the upstream opens (Verdict.Replay)
+	auth         authState
+	cur          pending  // the response being processed (responder only)
+	resp         Response // what the response hooks see (responder only)
+	fmtr         *kmsg.RequestFormatter
+	fmtrID       string
 }
 
 // pending is one request whose response has not been written yet.
@@ -84,6 +88,9 @@ type pending struct {
 	merge    func(kmsg.Response)
 	deadline time.Time // the upstream must answer by then (RequestTimeout)
 	silent   bool      // a replayed request: its answer is not the client's (Verdict.Replay)
+	// topicBytes sees the topics of a streamed Fetch response
+	// (Verdict.TopicBytes).
+	topicBytes func(name []byte, id [16]byte, bytes int)
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {

@@ -88,6 +88,24 @@ func (st *fetchStream) compactLen() int {
 	return n
 }
 
+// length reads an array, string or bytes length in either encoding (null
+// reads as 0): classic arrays and bytes have an int32 length, strings an
+// int16 one (short: true).
+func (st *fetchStream) length(flex, short bool) int {
+	if flex {
+		return st.compactLen()
+	}
+	var n int
+	if short {
+		if b := st.read(2); b != nil {
+			n = int(int16(uint16(b[0])<<8 | uint16(b[1])))
+		}
+	} else if b := st.read(4); b != nil {
+		n = int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
+	}
+	return max(n, 0)
+}
+
 func (st *fetchStream) flush() {
 	if st.err != nil || len(st.stage) == 0 {
 		return
@@ -165,30 +183,66 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 			putThrottle(b, throttleMs(t))
 		}
 	}
-	if ver < 12 {
+	if ver < 12 && pr.topicBytes == nil {
 		// No tagged fields, so nothing after the head can carry an
 		// address: the rest goes through verbatim.
 		st.copyRaw(st.left)
 	} else {
-		st.read(2 + 4) // error code, session id
-		for topics := st.compactLen(); topics > 0 && st.err == nil; topics-- {
+		// Walked: for the tags of v12+, and for the topics' record
+		// bytes when a filter counts them (Verdict.TopicBytes).
+		flex := ver >= 12
+		if ver >= 7 {
+			st.read(2 + 4) // error code, session id
+		}
+		part := 4 + 2 + 8 // partition, error, hwm
+		if ver >= 4 {
+			part += 8 // last stable offset
+		}
+		if ver >= 5 {
+			part += 8 // log start offset
+		}
+		for topics := st.length(flex, false); topics > 0 && st.err == nil; topics-- {
+			var id [16]byte
+			var name []byte
 			if ver >= 13 {
-				st.read(16) // topic id
-			} else {
-				st.read(st.compactLen()) // topic name
+				if b := st.read(16); b != nil {
+					id = [16]byte(b)
+				}
+			} else if b := st.read(st.length(flex, true)); b != nil {
+				// The stage is reused while the records pass.
+				s.rname = append(s.rname[:0], b...)
+				name = s.rname
 			}
-			for parts := st.compactLen(); parts > 0 && st.err == nil; parts-- {
-				st.read(4 + 2 + 8 + 8 + 8) // partition, error, hwm, lso, log start
-				for a := st.compactLen(); a > 0 && st.err == nil; a-- {
-					st.read(16)
+			records := 0
+			for parts := st.length(flex, false); parts > 0 && st.err == nil; parts-- {
+				st.read(part)
+				if ver >= 4 {
+					for a := st.length(flex, false); a > 0 && st.err == nil; a-- {
+						st.read(16) // producer id, first offset
+						if flex {
+							st.tags()
+						}
+					}
+				}
+				if ver >= 11 {
+					st.read(4) // preferred read replica
+				}
+				k := st.length(flex, false)
+				st.records(k)
+				records += k
+				if flex {
 					st.tags()
 				}
-				st.read(4) // preferred read replica
-				st.records(st.compactLen())
+			}
+			if flex {
 				st.tags()
 			}
-			st.tags()
+			if pr.topicBytes != nil && st.err == nil {
+				pr.topicBytes(name, id, records)
+			}
 		}
+	}
+	if ver >= 12 {
 		at := len(st.stage)
 		st.tags()
 		if st.err == nil && st.stage[at] != 0 {

@@ -80,23 +80,23 @@ type KeyStats struct {
 }
 
 // Stats returns the size and the eviction and expiry counts of every key,
-// in Keys() order.
+// in Keys() order; a byte rate's figures include its per-topic buckets and
+// routes (bounded by the same caps, separately).
 func (e *Engine) Stats() []KeyStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]KeyStats, 0, numKeys)
-	for k := range e.mgr {
-		m := &e.mgr[k]
-		out = append(out, KeyStats{
-			Key:                     Key(k),
-			Buckets:                 len(m.buckets),
-			Routes:                  len(m.routes()),
-			EvictedBuckets:          m.ev.buckets,
-			EvictedThrottledBuckets: m.ev.throttledBuckets,
-			EvictedRoutes:           m.ev.routes,
-			ExpiredBuckets:          m.ev.expiredBuckets,
-			ExpiredRoutes:           m.ev.expiredRoutes,
-		})
+	out := make([]KeyStats, numKeys)
+	for i := range e.mgr {
+		m := &e.mgr[i]
+		s := &out[m.key]
+		s.Key = m.key
+		s.Buckets += len(m.buckets)
+		s.Routes += len(m.routes())
+		s.EvictedBuckets += m.ev.buckets
+		s.EvictedThrottledBuckets += m.ev.throttledBuckets
+		s.EvictedRoutes += m.ev.routes
+		s.ExpiredBuckets += m.ev.expiredBuckets
+		s.ExpiredRoutes += m.ev.expiredRoutes
 	}
 	return out
 }
@@ -292,7 +292,7 @@ func (m *manager) removeRoute(r *route) {
 // rebuildRoutes publishes routes as the view (the dirty map is dropped) and
 // rebuilds the route ring: the routes of order first, in that order, then
 // any others. Engine.mu must be held.
-func (m *manager) rebuildRoutes(enabled bool, routes map[ident]*route, order []routeSlot) {
+func (m *manager) rebuildRoutes(enabled bool, tt *topicTable, routes map[ident]*route, order []routeSlot) {
 	ring := make([]routeSlot, 0, len(routes))
 	for _, rs := range order {
 		if rs.r != nil && routes[rs.id] == rs.r {
@@ -316,7 +316,7 @@ func (m *manager) rebuildRoutes(enabled bool, routes map[ident]*route, order []r
 		rs.r.b.rslot = int32(i)
 	}
 	m.clk.rring, m.clk.rhand, m.clk.rholes = ring, 0, nil
-	m.view.Store(&view{enabled: enabled, routes: routes})
+	m.view.Store(&view{enabled: enabled, tt: tt, routes: routes})
 	m.dirty, m.misses = nil, 0
 }
 
@@ -407,7 +407,8 @@ func (e *Engine) expireLocked(nowMs int64) int {
 		}
 		m.ev.routes += uint64(orphaned)
 		m.ev.expiredRoutes += uint64(idle)
-		m.rebuildRoutes(m.view.Load().enabled, routes, m.clk.rring)
+		v := m.view.Load()
+		m.rebuildRoutes(v.enabled, v.tt, routes, m.clk.rring)
 	}
 	return dropped
 }

@@ -19,6 +19,9 @@ type Client struct {
 	user, clientID string
 	cache          [numKeys]cachedBucket
 	tn             tenantRef // the tenant of user (tenantstate.go)
+	// tcache is the per-topic buckets of the byte rates, by topic
+	// (topic.go).
+	tcache [ConsumerByteRate + 1]map[string]topicCached
 }
 
 type cachedBucket struct {
@@ -45,7 +48,7 @@ func (c *Client) bucket(k Key, nowMs int64) *bucket {
 	if cb := &c.cache[k]; cb.b != nil && cb.gen == g {
 		return cb.b
 	}
-	b := c.e.bucketFor(m, c.user, c.clientID, nowMs)
+	b := c.e.bucketFor(m, ident{c.user, c.clientID, ""}, nowMs)
 	c.cache[k] = cachedBucket{gen: g, b: b}
 	return b
 }
@@ -60,7 +63,7 @@ func (c *Client) lock(k Key, nowMs int64) *bucket {
 			return b
 		}
 		b.mu.Unlock()
-		b = c.e.slowBucket(&c.e.mgr[k], c.user, c.clientID, nowMs)
+		b = c.e.slowBucket(&c.e.mgr[k], ident{c.user, c.clientID, ""}, nowMs)
 		c.cache[k].b = b
 	}
 	return nil
@@ -77,7 +80,12 @@ func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
 // and the value stays recorded even when it violates the quota. A shadow
 // bucket computes its throttle the same way, counts it and returns 0.
 func (c *Client) recordOwn(k Key, v float64, nowMs, capMs int64) int64 {
-	b := c.lock(k, nowMs)
+	return c.e.recordInto(c.lock(k, nowMs), v, nowMs, capMs)
+}
+
+// recordInto is recordOwn for the locked bucket b (nil: nothing to
+// record), which it unlocks.
+func (e *Engine) recordInto(b *bucket, v float64, nowMs, capMs int64) int64 {
 	if b == nil {
 		return 0
 	}
@@ -85,8 +93,8 @@ func (c *Client) recordOwn(k Key, v float64, nowMs, capMs int64) int64 {
 	b.lastActive = nowMs
 	var t int64
 	unseen := 0.0
-	if c.e.clusterOn() {
-		unseen = c.e.unseen(b, nowMs)
+	if e.clusterOn() {
+		unseen = e.unseen(b, nowMs)
 	}
 	if b.useTokens {
 		b.tokens.Record(v, nowMs)
@@ -96,14 +104,14 @@ func (c *Client) recordOwn(k Key, v float64, nowMs, capMs int64) int64 {
 		observed += unseen / (float64(w) / 1000)
 		t = int64(rate.ThrottleMs(observed, b.quota, w, capMs))
 	}
-	if lt := c.e.noteLocal(b, v, nowMs); lt > t {
+	if lt := e.noteLocal(b, v, nowMs); lt > t {
 		// Past this instance's lease of a Tollgate cluster's headroom.
 		t = lt
 		if capMs > 0 {
 			t = min(t, capMs)
 		}
 	}
-	if c.e.cfg.SharedDeadline {
+	if e.cfg.SharedDeadline {
 		t = b.shareDeadline(t, nowMs, capMs)
 	}
 	t = b.apply(t) // 0 for a shadow bucket

@@ -21,6 +21,10 @@ type Delta struct {
 	Key    Key
 	User   string
 	Client string
+	// Topic names a per-topic bucket by one topic of it ("" for a client
+	// quota's bucket); every instance resolves (User, Client, Topic) with
+	// its own per-topic quotas.
+	Topic  string
 	Tenant string
 	Value  float64
 	// Total is everything the bucket recorded here since it was created:
@@ -103,6 +107,7 @@ type bucketShare struct {
 	// exUser and exClient are the (user, client-id) that created the
 	// bucket: what reports name it by.
 	exUser, exClient string
+	exTopic          string  // a per-topic bucket's: the topic that created it
 	local            float64 // recorded here since the last drain
 	total            float64 // drained since the bucket was created
 	localRate        float64 // per second, smoothed over drains
@@ -267,11 +272,12 @@ func (e *Engine) DrainUsage(dst []Delta, now time.Time) []Delta {
 	}
 	e.cl.drainMs = nowMs
 	e.cl.mu.Unlock()
-	for k := range e.mgr {
-		for _, b := range e.mgr[k].buckets {
+	for i := range e.mgr {
+		for _, b := range e.mgr[i].buckets {
 			b.mu.Lock()
 			if v, ok := b.drain(dt); ok {
-				dst = append(dst, Delta{Key: Key(k), User: b.share.exUser, Client: b.share.exClient, Value: v, Total: b.share.total})
+				dst = append(dst, Delta{Key: b.key, User: b.share.exUser, Client: b.share.exClient, Topic: b.share.exTopic,
+					Value: v, Total: b.share.total})
 			}
 			b.mu.Unlock()
 		}
@@ -301,7 +307,8 @@ func (b *bucket) drain(dt float64) (float64, bool) {
 
 // ApplyRemote records usage another instance reported into the buckets
 // this instance resolves its identities to (creating them: a client whose
-// traffic has so far gone elsewhere starts here with its history). Keys
+// traffic has so far gone elsewhere starts here with its history); a delta
+// with a Topic into the per-topic bucket of that topic. Keys (and topics)
 // this instance has no quota for are skipped.
 func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 	nowMs := now.UnixMilli()
@@ -314,14 +321,18 @@ func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 			continue
 		}
 		m := &e.mgr[d.Key]
-		b := e.bucketFor(m, d.User, d.Client, nowMs)
+		id := ident{d.User, d.Client, ""}
+		if d.Topic != "" {
+			m, id.topic = &e.mgr[numKeys+d.Key], d.Topic
+		}
+		b := e.bucketFor(m, id, nowMs)
 		for b != nil {
 			b.mu.Lock()
 			if !b.dead {
 				break
 			}
 			b.mu.Unlock()
-			b = e.slowBucket(m, d.User, d.Client, nowMs)
+			b = e.slowBucket(m, id, nowMs)
 		}
 		if b == nil {
 			continue

@@ -162,7 +162,10 @@ type Engine struct {
 	maxThrottleMs int64 // 0: no cap
 	expiryMs      int64
 
-	mgr [numKeys]manager
+	// mgr holds one manager per key for the client quotas, then one per
+	// key for the per-topic quotas (mgr[numKeys+k]; only the byte rates
+	// ever have entities there).
+	mgr [2 * numKeys]manager
 
 	mu     sync.Mutex // serializes everything but the hot path
 	quotas Quotas     // guarded by mu
@@ -176,8 +179,9 @@ type Engine struct {
 
 // manager is one Kafka quota manager: one key's buckets and route cache.
 type manager struct {
-	key  Key
-	view atomic.Pointer[view]
+	key   Key
+	topic bool // the per-topic quotas of key
+	view  atomic.Pointer[view]
 	// gen counts the quota sets. A Client's cached bucket is good while
 	// gen is unchanged: only SetQuotas can move a client to another bucket
 	// (expiry is detected on the bucket itself).
@@ -191,12 +195,14 @@ type manager struct {
 	ev      evictions
 }
 
-// ident is a (user, client-id) pair, the key of a route.
-type ident struct{ user, client string }
+// ident is a (user, client-id) pair, the key of a route; with a topic, for
+// the per-topic managers.
+type ident struct{ user, client, topic string }
 
 // view is what the hot path reads; it is never modified once published.
 type view struct {
-	enabled bool // some entity has this key (Kafka's E ≠ 0)
+	enabled bool        // some entity has this key (Kafka's E ≠ 0)
+	tt      *topicTable // a per-topic manager's entities (never modified)
 	routes  map[ident]*route
 }
 
@@ -226,6 +232,8 @@ type bucket struct {
 	key          Key
 	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
 	prefix       bool   // a client-id prefix group: client is the prefix
+	topic        string // a per-topic bucket's topic (or topic prefix)
+	topicPrefix  bool   // topic is a prefix shared by its topics
 	shadow       bool   // measured, never enforced (Options.Shadow)
 	hasBurst     bool   // Options.HasBurst: burst is the entity's
 	burst        float64
@@ -258,7 +266,9 @@ type bucket struct {
 }
 
 // tags returns the bucket's tags, its key in the manager's bucket map.
-func (b *bucket) tags() tags { return tags{user: b.user, client: b.client, prefix: b.prefix} }
+func (b *bucket) tags() tags {
+	return tags{user: b.user, client: b.client, prefix: b.prefix, topic: b.topic, topicPrefix: b.topicPrefix}
+}
 
 func (b *bucket) noteThrottle(t int64) {
 	if t > 0 {
@@ -283,9 +293,10 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if cfg.MaxThrottle > 0 {
 		e.maxThrottleMs = max(cfg.MaxThrottle.Milliseconds(), 1)
 	}
-	for k := range e.mgr {
-		m := &e.mgr[k]
-		m.key = Key(k)
+	for i := range e.mgr {
+		m := &e.mgr[i]
+		m.key = Key(i % int(numKeys))
+		m.topic = i >= int(numKeys)
 		m.buckets = make(map[tags]*bucket)
 		m.view.Store(&view{})
 	}
@@ -313,11 +324,10 @@ func (e *Engine) SetQuotas(q Quotas) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.quotas = c
-	for k := range e.mgr {
-		m := &e.mgr[k]
-		t := c.keys[k]
+	for i := range e.mgr {
+		m := &e.mgr[i]
 		for _, b := range m.buckets {
-			lvl, ent, v := t.limit(b.tags())
+			lvl, ent, v := e.limitLocked(m, b.tags())
 			b.mu.Lock()
 			if b.quota != v {
 				b.until = 0 // a new bound gives a new throttle
@@ -327,24 +337,51 @@ func (e *Engine) SetQuotas(q Quotas) {
 			e.setOptions(b, c.optionsOf(ent))
 			b.mu.Unlock()
 		}
-		routes, order := m.reroute(t)
-		m.rebuildRoutes(t.enabled() != 0, routes, order)
+		routes, order := e.reroute(m)
+		if m.topic {
+			tt := c.topics[m.key]
+			m.rebuildRoutes(tt.enabled(), tt, routes, order)
+		} else {
+			m.rebuildRoutes(c.keys[m.key].enabled() != 0, nil, routes, order)
+		}
 		// After the view: a Client that sees the new gen resolves against
 		// the new view.
 		m.gen.Add(1)
 	}
 }
 
-// reroute re-resolves every cached route under the new table t, keeping
-// those whose bucket already exists, in eviction-ring order. Value-only
-// changes thus keep the whole cache and do not send every client through
-// the slow path at once; routes that need a new bucket are dropped and
-// rebuilt lazily, so that idle clients do not get buckets. Engine.mu must
-// be held.
-func (m *manager) reroute(t *table) (map[ident]*route, []routeSlot) {
-	en := t.enabled()
+// resolveLocked names the bucket of id in m under the quotas in force;
+// false when m is a per-topic manager and no per-topic quota applies.
+// Engine.mu must be held.
+func (e *Engine) resolveLocked(m *manager, id ident) (tags, bool) {
+	if m.topic {
+		return e.quotas.topics[m.key].tags(id.user, id.client, id.topic)
+	}
+	t := e.quotas.keys[m.key]
+	return t.tags(t.enabled(), id.user, id.client), true
+}
+
+// limitLocked is the bound of m's bucket with tags tg. Engine.mu must be
+// held.
+func (e *Engine) limitLocked(m *manager, tg tags) (Level, Entity, float64) {
+	if m.topic {
+		return e.quotas.topics[m.key].limit(tg)
+	}
+	return e.quotas.keys[m.key].limit(tg)
+}
+
+// reroute re-resolves every cached route of m under the quotas in force,
+// keeping those whose bucket already exists, in eviction-ring order.
+// Value-only changes thus keep the whole cache and do not send every client
+// through the slow path at once; routes that need a new bucket are dropped
+// and rebuilt lazily, so that idle clients do not get buckets. Engine.mu
+// must be held.
+func (e *Engine) reroute(m *manager) (map[ident]*route, []routeSlot) {
 	src := m.routes()
-	if en == 0 || len(src) == 0 {
+	if len(src) == 0 {
+		return nil, nil
+	}
+	if m.topic && !e.quotas.topics[m.key].enabled() || !m.topic && e.quotas.keys[m.key].enabled() == 0 {
 		return nil, nil
 	}
 	routes := make(map[ident]*route, len(src))
@@ -353,7 +390,11 @@ func (m *manager) reroute(t *table) (map[ident]*route, []routeSlot) {
 		if rs.r == nil || src[rs.id] != rs.r {
 			continue
 		}
-		b := m.buckets[t.tags(en, rs.id.user, rs.id.client)]
+		tg, ok := e.resolveLocked(m, rs.id)
+		if !ok {
+			continue
+		}
+		b := m.buckets[tg]
 		if b == nil {
 			continue
 		}
@@ -365,23 +406,29 @@ func (m *manager) reroute(t *table) (map[ident]*route, []routeSlot) {
 	return routes, order
 }
 
-// bucketFor returns the bucket of (user, client) for m, or nil when the
-// manager is disabled. This is the hot path's only shared read.
-func (e *Engine) bucketFor(m *manager, user, client string, nowMs int64) *bucket {
+// bucketFor returns the bucket of id for m, or nil when the manager is
+// disabled (or, per topic, no per-topic quota applies to id's topic). This
+// is the hot path's only shared read.
+func (e *Engine) bucketFor(m *manager, id ident, nowMs int64) *bucket {
 	v := m.view.Load()
 	if !v.enabled {
 		return nil
 	}
-	if r, ok := v.routes[ident{user, client}]; ok {
+	if r, ok := v.routes[id]; ok {
 		r.touch(nowMs)
 		return r.b
 	}
-	return e.slowBucket(m, user, client, nowMs)
+	if m.topic {
+		if _, ok := v.tt.tags(id.user, id.client, id.topic); !ok {
+			return nil // no quota: no bucket, and no lock taken
+		}
+	}
+	return e.slowBucket(m, id, nowMs)
 }
 
-// slowBucket resolves (user, client) under the engine lock, creating the
-// route and, if needed, the bucket.
-func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucket {
+// slowBucket resolves id under the engine lock, creating the route and, if
+// needed, the bucket.
+func (e *Engine) slowBucket(m *manager, id ident, nowMs int64) *bucket {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.sweepLocked(nowMs)
@@ -389,7 +436,6 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 	if !v.enabled {
 		return nil
 	}
-	id := ident{user, client}
 	// A route may lead to a bucket evicted since (dead is stable under
 	// e.mu); it is then replaced like a missing one.
 	if r, ok := v.routes[id]; ok && !r.b.dead {
@@ -401,20 +447,24 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 		r.touch(nowMs)
 		return r.b
 	}
-	t := e.quotas.keys[m.key]
-	tg := t.tags(t.enabled(), user, client)
+	tg, ok := e.resolveLocked(m, id)
+	if !ok {
+		return nil
+	}
 	m.ensureDirty()
 	b := m.buckets[tg]
 	if b == nil {
-		b = e.newBucket(m.key, t, &e.quotas, tg, nowMs)
-		b.share.exUser, b.share.exClient = strings.Clone(user), strings.Clone(client)
+		b = e.newBucket(m, tg, nowMs)
+		b.share.exUser, b.share.exClient = strings.Clone(id.user), strings.Clone(id.client)
+		b.share.exTopic = strings.Clone(id.topic)
 		e.learnBucket(b, nowMs)
 		e.addBucket(m, b, nowMs)
 	}
 	r := &route{b: b}
 	r.lastUse.Store(nowMs)
 	// Clone the strings: callers may hand in views of request buffers.
-	b.rslot = int32(e.addRoute(m, ident{strings.Clone(user), strings.Clone(client)}, r))
+	id = ident{strings.Clone(id.user), strings.Clone(id.client), strings.Clone(id.topic)}
+	b.rslot = int32(e.addRoute(m, id, r))
 	m.miss(v)
 	return b
 }
@@ -425,26 +475,28 @@ func (e *Engine) slowBucket(m *manager, user, client string, nowMs int64) *bucke
 func (m *manager) miss(v *view) {
 	m.misses++
 	if m.misses >= max(len(m.dirty)/8, 1) {
-		m.view.Store(&view{enabled: v.enabled, routes: m.dirty})
+		m.view.Store(&view{enabled: v.enabled, tt: v.tt, routes: m.dirty})
 		m.dirty, m.misses = nil, 0
 	}
 }
 
-func (e *Engine) newBucket(k Key, t *table, q *Quotas, tg tags, nowMs int64) *bucket {
-	lvl, ent, v := t.limit(tg)
+func (e *Engine) newBucket(m *manager, tg tags, nowMs int64) *bucket {
+	lvl, ent, v := e.limitLocked(m, tg)
 	b := &bucket{
-		key:        k,
-		user:       strings.Clone(tg.user),
-		client:     strings.Clone(tg.client),
-		prefix:     tg.prefix,
-		level:      lvl,
-		entity:     ent,
-		quota:      v,
-		created:    nowMs,
-		rslot:      -1,
-		lastActive: nowMs,
+		key:         m.key,
+		user:        strings.Clone(tg.user),
+		client:      strings.Clone(tg.client),
+		prefix:      tg.prefix,
+		topic:       strings.Clone(tg.topic),
+		topicPrefix: tg.topicPrefix,
+		level:       lvl,
+		entity:      ent,
+		quota:       v,
+		created:     nowMs,
+		rslot:       -1,
+		lastActive:  nowMs,
 	}
-	o := q.optionsOf(ent)
+	o := e.quotas.optionsOf(ent)
 	b.shadow, b.hasBurst, b.burst = o.Shadow, o.HasBurst, o.Burst
 	e.initAccounting(b)
 	return b

@@ -84,7 +84,8 @@ func Default() Name { return Name{kind: dflt} }
 // Prefix is a client-id prefix: the entity {client-id-prefix: p} is one
 // quota shared by every client-id that starts with p (Redpanda's
 // client-id-prefix entity). Only a client-id component may be a prefix, and
-// only alone (Entity.Validate).
+// only alone or with a topic (Entity.Validate). A topic component may be a
+// prefix too: one quota shared by every topic that starts with it.
 func Prefix(p string) Name { return Name{kind: prefix, name: p} }
 
 // IsSet reports whether the component is present (exact, default or prefix).
@@ -118,11 +119,30 @@ func (n Name) String() string {
 }
 
 // Entity is a quota entity: a user, a client-id, or both, each exact or
-// default. It is comparable and can be used as a map key.
+// default; a client-id prefix alone; or, beyond Kafka, a per-topic quota: a
+// topic or topic prefix (Topic) for a user (exact or default), a client-id
+// prefix, or every client (neither). It is comparable and can be used as a
+// map key.
+//
+// A tenant (a named set of principals) is meant to be one more principal
+// component of a per-topic entity, between an exact user and the default
+// user in topicTable's principal order; nothing else of the per-topic
+// machinery depends on which principal kinds exist.
 type Entity struct {
 	User   Name
 	Client Name
+	// Topic is exact (one topic) or a prefix (every topic starting with
+	// it, one bucket for all of them); absent for a client quota.
+	Topic Name
 }
+
+// TopicEntity is the per-topic entity of principal p (a user, a client-id
+// prefix, or the zero Entity for every client) on topic t (Exact or
+// Prefix).
+func TopicEntity(p Entity, t Name) Entity { p.Topic = t; return p }
+
+// IsTopic reports whether the entity is a per-topic quota.
+func (e Entity) IsTopic() bool { return e.Topic.kind != absent }
 
 // UserEntity is the entity {user}.
 func UserEntity(user Name) Entity { return Entity{User: user} }
@@ -139,6 +159,17 @@ func ClientPrefixEntity(p string) Entity { return Entity{Client: Prefix(p)} }
 // Level returns which of the precedence levels the entity configures, or
 // LevelNone if it has no component (or is not valid: a prefix with a user).
 func (e Entity) Level() Level {
+	if e.Topic.kind != absent {
+		switch {
+		case e.User.kind == exact:
+			return LevelUserTopic
+		case e.User.kind == dflt:
+			return LevelDefaultUserTopic
+		case e.Client.kind == prefix:
+			return LevelClientPrefixTopic
+		}
+		return LevelTopic
+	}
 	if e.Client.kind == prefix {
 		if e.User.kind != absent {
 			return LevelNone
@@ -177,6 +208,9 @@ func (e Entity) Level() Level {
 // that is empty or comes with a user (a prefix group stands alone, as in
 // Redpanda), or a user that is a prefix.
 func (e Entity) Validate() error {
+	if e.Topic.kind != absent {
+		return e.validateTopic()
+	}
 	if !e.User.IsSet() && !e.Client.IsSet() {
 		return fmt.Errorf("quota: empty entity")
 	}
@@ -201,9 +235,44 @@ func (e Entity) Validate() error {
 	return nil
 }
 
-// String renders the entity for logs, e.g. user="alice",client-id=<default>
-// or client-id-prefix="bar-".
+// validateTopic checks a per-topic entity: a named topic or topic prefix,
+// for an exact or default user, a client-id prefix, or nobody in
+// particular (every client).
+func (e Entity) validateTopic() error {
+	switch {
+	case e.Topic.kind == dflt:
+		return fmt.Errorf("quota: a topic quota names its topic or topic prefix: there is no default topic")
+	case e.Topic.name == "" && e.Topic.kind == prefix:
+		return fmt.Errorf("quota: empty topic prefix not supported")
+	case e.Topic.name == "":
+		return fmt.Errorf("quota: empty topic not supported")
+	case e.User.kind == prefix:
+		return fmt.Errorf("quota: a user cannot be a prefix")
+	case e.User.kind == exact && e.User.name == "":
+		return fmt.Errorf("quota: empty user not supported")
+	case e.Client.kind == exact || e.Client.kind == dflt:
+		return fmt.Errorf("quota: a topic quota is for a user, a client-id prefix or every client, not a client-id")
+	case e.Client.kind == prefix && e.User.IsSet():
+		return fmt.Errorf("quota: a client-id prefix cannot be combined with a user")
+	case e.Client.kind == prefix && e.Client.name == "":
+		return fmt.Errorf("quota: empty client-id prefix not supported")
+	}
+	return nil
+}
+
+// String renders the entity for logs, e.g. user="alice",client-id=<default>,
+// client-id-prefix="bar-" or user="alice",topic-prefix="logs-".
 func (e Entity) String() string {
+	if e.Topic.kind != absent {
+		t := "topic=" + strconv.Quote(e.Topic.name)
+		if e.Topic.kind == prefix {
+			t = "topic-prefix=" + strconv.Quote(e.Topic.name)
+		}
+		if p := (Entity{User: e.User, Client: e.Client}); p.User.IsSet() || p.Client.IsSet() {
+			return p.String() + "," + t
+		}
+		return t
+	}
 	if e.Client.kind == prefix && !e.User.IsSet() {
 		return "client-id-prefix=" + strconv.Quote(e.Client.name)
 	}
@@ -237,6 +306,13 @@ const (
 	LevelClient                                // (C): all users of C together
 	LevelClientPrefix                          // (C-prefix P): all client-ids starting with P, all users, together
 	LevelDefaultClient                         // (client default): one bucket per client-id
+
+	// The per-topic levels (beyond Kafka), in precedence order; each on a
+	// topic or a topic prefix (exact first, then the longest prefix).
+	LevelUserTopic         // (U, topic): U's traffic to the topic
+	LevelDefaultUserTopic  // (default user, topic): one bucket per user
+	LevelClientPrefixTopic // (client-id prefix P, topic): every client-id starting with P, together
+	LevelTopic             // (topic): every client together
 )
 
 var levelNames = [...]string{
@@ -250,6 +326,10 @@ var levelNames = [...]string{
 	LevelClient:                   "client-id",
 	LevelClientPrefix:             "client-id-prefix",
 	LevelDefaultClient:            "default-client-id",
+	LevelUserTopic:                "user+topic",
+	LevelDefaultUserTopic:         "default-user+topic",
+	LevelClientPrefixTopic:        "client-id-prefix+topic",
+	LevelTopic:                    "topic",
 }
 
 // String names the level for logs and metrics.
@@ -274,8 +354,8 @@ func (l Level) bit() uint8 {
 		return bitClient
 	case LevelUser, LevelDefaultUser:
 		return bitUser
-	case LevelNone:
-		return 0
+	case LevelNone, LevelUserTopic, LevelDefaultUserTopic, LevelClientPrefixTopic, LevelTopic:
+		return 0 // per-topic levels live in their own tables
 	}
 	return bitUserClient
 }

@@ -112,9 +112,14 @@ func (t *table) has(user, client Name) bool {
 // an unused dimension, or a client-id prefix group (prefix set, user empty,
 // client the prefix). The group is its own kind of tag, so the group of
 // prefix "bar-" and the bucket of a client-id spelled "bar-" never meet.
+//
+// A per-topic bucket also names its topic: topic is the topic, or the
+// topic prefix when topicPrefix is set.
 type tags struct {
 	user, client string
 	prefix       bool
+	topic        string
+	topicPrefix  bool
 }
 
 // tags is Step A of §3.3: the tags that name the bucket of (user, client).
@@ -187,7 +192,7 @@ func (t *table) limit(tg tags) (Level, Entity, float64) {
 	switch {
 	case userTag != "" && clientTag != "":
 		u, c := Exact(userTag), Exact(clientTag)
-		candidates = [4]Entity{{u, c}, {u, Default()}, {Default(), c}, {Default(), Default()}}
+		candidates = [4]Entity{{User: u, Client: c}, {User: u, Client: Default()}, {User: Default(), Client: c}, {User: Default(), Client: Default()}}
 		n = 4
 	case userTag != "":
 		candidates[0] = Entity{User: Exact(userTag)}
@@ -212,8 +217,9 @@ func (t *table) limit(tg tags) (Level, Entity, float64) {
 // something; use Clone for an independent copy. It is not safe for
 // concurrent mutation; the Engine takes its own copy in SetQuotas.
 type Quotas struct {
-	keys [numKeys]*table
-	opts map[Entity]Options // Options, by entity
+	keys   [numKeys]*table
+	topics [numKeys]*topicTable // per-topic entities (byte rates only)
+	opts   map[Entity]Options   // Options, by entity
 }
 
 // Set configures value v for key k on entity e. It rejects what Kafka's
@@ -230,6 +236,21 @@ func (q *Quotas) Set(e Entity, k Key, v float64) error {
 	if !(v > 0) {
 		return fmt.Errorf("quota: %v must be greater than 0", k)
 	}
+	if e.IsTopic() {
+		if !k.byteRate() {
+			return fmt.Errorf("quota: a topic quota takes producer_byte_rate and consumer_byte_rate, not %v", k)
+		}
+		t := q.topics[k]
+		if t == nil {
+			t = &topicTable{vals: make(map[Entity]float64)}
+			q.topics[k] = t
+		}
+		if _, ok := t.vals[e]; !ok {
+			t.count(e, 1)
+		}
+		t.vals[e] = v
+		return nil
+	}
 	t := q.keys[k]
 	if t == nil {
 		t = &table{vals: make(map[Entity]float64)}
@@ -244,6 +265,18 @@ func (q *Quotas) Set(e Entity, k Key, v float64) error {
 
 // Remove deletes key k from entity e and reports whether it was set.
 func (q *Quotas) Remove(e Entity, k Key) bool {
+	if k.Valid() && e.IsTopic() {
+		t := q.topics[k]
+		if t == nil {
+			return false
+		}
+		if _, ok := t.vals[e]; !ok {
+			return false
+		}
+		delete(t.vals, e)
+		t.count(e, -1)
+		return true
+	}
 	if !k.Valid() || q.keys[k] == nil {
 		return false
 	}
@@ -258,6 +291,13 @@ func (q *Quotas) Remove(e Entity, k Key) bool {
 
 // Get returns the value of key k on entity e.
 func (q *Quotas) Get(e Entity, k Key) (float64, bool) {
+	if k.Valid() && e.IsTopic() {
+		if q.topics[k] == nil {
+			return 0, false
+		}
+		v, ok := q.topics[k].vals[e]
+		return v, ok
+	}
 	if !k.Valid() || q.keys[k] == nil {
 		return 0, false
 	}
@@ -273,6 +313,11 @@ func (q *Quotas) Len() int {
 			n += len(t.vals)
 		}
 	}
+	for _, t := range q.topics {
+		if t != nil {
+			n += len(t.vals)
+		}
+	}
 	return n
 }
 
@@ -281,15 +326,22 @@ func (q *Quotas) Len() int {
 func (q *Quotas) Entities() []Entity {
 	seen := make(map[Entity]bool)
 	var out []Entity
-	for _, t := range q.keys {
-		if t == nil {
-			continue
-		}
-		for e := range t.vals {
+	add := func(vals map[Entity]float64) {
+		for e := range vals {
 			if !seen[e] {
 				seen[e] = true
 				out = append(out, e)
 			}
+		}
+	}
+	for _, t := range q.keys {
+		if t != nil {
+			add(t.vals)
+		}
+	}
+	for _, t := range q.topics {
+		if t != nil {
+			add(t.vals)
 		}
 	}
 	slices.SortFunc(out, compareEntities)
@@ -301,18 +353,17 @@ func compareEntities(a, b Entity) int {
 		cmp.Compare(a.Level(), b.Level()),
 		cmp.Compare(a.User.name, b.User.name),
 		cmp.Compare(a.Client.name, b.Client.name),
+		cmp.Compare(a.Topic.kind, b.Topic.kind),
+		cmp.Compare(a.Topic.name, b.Topic.name),
 	)
 }
 
 // Values returns every key configured on entity e.
 func (q *Quotas) Values(e Entity) map[Key]float64 {
 	out := make(map[Key]float64)
-	for k, t := range q.keys {
-		if t == nil {
-			continue
-		}
-		if v, ok := t.vals[e]; ok {
-			out[Key(k)] = v
+	for k := range numKeys {
+		if v, ok := q.Get(e, k); ok {
+			out[k] = v
 		}
 	}
 	return out
@@ -323,6 +374,9 @@ func (q *Quotas) Clone() Quotas {
 	var c Quotas
 	for k, t := range q.keys {
 		c.keys[k] = t.clone()
+	}
+	for k, t := range q.topics {
+		c.topics[k] = t.clone()
 	}
 	if q.opts != nil {
 		c.opts = make(map[Entity]Options, len(q.opts))
@@ -359,6 +413,10 @@ type Resolution struct {
 	// ClientPrefix says the bucket is a client-id prefix group: ClientTag
 	// is the prefix, shared by every client-id that starts with it.
 	ClientPrefix bool
+	// TopicTag names the topic of a per-topic quota's bucket (ResolveTopic),
+	// the topic prefix when TopicPrefix; "" for a client quota.
+	TopicTag    string
+	TopicPrefix bool
 	// Options are the options of Entity: Shadow, a shadow quota.
 	Options Options
 	// Rate is the bucket's current rate per second and Utilization is

@@ -16,6 +16,11 @@ type Usage struct {
 	// ClientIDPrefix says the bucket is a client-id prefix group: ClientID
 	// is the prefix, shared by every client-id that starts with it.
 	ClientIDPrefix bool
+	// Topic names a per-topic quota's bucket ("" for a client quota's):
+	// the topic, or the topic prefix shared by its topics when
+	// TopicPrefix.
+	Topic       string
+	TopicPrefix bool
 	// Level and Entity say which configured quota bounds the bucket;
 	// LevelNone with Quota = Unlimited when none does.
 	Level  Level
@@ -56,6 +61,8 @@ func (b *bucket) snapshot(nowMs int64, inCluster bool) Usage {
 		User:           b.user,
 		ClientID:       b.client,
 		ClientIDPrefix: b.prefix,
+		Topic:          b.topic,
+		TopicPrefix:    b.topicPrefix,
 		Level:          b.level,
 		Entity:         b.entity,
 		Quota:          b.quota,
@@ -89,8 +96,8 @@ func (e *Engine) Usage(now time.Time) []Usage {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []Usage
-	for k := range e.mgr {
-		for _, b := range e.mgr[k].buckets {
+	for i := range e.mgr {
+		for _, b := range e.mgr[i].buckets {
 			b.mu.Lock()
 			if nowMs-b.lastActive < e.expiryMs {
 				out = append(out, b.snapshot(nowMs, e.clusterOn()))
@@ -142,12 +149,14 @@ func (e *Engine) Busiest(now time.Time, n int) (top []Usage, live map[Key]int) {
 	live = make(map[Key]int, numKeys)
 	sel := newSmallest(n, busier)
 	e.mu.Lock()
-	for k := range e.mgr {
-		live[Key(k)] = 0
-		for _, b := range e.mgr[k].buckets {
+	for k := range numKeys {
+		live[k] = 0
+	}
+	for i := range e.mgr {
+		for _, b := range e.mgr[i].buckets {
 			b.mu.Lock()
 			if nowMs-b.lastActive < e.expiryMs {
-				live[Key(k)]++
+				live[b.key]++
 				sel.offer(b.snapshot(nowMs, e.clusterOn()))
 			}
 			b.mu.Unlock()
@@ -170,8 +179,8 @@ func busier(a, b Usage) bool {
 }
 
 func byTags(a, b Usage) int {
-	return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID),
-		compareBool(a.ClientIDPrefix, b.ClientIDPrefix))
+	return cmp.Or(cmp.Compare(a.Key, b.Key), cmp.Compare(a.Topic, b.Topic), compareBool(a.TopicPrefix, b.TopicPrefix),
+		cmp.Compare(a.User, b.User), cmp.Compare(a.ClientID, b.ClientID), compareBool(a.ClientIDPrefix, b.ClientIDPrefix))
 }
 
 func compareBool(a, b bool) int {

@@ -10,19 +10,27 @@ import (
 	"strings"
 )
 
-// The client-quota entity types of Kafka's wire model, and Redpanda's
+// The client-quota entity types of Kafka's wire model, Redpanda's
 // client-id-prefix (a Tollgate extension to Kafka's model: one quota shared
-// by every client-id that starts with the name).
+// by every client-id that starts with the name), and Tollgate's per-topic
+// quotas: topic and topic-prefix, each with a user, a client-id-prefix or
+// alone.
 const (
 	TypeUser           = "user"
 	TypeClientID       = "client-id"
 	TypeIP             = "ip"
 	TypeClientIDPrefix = "client-id-prefix"
+	TypeTopic          = "topic"
+	TypeTopicPrefix    = "topic-prefix"
 )
 
-// KnownType reports whether t is one of the four entity types.
+// KnownType reports whether t is one of the entity types.
 func KnownType(t string) bool {
-	return t == TypeUser || t == TypeClientID || t == TypeIP || t == TypeClientIDPrefix
+	switch t {
+	case TypeUser, TypeClientID, TypeIP, TypeClientIDPrefix, TypeTopic, TypeTopicPrefix:
+		return true
+	}
+	return false
 }
 
 // Component is one (entity type, name) pair of an entity. Name is used only

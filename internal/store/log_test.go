@@ -249,3 +249,49 @@ func FuzzParseLogKey(f *testing.F) {
 		}
 	})
 }
+
+// TestTopicEntitiesDurable: per-topic quota entities (topic and
+// topic-prefix, alone or with a user or a client-id-prefix) round-trip
+// through the store, survive a reopen, and reach every store of a shared
+// log.
+func TestTopicEntitiesDurable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := open(t, dir), open(t, t.TempDir())
+	lg := &memLog{}
+	lg.attach(a)
+	lg.attach(b)
+	es := []Entity{
+		MustEntity(Named(TypeTopic, "orders")),
+		MustEntity(Named(TypeTopicPrefix, "logs-")),
+		MustEntity(Named(TypeUser, "alice"), Named(TypeTopic, "orders")),
+		MustEntity(DefaultOf(TypeUser), Named(TypeTopicPrefix, "logs-")),
+		MustEntity(Named(TypeClientIDPrefix, "etl-"), Named(TypeTopic, "orders")),
+		MustEntity(Named(TypeUser, "orders")), // a user named like the topic is another entity
+	}
+	var changes []EntityChange
+	for i, e := range es {
+		changes = append(changes, EntityChange{Entity: e, Ops: []Op{set("producer_byte_rate", float64(1000+i))}})
+	}
+	if _, err := a.AlterClientQuotasFunc(changes, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{a, b} {
+		all, err := s.ClientQuotas()
+		if err != nil || len(all) != len(es) {
+			t.Fatalf("%d entities, %v", len(all), err)
+		}
+		for i, e := range es {
+			if v := values(t, s, e); v["producer_byte_rate"] != float64(1000+i) {
+				t.Errorf("%v: %v", e, v)
+			}
+		}
+	}
+	a.Close()
+	re := open(t, dir)
+	for i, e := range es {
+		if v := values(t, re, e); v["producer_byte_rate"] != float64(1000+i) {
+			t.Errorf("after reopen, %v: %v", e, v)
+		}
+	}
+}

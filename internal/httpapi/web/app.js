@@ -171,6 +171,18 @@
     return tag(b && b.client_id, 'client-id');
   }
 
+  // A per-topic quota's bucket's topic ("logs-*": every topic starting
+  // with logs- shares it), as a row of the card; none for a client quota.
+  function topicRow(b) {
+    if (b.topic_prefix) {
+      return [h('dt', {}, 'topic'), h('dd', {}, h('span', { class: 'mono', title: 'a topic prefix: shared by every topic starting with ' + b.topic_prefix }, b.topic_prefix + '*'))];
+    }
+    if (b.topic) {
+      return [h('dt', {}, 'topic'), h('dd', {}, h('span', { class: 'mono' }, b.topic))];
+    }
+    return [];
+  }
+
   // An entity ([{type, name, default}]) as "user=alice, client-id=default".
   function entityNode(parts) {
     if (!Array.isArray(parts) || parts.length === 0) return h('span', { class: 'none' }, '—');
@@ -296,7 +308,9 @@
 
   // ---------- bucket history ----------
 
-  const keyOf = (b) => [b.quota, b.user, b.client_id, b.client_id_prefix || ''].join('\u0000');
+  // A per-topic quota's bucket is its own bucket, apart from the client
+  // quota's bucket of the same user and client-id.
+  const keyOf = (b) => [b.quota, b.user, b.client_id, b.client_id_prefix || '', b.topic || '', b.topic_prefix || ''].join('\u0000');
 
   function record(buckets, now) {
     for (const b of buckets) {
@@ -471,7 +485,8 @@
         class: 'card' + (hot ? ' hot' : ''),
         dataset: { quota: b.quota, user: b.user, clientId: b.client_id },
         'aria-label': `${b.quota} bucket of user ${b.user || 'all'}, ` +
-          (b.client_id_prefix ? `client-ids starting with ${b.client_id_prefix}` : `client-id ${b.client_id || 'all'}`),
+          (b.client_id_prefix ? `client-ids starting with ${b.client_id_prefix}` : `client-id ${b.client_id || 'all'}`) +
+          (b.topic ? `, on topic ${b.topic}` : b.topic_prefix ? `, on topics starting with ${b.topic_prefix}` : ''),
       },
       h('div', { class: 'card-head' },
         h('span', { class: 'key' }, b.quota),
@@ -481,7 +496,8 @@
               : h('span', { class: 'badge info' }, 'no quota')),
       h('dl', { class: 'who' },
         h('dt', {}, 'user'), h('dd', {}, tag(b.user, 'user')),
-        h('dt', {}, 'client-id'), h('dd', {}, clientTag(b))),
+        h('dt', {}, 'client-id'), h('dd', {}, clientTag(b)),
+        ...topicRow(b)),
       h('div', { class: 'figures' },
         h('div', {},
           h('div', { class: 'rate' }, unit(b.quota, b.rate)),
