@@ -269,6 +269,7 @@ func BenchmarkPolicyFetchTenant(b *testing.B) {
 		b.Fatalf("max_bytes became %d under a ceiling never reached", got)
 	}
 }
+
 // BenchmarkPolicyTopics is the policy's whole per-request cost with
 // per-topic quotas configured and not reached, next to the same request
 // without them (topics=none: the one atomic load that finds none). Produce
