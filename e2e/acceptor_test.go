@@ -191,6 +191,14 @@ func TestAcceptorProcessStalledGatewayAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(helper, syscall.SIGCONT) })
+	// kill(2) returns before every thread has stopped: a helper thread
+	// still running could accept the connection below itself.
+	for deadline := time.Now().Add(5 * time.Second); !proc.Stopped(helper); {
+		if time.Now().After(deadline) {
+			t.Fatal("the acceptor helper did not stop within 5 s of SIGSTOP")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	c, err := net.Dial("tcp", env.Bootstrap) // completes in the kernel's backlog
 	if err != nil {
 		t.Fatal(err)

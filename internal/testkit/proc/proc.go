@@ -119,3 +119,34 @@ func OpenFDs(pid int) (int, error) {
 	}
 	return len(ents), nil
 }
+
+// Threads lists the thread ids of a process (/proc/<pid>/task).
+func Threads(pid int) ([]int, error) {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
+}
+
+// Stopped reports whether every thread of a process is stopped (state T):
+// kill(2) returns before a SIGSTOP has stopped them all.
+func Stopped(pid int) bool {
+	tids, err := Threads(pid)
+	if err != nil || len(tids) == 0 {
+		return false
+	}
+	for _, tid := range tids {
+		st, err := ReadStat(tid)
+		if err != nil || st.State != 'T' {
+			return false
+		}
+	}
+	return true
+}
