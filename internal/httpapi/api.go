@@ -15,6 +15,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/usage"
 )
 
@@ -43,6 +44,9 @@ type Sources struct {
 	// Cluster returns the Tollgate cluster's state; ok false (or a nil
 	// func) outside one (/api/v1/cluster, cluster.go).
 	Cluster func() (cluster.Status, bool)
+	// Telemetry holds the clients' own metrics (KIP-714); nil when
+	// telemetry.enabled is false (/api/v1/telemetry, telemetry.go).
+	Telemetry *telemetry.Manager
 	// Access is who may do what (access.go). The zero value lets nobody
 	// change anything and ANONYMOUS read nothing.
 	Access Access
@@ -76,6 +80,7 @@ func Handler(s Sources) http.Handler {
 	mux.Handle("GET /api/v1/audit", g.read(s.audit))
 	mux.Handle("GET /api/v1/usage", g.read(s.usage))
 	mux.Handle("GET "+EndpointCluster, g.read(s.cluster))
+	mux.Handle("GET "+EndpointTelemetry, g.read(s.telemetry))
 	keys := apiKeys{s.APIKeys}
 	mux.Handle("POST /api/v1/apikeys", g.change(keys.create))
 	mux.Handle("GET /api/v1/apikeys", g.read(keys.list))
