@@ -22,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/usage"
 )
 
@@ -74,6 +75,8 @@ type Config struct {
 	// Cluster makes instances one Tollgate cluster (cluster.go,
 	// docs/cluster.md).
 	Cluster ClusterConfig `yaml:"cluster"`
+	// Telemetry is the clients' own metrics, KIP-714 (docs/telemetry.md).
+	Telemetry telemetry.Config `yaml:"telemetry"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -260,6 +263,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("handover_timeout must not be negative"))
 	}
 	if _, err := buildQuotas(c.Quotas); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Usage.Validate(); err != nil {
