@@ -5,16 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
@@ -405,4 +408,52 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A reload changes the subscription live: a push under the old one is
+// answered UNKNOWN_SUBSCRIPTION_ID, the client asks again at once and gets
+// the new interval and metrics; a restart-only telemetry key is logged
+// as such.
+func TestTelemetryReload(t *testing.T) {
+	t.Parallel()
+	cfg := func(interval, metrics string, maxSeries int) []byte {
+		return []byte(fmt.Sprintf("listeners:\n  - name: PLAINTEXT\n    bootstrap: 127.0.0.1:0\n"+
+			"telemetry:\n  push_interval: %s\n  metrics: %s\n  max_series: %d\n", interval, metrics, maxSeries))
+	}
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	writeFileAtomic(t, path, cfg("1s", "[org.apache.kafka.producer.]", 1000))
+	env := testkit.Start(t, app.Options{ConfigPath: path, WatchInterval: time.Hour}, func(c *app.Config) {
+		c.Telemetry.PushInterval = time.Second
+		c.Telemetry.Metrics = []string{"org.apache.kafka.producer."}
+	})
+	rc := dialRawVia(t, ctxT(t, 30*time.Second), &net.Dialer{Timeout: 5 * time.Second}, env.Bootstrap)
+	sub := rc.do(t, kmsg.NewPtrGetTelemetrySubscriptionsRequest()).(*kmsg.GetTelemetrySubscriptionsResponse)
+	if sub.ErrorCode != 0 || sub.PushIntervalMillis != 1000 || !slices.Equal(sub.RequestedMetrics, []string{"org.apache.kafka.producer."}) {
+		t.Fatalf("subscription %+v", sub)
+	}
+
+	writeFileAtomic(t, path, cfg("2500ms", `["*"]`, 5))
+	if err := env.App.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	push := kmsg.NewPtrPushTelemetryRequest()
+	push.ClientInstanceID, push.SubscriptionID = sub.ClientInstanceID, sub.SubscriptionID
+	if r := rc.do(t, push).(*kmsg.PushTelemetryResponse); r.ErrorCode != kerr.UnknownSubscriptionID.Code {
+		t.Fatalf("a push under the old subscription: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	again := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
+	again.ClientInstanceID = sub.ClientInstanceID
+	sub2 := rc.do(t, again).(*kmsg.GetTelemetrySubscriptionsResponse)
+	if sub2.ErrorCode != 0 || sub2.PushIntervalMillis != 2500 || !slices.Equal(sub2.RequestedMetrics, []string{""}) ||
+		sub2.SubscriptionID == sub.SubscriptionID || sub2.ClientInstanceID != sub.ClientInstanceID {
+		t.Fatalf("after the reload: %+v", sub2)
+	}
+	push.SubscriptionID = sub2.SubscriptionID
+	if r := rc.do(t, push).(*kmsg.PushTelemetryResponse); r.ErrorCode != 0 {
+		t.Fatalf("a push under the new subscription: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	waitLog(t, env, 5*time.Second, "take effect after a restart", "telemetry")
+	if got := env.App.Telemetry().MaxSeries(); got != 1000 {
+		t.Errorf("max_series %d after the reload, want the running 1000 (restart-only)", got)
+	}
 }
