@@ -131,6 +131,17 @@ func attackTelemetryFlood(t *testing.T) {
 	}
 	took := time.Since(start)
 
+	// Client-ids no Prometheus label can hold (not UTF-8): read as Kafka
+	// reads them, and the scrape still answers (scrapeAll checks).
+	for _, cid := range []string{"\xff\xfe", "\xff"} {
+		asClient(mallory, cid)
+		s := get(mallory, [16]byte{})
+		want("a client-id that is not UTF-8", push(mallory, s.ClientInstanceID, s.SubscriptionID, 0, throttleMetrics(t, 7), false), nil)
+	}
+	if lines := metricLines(t, env, "tollgate_client_telemetry_instances{client_id=\"\uFFFD\",user=\"mallory\"}"); len(lines) != 1 || !strings.HasSuffix(lines[0], " 2") {
+		t.Errorf("the two clients whose ids are not UTF-8: %q", lines)
+	}
+
 	// What Tollgate holds: the caps, the rest counted as evictions.
 	if n := scrapeMetric(t, env, "tollgate_client_telemetry_client_instances"); n > maxInstances {
 		t.Errorf("%v client instances held, cap %d", n, maxInstances)
@@ -219,6 +230,9 @@ func scrapeAll(t *testing.T, env *testkit.Env) string {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %s: %s", resp.Status, b)
 	}
 	return string(b)
 }

@@ -116,3 +116,23 @@ func TestTelemetryMetricsBounded(t *testing.T) {
 		t.Errorf("evictions %v, want 195", got)
 	}
 }
+
+// Client-ids are tenant bytes: ones that are not UTF-8 (no Prometheus
+// label value can hold them) are read as Kafka reads them, invalid bytes
+// replaced by U+FFFD, and two that differ only there are one series: the
+// scrape never fails.
+func TestTelemetryMetricsInvalidUTF8(t *testing.T) {
+	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	tm := telemetry.New(telemetry.Config{}.Options())
+	for _, cid := range []string{"bad\xff", "bad\xfe\xfd"} {
+		pushGauges(t, tm, "mallory\xc3", cid, now, map[string]float64{"org.apache.kafka.producer.produce.throttle.time.max": 5})
+	}
+	m := metrics.New()
+	m.RegisterTelemetry(tm, func() time.Time { return now })
+	if _, err := m.Registry.Gather(); err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	if got := value(t, m.Registry, "tollgate_client_telemetry_instances", "user", "mallory\uFFFD", "client_id", "bad\uFFFD"); got != 2 {
+		t.Errorf("instances %v, want both clients in one series", got)
+	}
+}

@@ -115,9 +115,17 @@ type instance struct {
 }
 
 // SeriesKey names a series: the principal and client-id of the
-// connections the pushes came on.
+// connections the pushes came on, as Kafka reads them — as UTF-8, each
+// run of invalid bytes replaced by U+FFFD (Java's decoding of the request
+// header) — so that every series can be a Prometheus label set, and
+// client-ids that differ only in invalid bytes are one series, as they are
+// one client to Kafka.
 type SeriesKey struct {
 	User, ClientID string
+}
+
+func seriesKey(user, clientID string) SeriesKey {
+	return SeriesKey{strings.ToValidUTF8(user, "\uFFFD"), strings.ToValidUTF8(clientID, "\uFFFD")}
 }
 
 type series struct {
@@ -293,7 +301,7 @@ func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, no
 	}
 	in.lastErr = code
 	if code == 0 && !vals.Empty() {
-		m.store(in, SeriesKey{user, clientID}, vals, now)
+		m.store(in, seriesKey(user, clientID), vals, now)
 	}
 	return resp
 }
