@@ -58,6 +58,8 @@ var attacks = []struct {
 	{"Tollgate's topics: listing topics shows none of them; naming one is refused", "own-topics", attackListOwnTopics},
 	{"Tollgate's topics: not deleted, recreated, grown, reconfigured, truncated or committed to, even by the quota admin", "own-topics", attackMutateOwnTopics},
 	{"Tollgate cluster: a tenant's forged quota record never reaches the shared configuration topic, nor is the topic or the exchange readable", "own-topics", attackClusterConfigTopic},
+	// The clients' telemetry, KIP-714 (attacks_telemetry_test.go; issue 17 point 2).
+	{"telemetry: a flood of instances and client-ids, bombs and another tenant's instance id: Kafka's answers, the caps held, the victim undisturbed", "telemetry", attackTelemetryFlood},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
 }

@@ -31,7 +31,8 @@ const chromiumPath = "/usr/bin/chromium"
 // names the entity whose quota applies per key, and an admin's two quota
 // changes are listed with old → new values. The admin port needs a key
 // (ANONYMOUS may not read here): the page asks for one, refuses a wrong one,
-// and keeps the right one for the tab only. The full-page screenshot is
+// and keeps the right one for the tab only. The producer's own view of its
+// throttling (KIP-714) shows next to its bucket. The full-page screenshot is
 // left in artifacts/dashboard.png (and, with UPDATE_SCREENSHOT=1, copied
 // to docs/dashboard.png for the README).
 func TestDashboard(t *testing.T) {
@@ -70,6 +71,9 @@ func TestDashboard(t *testing.T) {
 			"listener.name.PLAINTEXT.max.connection.creation.rate": "50",
 			"listener.name.PLAINTEXT.max.connections":              "200",
 		}
+		// The clients push their own metrics (franz-go does by default)
+		// every second: the Clients' own view panel fills quickly.
+		c.Telemetry.PushInterval = time.Second
 	})
 	start := time.Now()
 
@@ -231,6 +235,25 @@ func TestDashboard(t *testing.T) {
 	}
 	if !got.Hot || got.Banner {
 		t.Errorf("card highlighted %v (want true), error banner shown %v (want false)", got.Hot, got.Banner)
+	}
+
+	// The clients' own view: the producer's reported throttle time, pushed
+	// through the gateway (KIP-714), on the row of its user and client-id
+	// next to the bucket that throttled it.
+	tsel := fmt.Sprintf(`#telemetry-body tr[data-user=%q][data-client-id=%q]`, user, producerID)
+	step("the producer's own view", 15*time.Second, chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => {
+		const row = document.querySelector('%s');
+		return !!row && !!row.querySelector('[data-metric="produce_throttle"]') && !!row.querySelector('[data-quota="producer_byte_rate"]');
+	})()`, tsel), chromedp.WithPollingInterval(100*time.Millisecond)))
+	own := run(t, browser, chromedp.Evaluate[map[string]string](fmt.Sprintf(`(() => {
+		const row = document.querySelector('%s');
+		return {reported: row.querySelector('[data-metric="produce_throttle"]').innerText,
+			bucket: row.querySelector('[data-quota="producer_byte_rate"]').innerText,
+			hidden: String(document.getElementById('telemetry').hidden)};
+	})()`, tsel)))
+	if !strings.Contains(own["reported"], "avg") || !strings.Contains(own["reported"], "max") || strings.Contains(own["reported"], "max 0 ms") ||
+		!strings.Contains(own["bucket"], "256 KiB/s") || !strings.Contains(own["bucket"], "throttled") || own["hidden"] != "false" {
+		t.Errorf("the producer's own view: %q", own)
 	}
 
 	// The resolve box says which entity's quota applies per key.

@@ -39,7 +39,8 @@ func TestMetricsReference(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	cl.Close() // a closed connection for tollgate_connections_closed_total
+	pushEveryChosen(t, ctx, cl) // every family of the clients' own metrics
+	cl.Close()                  // a closed connection for tollgate_connections_closed_total
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
 	if c, err := d.Dial("tcp", env.Bootstrap); err == nil {
 		expectClosed(t, c)

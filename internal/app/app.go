@@ -33,6 +33,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/store"
+	"github.com/tollgate/tollgate/internal/telemetry"
 )
 
 // App is a running Tollgate.
@@ -61,8 +62,9 @@ type App struct {
 	httpLn      net.Listener
 	httpTCP     net.Listener // httpLn under its TLS layer, for a handover
 	httpSrv     *http.Server
-	usage       *usageRun   // nil when usage.enabled is false (usage.go)
-	cluster     *clusterRun // nil without cluster.id (cluster.go)
+	usage       *usageRun          // nil when usage.enabled is false (usage.go)
+	cluster     *clusterRun        // nil without cluster.id (cluster.go)
+	telemetry   *telemetry.Manager // nil when telemetry.enabled is false
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
 	apiKeys auth.APIKeys
@@ -167,6 +169,10 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	}
 	a.metrics.RegisterQuotas(eng, cfg.Quota.metricsMaxBuckets())
 	a.metrics.RegisterTenants(eng, time.Now)
+	if cfg.Telemetry.On() {
+		a.telemetry = telemetry.New(cfg.Telemetry.Options())
+		a.metrics.RegisterTelemetry(a.telemetry, a.clock())
+	}
 	as, err := admissionSettings(&cfg, nil, nil)
 	if err != nil {
 		return nil, err
@@ -235,6 +241,8 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		Quota:         a.quotaFilter,
 		Reserved:      a.reservedTopics(),
 		Topics:        gatewayTopics{a},
+		Telemetry:     a.telemetry,
+		Now:           a.clock(),
 	})
 	chain = append(append(chain, a.usageFilters()...), o.Filters...)
 	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithHooks(&observer{a}), proxy.WithChain(chain), proxy.WithAdmission(lim)}, o.ProxyOpts...)
@@ -431,6 +439,10 @@ func (a *App) closeDev() {
 		a.dev = nil
 	}
 }
+
+// Telemetry returns the clients' own metrics (KIP-714), or nil when
+// telemetry.enabled is false.
+func (a *App) Telemetry() *telemetry.Manager { return a.telemetry }
 
 // Admission returns the connection admission limiter.
 func (a *App) Admission() *admission.Limiter { return a.admit }

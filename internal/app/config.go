@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/usage"
 )
 
@@ -78,6 +79,8 @@ type Config struct {
 	// Cluster makes instances one Tollgate cluster (cluster.go,
 	// docs/cluster.md).
 	Cluster ClusterConfig `yaml:"cluster"`
+	// Telemetry is the clients' own metrics, KIP-714 (docs/telemetry.md).
+	Telemetry telemetry.Config `yaml:"telemetry"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -267,6 +270,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := control.ValidateTenants(c.Tenants); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Telemetry.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Usage.Validate(); err != nil {

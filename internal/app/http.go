@@ -191,13 +191,14 @@ func (a *App) startHTTP() error {
 			}
 			return out
 		},
-		IPRate:   a.ipRate,
-		Ready:    a.ready,
-		Cluster:  a.clusterStatus,
-		Registry: a.metrics.Registry,
-		APIKeys:  a.creds,
-		Tenants:  a.tenants,
-		Usage:    a.usageSource(),
+		IPRate:    a.ipRate,
+		Ready:     a.ready,
+		Cluster:   a.clusterStatus,
+		Registry:  a.metrics.Registry,
+		APIKeys:   a.creds,
+		Tenants:   a.tenants,
+		Usage:     a.usageSource(),
+		Telemetry: a.telemetry,
 		Access: httpapi.Access{
 			Keys:          a.apiKeys,
 			Authz:         a.admins, // the Kafka API's authorizer (control.go), live

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/auth"
+	"github.com/tollgate/tollgate/internal/telemetry"
 )
 
 // Reload re-reads the config file and applies what can change live: the
 // quotas, tenants and broker configs, who may act (authorization.quota_admins and
-// allow_anonymous_describe) and the credentials file (credentials_file,
-// re-read even when only its contents changed). Everything else needs a
+// allow_anonymous_describe), the credentials file (credentials_file,
+// re-read even when only its contents changed) and the clients' telemetry
+// subscription (telemetry.push_interval and telemetry.metrics). Everything else needs a
 // restart; a changed restart-only setting is logged and ignored.
 //
 // A reload applies all of it or nothing: a file that does not parse or
@@ -59,6 +61,9 @@ func (a *App) Reload() error {
 	if cfg.Quota != a.cfg.Quota {
 		a.log.Warn("quota.* settings changed; they take effect after a restart", "file", a.path)
 	}
+	if telemetryRestartOnly(a.cfg.Telemetry, cfg.Telemetry) {
+		a.log.Warn("telemetry.enabled, max_bytes, max_client_instances or max_series changed; they take effect after a restart", "file", a.path)
+	}
 
 	// Everything is valid: apply.
 	a.mu.Lock()
@@ -69,7 +74,12 @@ func (a *App) Reload() error {
 	a.cfg.BrokerConfigs = cfg.BrokerConfigs
 	a.cfg.Authorization = cfg.Authorization
 	a.cfg.CredentialsFile = cfg.CredentialsFile
+	a.cfg.Telemetry.PushInterval, a.cfg.Telemetry.Metrics = cfg.Telemetry.PushInterval, cfg.Telemetry.Metrics
 	a.mu.Unlock()
+	if a.telemetry != nil {
+		// Clients get the new subscription at their next request.
+		a.telemetry.SetSubscription(cfg.Telemetry.Subscription())
+	}
 	a.admins.Set(cfg.Authorization.admins())
 	users, keys := len(creds.Users()), len(creds.APIKeys())
 	a.fileCreds.Replace(creds) // creds is empty from here on
@@ -89,6 +99,13 @@ func (a *App) Reload() error {
 	a.log.Info("quotas reloaded", "file", a.path, "entities", q.Len())
 	a.logModeChanges(oldQuotas, cfg.Quotas)
 	return nil
+}
+
+// telemetryRestartOnly reports whether a telemetry setting that needs a
+// restart changed (push_interval and metrics apply live).
+func telemetryRestartOnly(old, cur telemetry.Config) bool {
+	return old.On() != cur.On() || old.Options().MaxBytes != cur.Options().MaxBytes ||
+		old.Options().MaxClientInstances != cur.Options().MaxClientInstances || old.Options().MaxSeries != cur.Options().MaxSeries
 }
 
 // watch applies the config file whenever its contents, or those of the

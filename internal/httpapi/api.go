@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/usage"
 )
 
@@ -46,6 +47,9 @@ type Sources struct {
 	Cluster func() (cluster.Status, bool)
 	// Tenants manages tenants (/api/v1/tenants, tenants.go).
 	Tenants TenantManager
+	// Telemetry holds the clients' own metrics (KIP-714); nil when
+	// telemetry.enabled is false (/api/v1/telemetry, telemetry.go).
+	Telemetry *telemetry.Manager
 	// Access is who may do what (access.go). The zero value lets nobody
 	// change anything and ANONYMOUS read nothing.
 	Access Access
@@ -79,6 +83,7 @@ func Handler(s Sources) http.Handler {
 	mux.Handle("GET /api/v1/audit", g.read(s.audit))
 	mux.Handle("GET /api/v1/usage", g.read(s.usage))
 	mux.Handle("GET "+EndpointCluster, g.read(s.cluster))
+	mux.Handle("GET "+EndpointTelemetry, g.read(s.telemetry))
 	keys := apiKeys{s.APIKeys}
 	mux.Handle("POST /api/v1/apikeys", g.change(keys.create))
 	mux.Handle("GET /api/v1/apikeys", g.read(keys.list))

@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,7 +19,8 @@ import (
 // client negotiates only versions the gateway can read. On a listener that
 // terminates SASL, SaslHandshake and SaslAuthenticate are advertised with
 // Kafka's own ranges (0–1, 0–2) whatever the broker says, because Tollgate
-// answers them.
+// answers them; so are GetTelemetrySubscriptions and PushTelemetry (kmsg's
+// ranges) on every listener while telemetry.enabled is on.
 //
 // Answered by Tollgate:
 //   - a request newer than kmsg knows gets KIP-511's answer (v0 body,
@@ -42,6 +44,9 @@ import (
 type apiVersions struct {
 	mu    sync.Mutex
 	cache map[listenerNode]*kmsg.ApiVersionsResponse
+	// plain and sasl are the ranges advertised whatever the broker says,
+	// on listeners that do not and that do terminate SASL.
+	plain, sasl []kmsg.ApiVersionsResponseApiKey
 }
 
 type listenerNode struct {
@@ -49,8 +54,11 @@ type listenerNode struct {
 	node     int32
 }
 
-func newAPIVersions() *apiVersions {
-	return &apiVersions{cache: map[listenerNode]*kmsg.ApiVersionsResponse{}}
+// newAPIVersions makes the filter; extra are the ranges of APIs Tollgate
+// answers itself on every listener.
+func newAPIVersions(extra ...kmsg.ApiVersionsResponseApiKey) *apiVersions {
+	return &apiVersions{cache: map[listenerNode]*kmsg.ApiVersionsResponse{},
+		plain: extra, sasl: append(slices.Clone(saslVersions), extra...)}
 }
 
 func (*apiVersions) Name() string  { return "api-versions" }
@@ -79,9 +87,9 @@ func (a *apiVersions) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 
 // OnResponse clamps the broker's answer and remembers it.
 func (a *apiVersions) OnResponse(c proxy.Conn, r *proxy.Response) error {
-	var override []kmsg.ApiVersionsResponseApiKey
+	override := a.plain
 	if c.Listener().TerminatesSASL() {
-		override = saslVersions
+		override = a.sasl
 	}
 	if err := wire.RewriteApiVersions(r.Buf, r.Req.Version, nil, override...); err != nil {
 		return err

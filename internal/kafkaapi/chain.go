@@ -2,9 +2,13 @@ package kafkaapi
 
 import (
 	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/telemetry"
 )
 
 // Deps are what the filters answer from. A nil control-plane part leaves
@@ -32,6 +36,12 @@ type Deps struct {
 	// topics by id; nil: the ids are learnt from the metadata answers
 	// that pass.
 	Topics TopicIDs
+	// Telemetry answers GetTelemetrySubscriptions and PushTelemetry
+	// (KIP-714), which ApiVersions then advertises; nil leaves them to
+	// the upstream cluster.
+	Telemetry *telemetry.Manager
+	// Now is the telemetry clock (default time.Now).
+	Now func() time.Time
 }
 
 // Chain is the filter chain of every connection, in order: a request
@@ -45,10 +55,17 @@ func Chain(d Deps) proxy.Chain {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	var answered []kmsg.ApiVersionsResponseApiKey
+	if d.Telemetry != nil {
+		answered = telemetryVersions
+	}
 	c := proxy.Chain{
-		newAPIVersions(), // 18: the KIP-511 clamp; answered from cache before a SASL login
-		addresses{},      // 0, 1, 3, 10, 55, 60, 78, 79: every broker address becomes the gateway's
-		newMembers(),     // 11, 68 learn; 15, 69 restore each group member's client address
+		newAPIVersions(answered...), // 18: the KIP-511 clamp; answered from cache before a SASL login
+		addresses{},                 // 0, 1, 3, 10, 55, 60, 78, 79: every broker address becomes the gateway's
+		newMembers(),                // 11, 68 learn; 15, 69 restore each group member's client address
 		&brokerConfigs{owner: d.BrokerConfigs, log: d.Log}, // 32, 33, 44: Tollgate's broker configs; upstream addresses hidden
 	}
 	if d.ClientQuotas != nil {
@@ -59,6 +76,11 @@ func Chain(d Deps) proxy.Chain {
 	}
 	if d.Quota != nil {
 		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every forwarded key for request_percentage
+	}
+	if d.Telemetry != nil {
+		// After the quota filter: a client held for request_percentage
+		// is held for these too, as Kafka charges them.
+		c = append(c, &telemetryAPIs{m: d.Telemetry, now: d.Now}) // 71, 72: answered from the telemetry manager
 	}
 	if r := newReservedTopics(d.Reserved, d.Topics, d.Log); len(r.list) > 0 {
 		// After the quota filter: the Fetch it rewrites keeps the quota

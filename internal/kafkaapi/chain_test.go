@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
@@ -36,6 +37,7 @@ func fullDeps(t *testing.T) Deps {
 		BrokerConfigs: cp.brokers,
 		Quota:         enforce.New(eng, nil),
 		Reserved:      []string{"tollgate-audit", "tollgate-usage"},
+		Telemetry:     telemetry.New(telemetry.Config{}.Options()),
 	}
 }
 
@@ -208,8 +210,10 @@ func TestChainOrder(t *testing.T) {
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "reserved-topics"}},
 		{"no reserved topic named", Deps{Reserved: []string{""}},
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs"}},
+		{"telemetry", Deps{Telemetry: full.Telemetry},
+			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "telemetry"}},
 		{"everything", full,
-			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "client-quotas", "scram-credentials", "quota", "reserved-topics"}},
+			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "client-quotas", "scram-credentials", "quota", "telemetry", "reserved-topics"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Chain(tc.deps)

@@ -1,6 +1,7 @@
 // Tollgate live dashboard: polls the JSON API every second and draws the
-// quota buckets, throttled entities, connections, audit events and, in a
-// Tollgate cluster, its instances. Plain
+// quota buckets, throttled entities, the clients' own view of themselves
+// (KIP-714), connections, audit events and, in a Tollgate cluster, its
+// instances. Plain
 // JavaScript and SVG; no dependencies. Every value from the API is put in
 // the page as text (never as HTML): entity names are arbitrary strings.
 'use strict';
@@ -707,6 +708,73 @@
     return h('time', { datetime: iso, title: new Date(t).toString() }, stamp(new Date(t)), h('span', { class: 'sub' }, ago(now - t)));
   }
 
+  // ---------- the clients' own view (KIP-714) ----------
+
+  // reportedPair is "produce: avg 120 ms · max 1.5 s" for a pair of
+  // reported metrics (ms), or null when the clients pushed neither.
+  function reportedPair(rep, label, name, metric) {
+    const avg = rep[name + '_avg_ms'];
+    const max = rep[name + '_max_ms'];
+    if (!isNum(avg) && !isNum(max)) return null;
+    return h('div', { class: 'pair', dataset: { metric } },
+      h('span', { class: 'sub-label' }, label + ' '),
+      'avg ' + duration(avg) + ' · max ' + duration(max));
+  }
+
+  const BUCKET_LABELS = { producer_byte_rate: 'produce', consumer_byte_rate: 'fetch', request_percentage: 'requests' };
+
+  function bucketLine(b) {
+    return h('div', { class: 'pair', dataset: { quota: String(b.quota ?? '') } },
+      h('span', { class: 'sub-label' }, (BUCKET_LABELS[b.quota] || String(b.quota ?? '')) + ' '),
+      unit(b.quota, b.rate) + ' of ' + limitText(b.quota, b.limit) + ' ',
+      h('span', { class: 'util ' + utilClass(b.utilization) }, pct(b.utilization)),
+      b.shadow ? [' ', badge('info', 'shadow', 'measured, not enforced')] : null,
+      h('span', { class: 'sub' }, count(b.throttled) + ' throttled · ' + duration(b.throttle_ms_total) + ' in all'));
+  }
+
+  function renderTelemetry(t, now) {
+    const cs = Array.isArray(t.clients) ? t.clients.filter((c) => c && typeof c === 'object') : [];
+    const sub = t.subscription && typeof t.subscription === 'object' ? t.subscription : {};
+    $('telemetry-hint').textContent = 'What each client measured of itself over its last push interval (KIP-714; clients are asked to push every ' +
+      duration(sub.push_interval_ms) + '), next to what Tollgate\'s quota buckets did to the same user and client-id' +
+      (isNum(t.series) && isNum(t.max_series) && t.series >= t.max_series ? ` · at telemetry.max_series (${count(t.max_series)}): the least recently pushed are dropped` : '');
+    const body = $('telemetry-body');
+    if (cs.length === 0) {
+      body.replaceChildren(h('tr', { class: 'empty-row' }, h('td', { colspan: 7 },
+        'No client has pushed its metrics yet (librdkafka 2.5+, franz-go, Java clients 3.7+ push them unless told not to).')));
+      return;
+    }
+    body.replaceChildren(...cs.map((c) => {
+      const rep = c.reported && typeof c.reported === 'object' ? c.reported : {};
+      const buckets = Array.isArray(c.tollgate) ? c.tollgate.filter((b) => b && typeof b === 'object') : [];
+      const throttle = [reportedPair(rep, 'produce', 'produce_throttle_time', 'produce_throttle'),
+        reportedPair(rep, 'fetch', 'fetch_throttle_time', 'fetch_throttle')].filter(Boolean);
+      const latency = [reportedPair(rep, 'produce', 'produce_request_latency', 'produce_latency'),
+        reportedPair(rep, 'fetch', 'fetch_request_latency', 'fetch_latency'),
+        reportedPair(rep, 'any request', 'node_request_latency', 'node_latency'),
+        reportedPair(rep, 'queued', 'record_queue_time', 'queue_time')].filter(Boolean);
+      const hot = buckets.some((b) => isNum(b.utilization) && b.utilization >= 1) ||
+        (isNum(rep.produce_throttle_time_max_ms) && rep.produce_throttle_time_max_ms > 0) ||
+        (isNum(rep.fetch_throttle_time_max_ms) && rep.fetch_throttle_time_max_ms > 0);
+      return h('tr', { class: hot ? 'hot' : null, dataset: { user: String(c.user ?? ''), clientId: String(c.client_id ?? '') } },
+        h('td', {}, h('span', { class: 'mono' }, String(c.user ?? ''))),
+        h('td', {}, h('span', { class: 'mono' }, String(c.client_id ?? ''))),
+        h('td', { class: 'reported' }, throttle.length ? throttle : h('span', { class: 'none', title: 'not in the clients\' pushes: no throttle since the last one, or a client that does not measure it' }, '—')),
+        h('td', { class: 'tollgate' }, buckets.length ? buckets.map(bucketLine) : h('span', { class: 'none' }, 'no quota applies')),
+        h('td', { class: 'reported' }, latency.length ? latency : h('span', { class: 'none' }, '—')),
+        h('td', { class: 'num' }, count(c.instances)),
+        h('td', {}, timeCell(c.last_push, now)));
+    }));
+  }
+
+  let telemetryOn = false;
+
+  function setTelemetry(on) {
+    telemetryOn = on;
+    $('telemetry').hidden = !on;
+    $('foot-telemetry').hidden = !on;
+  }
+
   // setCluster shows or hides everything that only a Tollgate cluster has.
   function setCluster(on) {
     inCluster = on;
@@ -876,16 +944,18 @@
 
   async function tick() {
     const now = Date.now();
-    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit', 'api/v1/cluster'];
-    // /api/v1/cluster answers 404 outside a Tollgate cluster: no panel,
-    // not an error.
-    const get = (p) => (p === 'api/v1/cluster'
-      ? getJSON(p).catch((e) => { if (e.status === 404) return false; throw e; })
+    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit', 'api/v1/cluster', 'api/v1/telemetry'];
+    // /api/v1/cluster answers 404 outside a Tollgate cluster, and
+    // /api/v1/telemetry 503 with telemetry.enabled false: no panel, not an
+    // error.
+    const absent = { 'api/v1/cluster': 404, 'api/v1/telemetry': 503 };
+    const get = (p) => (absent[p]
+      ? getJSON(p).catch((e) => { if (e.status === absent[p]) return false; throw e; })
       : getJSON(p));
     const res = await Promise.allSettled(paths.map(get));
     const errors = [];
     res.forEach((r, i) => { if (r.status === 'rejected') errors.push({ path: '/' + paths[i], message: r.reason.message }); });
-    const [b, c, a, cl] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
+    const [b, c, a, cl, tm] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
 
     // The cluster first: it says what the bucket rates are.
     if (cl === false) {
@@ -914,6 +984,17 @@
     }
     $('top').classList.toggle('stale', !b);
     $('throttled').classList.toggle('stale', !b);
+    if (tm === false) {
+      if (telemetryOn) setTelemetry(false);
+    } else if (tm) {
+      try {
+        if (!telemetryOn) setTelemetry(true);
+        renderTelemetry(tm, now);
+      } catch (e) {
+        errors.push({ path: '/api/v1/telemetry', message: 'cannot show: ' + e.message });
+      }
+    }
+    $('telemetry').classList.toggle('stale', tm === null);
     if (c) {
       try { renderConnections(c); } catch (e) { errors.push({ path: '/api/v1/connections', message: 'cannot show: ' + e.message }); }
     }

@@ -1,0 +1,459 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/httpapi"
+	"github.com/tollgate/tollgate/internal/telemetry"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// The clients' own view (KIP-714): real clients push their metrics
+// through the gateway, which answers GetTelemetrySubscriptions and
+// PushTelemetry itself and shows what each client reported next to its
+// own view of the same user and client-id.
+
+// telemetryEnv is a gateway asking clients to push every second, whose
+// producer_byte_rate quota of 256 KiB/s on (ANONYMOUS, cid) throttles the
+// tests' producers, with a one-second burst so that throttling starts at
+// once.
+func telemetryEnv(t *testing.T, cid string) *testkit.Env {
+	t.Helper()
+	user, rate, burst := "ANONYMOUS", float64(256<<10), 1.0
+	return testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Telemetry.PushInterval = time.Second
+		c.Authorization.AllowAnonymousDescribe = true // the JSON API, read without a key
+		c.Quotas = []app.QuotaEntry{{User: &user, ClientID: &cid, ProducerByteRate: &rate, BurstSeconds: &burst}}
+	})
+}
+
+// telemetryAPI is GET /api/v1/telemetry.
+type telemetryAPI struct {
+	Subscription struct {
+		PushIntervalMs int64 `json:"push_interval_ms"`
+	} `json:"subscription"`
+	Series          int                       `json:"series"`
+	ClientInstances int                       `json:"client_instances"`
+	Evictions       map[string]uint64         `json:"evictions"`
+	Clients         []httpapi.TelemetryClient `json:"clients"`
+}
+
+func getTelemetry(t *testing.T, env *testkit.Env) telemetryAPI {
+	t.Helper()
+	resp, err := http.Get("http://" + env.App.HTTPAddr() + httpapi.EndpointTelemetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out telemetryAPI
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %s", httpapi.EndpointTelemetry, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// telemetryClient is the series of (user, cid), if any.
+func telemetryClient(t *testing.T, env *testkit.Env, user, cid string) (httpapi.TelemetryClient, bool) {
+	t.Helper()
+	for _, c := range getTelemetry(t, env).Clients {
+		if c.User == user && c.ClientID == cid {
+			return c, true
+		}
+	}
+	return httpapi.TelemetryClient{}, false
+}
+
+func producerBucket(c httpapi.TelemetryClient) (httpapi.TelemetryBucket, bool) {
+	for _, b := range c.Tollgate {
+		if b.Quota == "producer_byte_rate" {
+			return b, true
+		}
+	}
+	return httpapi.TelemetryBucket{}, false
+}
+
+// waitThrottleSeenByBoth waits (bounded by d, or until stop reports the
+// client gone) until the client (ANONYMOUS, cid) has pushed a produce
+// throttle time above zero and Tollgate's bucket for it has throttled, and
+// checks that the two views agree: both in the JSON API and in /metrics,
+// the client's largest throttle no more than all the throttle time
+// Tollgate imposed on the bucket.
+func waitThrottleSeenByBoth(t *testing.T, env *testkit.Env, cid string, d time.Duration, gone func() error) httpapi.TelemetryClient {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last httpapi.TelemetryClient
+	for {
+		c, ok := telemetryClient(t, env, "ANONYMOUS", cid)
+		b, bok := producerBucket(c)
+		if ok && c.Reported["produce_throttle_time_max_ms"] > 0 && bok && b.Throttled > 0 {
+			last = c
+			break
+		}
+		if err := gone(); err != nil {
+			t.Fatalf("the client ended before its throttle was seen (%v); last seen %+v", err, c)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("within %v, no push with a produce throttle and a throttled bucket for %s; last seen %+v (found %v)\n"+
+				"telemetry answers: %v", d, cid, c, ok, telemetryRequests(t, env))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b, _ := producerBucket(last)
+	avg, maxMs := last.Reported["produce_throttle_time_avg_ms"], last.Reported["produce_throttle_time_max_ms"]
+	if avg > maxMs || maxMs > float64(b.ThrottleMs)+1 || maxMs > 30000 {
+		t.Errorf("the client reports a throttle avg %v ms, max %v ms; Tollgate throttled its bucket %d times for %d ms in all (quota.max_throttle 30 s)",
+			avg, maxMs, b.Throttled, b.ThrottleMs)
+	}
+	if *b.Limit != 256<<10 || b.BucketUser != "ANONYMOUS" || b.BucketClientID != cid || b.Level != "user+client-id" {
+		t.Errorf("Tollgate's bucket %+v", b)
+	}
+	// Prometheus: the client's own throttle next to Tollgate's, both
+	// labelled by the user and client-id.
+	if v := scrapeMetricOr(t, env, fmt.Sprintf(`tollgate_client_throttle_time_max_seconds{api="produce",client_id=%q,user="ANONYMOUS"}`, cid), 0); v <= 0 {
+		t.Errorf("tollgate_client_throttle_time_max_seconds for %s: %v", cid, v)
+	}
+	if v := scrapeMetricOr(t, env, fmt.Sprintf(`tollgate_client_telemetry_instances{client_id=%q,user="ANONYMOUS"}`, cid), 0); v < 1 {
+		t.Errorf("tollgate_client_telemetry_instances for %s: %v", cid, v)
+	}
+	if v := scrapeMetricOr(t, env, fmt.Sprintf(`tollgate_quota_throttled_total{client_id=%q,client_id_prefix="",quota="producer_byte_rate",user="ANONYMOUS"}`, cid), 0); v <= 0 {
+		t.Errorf("tollgate_quota_throttled_total for %s: %v", cid, v)
+	}
+	t.Logf("%s reported a produce throttle avg %.1f ms, max %.0f ms, node request latency max %v ms, queue time max %v ms (%d instance(s)); "+
+		"Tollgate: %d throttles, %d ms in all, rate %.0f B/s of %.0f",
+		cid, avg, maxMs, last.Reported["node_request_latency_max_ms"], last.Reported["record_queue_time_max_ms"], last.Instances,
+		b.Throttled, b.ThrottleMs, b.Rate, *b.Limit)
+	return last
+}
+
+// telemetryAllAccepted fails the test if Tollgate answered any of the
+// clients' KIP-714 requests with an error: honest clients following the
+// subscription are never refused, not even for pushing too soon.
+func telemetryAllAccepted(t *testing.T, env *testkit.Env) {
+	t.Helper()
+	got := telemetryRequests(t, env)
+	for _, l := range strings.Split(got, "; ") {
+		if !strings.Contains(l, `error="NONE"`) {
+			t.Errorf("a KIP-714 request was refused: %s", got)
+			return
+		}
+	}
+	if !strings.Contains(got, `api="PushTelemetry",error="NONE"`) {
+		t.Errorf("no push accepted: %s", got)
+	}
+}
+
+func telemetryRequests(t *testing.T, env *testkit.Env) string {
+	resp, err := http.Get("http://" + env.App.HTTPAddr() + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var out []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "tollgate_client_telemetry_requests_total{") {
+			out = append(out, sc.Text())
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// franz-go pushes KIP-714 metrics by default: a throttled franz-go
+// producer's own produce throttle time reaches Tollgate's API and
+// /metrics next to the bucket's throttles, and every one of its requests,
+// the terminating push its Close sends included, is accepted.
+func TestTelemetryFranzGo(t *testing.T) {
+	t.Parallel()
+	const cid = "tg-franz"
+	env := telemetryEnv(t, cid)
+	ctx := ctxT(t, 90*time.Second)
+	prod := newClient(t, env, nil, kgo.ClientID(cid), kgo.DefaultProduceTopic("telemetry-franz"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(16<<10))
+	trafficCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		val := make([]byte, 8<<10)
+		for n := 0; trafficCtx.Err() == nil && n < 100_000; n++ {
+			prod.Produce(trafficCtx, &kgo.Record{Value: val}, nil)
+			for prod.BufferedProduceBytes() > 256<<10 && trafficCtx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		prod.AbortBufferedRecords(context.Background())
+	}()
+	waitThrottleSeenByBoth(t, env, cid, 60*time.Second, func() error { return ctx.Err() })
+	stop()
+	wg.Wait()
+	before := scrapeMetricOr(t, env, `tollgate_client_telemetry_requests_total{api="PushTelemetry",error="NONE"}`, 0)
+	prod.Close() // sends a terminating push (after any push in flight)
+	if after := scrapeMetricOr(t, env, `tollgate_client_telemetry_requests_total{api="PushTelemetry",error="NONE"}`, 0); after < before+1 {
+		t.Errorf("accepted pushes %v before Close, %v after: want the terminating push", before, after)
+	}
+	telemetryAllAccepted(t, env)
+	if got := getTelemetry(t, env); got.Subscription.PushIntervalMs != 1000 {
+		t.Errorf("subscription %+v", got.Subscription)
+	}
+}
+
+// pushEveryChosen makes cl ask for its subscription and push one value
+// of every metric Tollgate shows (telemetry.Chosen), compressed with zstd
+// as Java clients and librdkafka built with zstd send it: what the metrics
+// reference needs to see every family.
+func pushEveryChosen(t *testing.T, ctx context.Context, cl *kgo.Client) {
+	t.Helper()
+	var ms []*metricspb.Metric
+	for name := range telemetry.Chosen {
+		ms = append(ms, &metricspb.Metric{Name: name, Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{
+			DataPoints: []*metricspb.NumberDataPoint{{Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: 12.5}}}}}})
+	}
+	raw, err := proto.Marshal(&metricspb.MetricsData{ResourceMetrics: []*metricspb.ResourceMetrics{{
+		ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: ms}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	sub, err := kmsg.NewPtrGetTelemetrySubscriptionsRequest().RequestWith(ctx, cl)
+	if err != nil || sub.ErrorCode != 0 {
+		t.Fatalf("GetTelemetrySubscriptions: %v (error code %d)", err, sub.ErrorCode)
+	}
+	push := kmsg.NewPtrPushTelemetryRequest()
+	push.ClientInstanceID, push.SubscriptionID = sub.ClientInstanceID, sub.SubscriptionID
+	push.CompressionType, push.Metrics = 4, enc.EncodeAll(raw, nil)
+	resp, err := push.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("PushTelemetry: %v (error code %d)", err, resp.ErrorCode)
+	}
+}
+
+// nodeRdkafkaWait bounds how long the test waits for scripts/test.sh's
+// background build of node-rdkafka (about 7 minutes on a quiet machine).
+const nodeRdkafkaWait = 12 * time.Minute
+
+// nodeRdkafka returns the directory of a node-rdkafka 3.6.1 build
+// (librdkafka 2.12; scripts/node-rdkafka.sh makes it). scripts/test.sh
+// starts the build in the background, sets TOLLGATE_NODE_RDKAFKA to its
+// directory and TOLLGATE_REQUIRE_NODE_RDKAFKA=1: the test then waits for
+// the build (bounded) and fails when it failed. Without the variables the
+// test is skipped with the way to run it.
+func nodeRdkafka(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("TOLLGATE_NODE_RDKAFKA")
+	required := os.Getenv("TOLLGATE_REQUIRE_NODE_RDKAFKA") == "1"
+	how := "build it once with `scripts/node-rdkafka.sh DIR` (about 7 minutes; it needs node, npm, make, g++ and python3) and set TOLLGATE_NODE_RDKAFKA=DIR, or run scripts/test.sh, which does both"
+	if dir == "" {
+		if required {
+			t.Fatalf("TOLLGATE_REQUIRE_NODE_RDKAFKA=1 but TOLLGATE_NODE_RDKAFKA is not set: %s", how)
+		}
+		t.Skipf("the librdkafka KIP-714 test needs node-rdkafka 3.6.1 (librdkafka 2.12): %s", how)
+	}
+	logTail := func() string {
+		b, _ := os.ReadFile(dir + ".log")
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return strings.Join(lines[max(0, len(lines)-30):], "\n")
+	}
+	start := time.Now()
+	for {
+		if _, err := os.Stat(filepath.Join(dir, ".tollgate-complete")); err == nil {
+			if waited := time.Since(start); waited > time.Second {
+				t.Logf("waited %v for the node-rdkafka build", waited.Round(time.Second))
+			}
+			return dir
+		}
+		if _, err := os.Stat(dir + ".failed"); err == nil {
+			t.Fatalf("the node-rdkafka build (scripts/node-rdkafka.sh %s) failed; the end of %s.log:\n%s", dir, dir, logTail())
+		}
+		if !required {
+			t.Skipf("no node-rdkafka build in %s: %s", dir, how)
+		}
+		if time.Since(start) > nodeRdkafkaWait {
+			t.Fatalf("the node-rdkafka build in %s did not finish within %v; the end of %s.log:\n%s", dir, nodeRdkafkaWait, dir, logTail())
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// librdkafka (2.12, in node-rdkafka 3.6.1) pushes its metrics through the
+// gateway: a producer throttled by a producer_byte_rate quota reports its
+// own produce throttle time, which shows in /api/v1/telemetry and
+// /metrics for its principal and client-id, next to the throttles
+// Tollgate's bucket imposed on it; none of its requests is refused.
+// (librdkafka sends a terminating push at its disconnect only when no push
+// is in flight, so the test does not count on one.)
+func TestTelemetryLibrdkafka(t *testing.T) {
+	t.Parallel()
+	dir := nodeRdkafka(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed (%v), yet node-rdkafka was built in %s", err, dir)
+	}
+	const cid = "tg-librdkafka"
+	env := telemetryEnv(t, cid)
+	ctx := ctxT(t, 2*time.Minute)
+	script, err := filepath.Abs("testdata/telemetry/produce.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, script, env.Bootstrap, cid, "telemetry-librdkafka")
+	cmd.Env = append(os.Environ(), "NODE_RDKAFKA_DIR="+dir, "MAX_MS=90000")
+	cmd.WaitDelay = 5 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var exitErr error
+	done := false
+	gone := func() error {
+		if done {
+			return exitErr
+		}
+		select {
+		case exitErr = <-exited:
+			done = true
+			if exitErr == nil {
+				exitErr = fmt.Errorf("exited")
+			}
+			return exitErr
+		default:
+			return nil
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("node script output:\n%s", out.String())
+		}
+	}()
+	c := waitThrottleSeenByBoth(t, env, cid, 90*time.Second, gone)
+	// librdkafka reports what Tollgate subscribed it to: its latencies
+	// and queue time too.
+	for _, m := range []string{"produce_request_latency_max_ms", "node_request_latency_avg_ms", "record_queue_time_max_ms"} {
+		if _, ok := c.Reported[m]; !ok {
+			t.Errorf("librdkafka did not report %s: %v", m, c.Reported)
+		}
+	}
+	stdin.Close() // flush and disconnect
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("node script: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the node script did not end")
+	}
+	telemetryAllAccepted(t, env)
+	// And librdkafka saw no refusal either.
+	for _, bad := range []string{"PushTelemetryRequest failed", "GetTelemetrySubscriptionsRequest failed"} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("librdkafka logged %q", bad)
+		}
+	}
+	if !strings.Contains(out.String(), "PushTelemetryRequest succeeded") {
+		t.Errorf("librdkafka logged no successful push")
+	}
+	if !strings.Contains(out.String(), "librdkafka 2.12") {
+		t.Errorf("the script did not run librdkafka 2.12:\n%s", out.String())
+	}
+}
+
+// lockedBuffer collects a process's output from its two pipes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A reload changes the subscription live: a push under the old one is
+// answered UNKNOWN_SUBSCRIPTION_ID, the client asks again at once and gets
+// the new interval and metrics; a restart-only telemetry key is logged
+// as such.
+func TestTelemetryReload(t *testing.T) {
+	t.Parallel()
+	cfg := func(interval, metrics string, maxSeries int) []byte {
+		return []byte(fmt.Sprintf("listeners:\n  - name: PLAINTEXT\n    bootstrap: 127.0.0.1:0\n"+
+			"telemetry:\n  push_interval: %s\n  metrics: %s\n  max_series: %d\n", interval, metrics, maxSeries))
+	}
+	path := filepath.Join(t.TempDir(), "tollgate.yaml")
+	writeFileAtomic(t, path, cfg("1s", "[org.apache.kafka.producer.]", 1000))
+	env := testkit.Start(t, app.Options{ConfigPath: path, WatchInterval: time.Hour}, func(c *app.Config) {
+		c.Telemetry.PushInterval = time.Second
+		c.Telemetry.Metrics = []string{"org.apache.kafka.producer."}
+	})
+	rc := dialRawVia(t, ctxT(t, 30*time.Second), &net.Dialer{Timeout: 5 * time.Second}, env.Bootstrap)
+	sub := rc.do(t, kmsg.NewPtrGetTelemetrySubscriptionsRequest()).(*kmsg.GetTelemetrySubscriptionsResponse)
+	if sub.ErrorCode != 0 || sub.PushIntervalMillis != 1000 || !slices.Equal(sub.RequestedMetrics, []string{"org.apache.kafka.producer."}) {
+		t.Fatalf("subscription %+v", sub)
+	}
+
+	writeFileAtomic(t, path, cfg("2500ms", `["*"]`, 5))
+	if err := env.App.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	push := kmsg.NewPtrPushTelemetryRequest()
+	push.ClientInstanceID, push.SubscriptionID = sub.ClientInstanceID, sub.SubscriptionID
+	if r := rc.do(t, push).(*kmsg.PushTelemetryResponse); r.ErrorCode != kerr.UnknownSubscriptionID.Code {
+		t.Fatalf("a push under the old subscription: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	again := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
+	again.ClientInstanceID = sub.ClientInstanceID
+	sub2 := rc.do(t, again).(*kmsg.GetTelemetrySubscriptionsResponse)
+	if sub2.ErrorCode != 0 || sub2.PushIntervalMillis != 2500 || !slices.Equal(sub2.RequestedMetrics, []string{""}) ||
+		sub2.SubscriptionID == sub.SubscriptionID || sub2.ClientInstanceID != sub.ClientInstanceID {
+		t.Fatalf("after the reload: %+v", sub2)
+	}
+	push.SubscriptionID = sub2.SubscriptionID
+	if r := rc.do(t, push).(*kmsg.PushTelemetryResponse); r.ErrorCode != 0 {
+		t.Fatalf("a push under the new subscription: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	waitLog(t, env, 5*time.Second, "take effect after a restart", "telemetry")
+	if got := env.App.Telemetry().MaxSeries(); got != 1000 {
+		t.Errorf("max_series %d after the reload, want the running 1000 (restart-only)", got)
+	}
+}
