@@ -6,6 +6,10 @@
 // quota counts (request bytes for produce, response bytes for fetch),
 // after a start-up period, since a fresh bucket may burst Q·(N−1)·W.
 //
+// With tenants and client-id prefix groups (issue "Quotas for how teams
+// really work"): ten principals of one tenant under its ceiling, twenty
+// client-ids of one prefix group under its quota.
+//
 //	go run ./bench/quota -q 5242880 -warmup 12s -measure 30s
 package main
 
@@ -36,7 +40,9 @@ var (
 	many    = flag.Int("clients", 50, "client-ids, each under its own quota")
 	manyQ   = flag.Float64("clients-q", 200<<10, "quota of each of the many client-ids")
 	manyB   = flag.Int("clients-batch", 64<<10, "ProducerBatchMaxBytes of each of the many client-ids (one request is the measuring grain: keep it well under Q·measure)")
-	only    = flag.String("only", "", "run one scenario: single, many, kafkago")
+	only    = flag.String("only", "", "run one scenario: single, many, kafkago, tenant, prefix")
+	tenantC = flag.Float64("tenant-c", 5<<20, "the tenant's producer_byte_rate ceiling (tenant scenario)")
+	groupQ  = flag.Float64("group-q", 5<<20, "the client-id prefix group's producer_byte_rate (prefix scenario)")
 	alg     = flag.String("algorithm", "token_bucket", "quota.byte_rate_algorithm: token_bucket or sampled (Kafka's)")
 )
 
@@ -62,6 +68,7 @@ func main() {
 	dir, _ := os.MkdirTemp("", "tgbench")
 	defer os.RemoveAll(dir)
 	cfg.DataDir = dir
+	users, keys := groupsSetup(&cfg, dir)
 	a, err := app.Start(ctx, cfg, app.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,6 +85,12 @@ func main() {
 	}
 	if *only == "" || *only == "kafkago" {
 		kafkaGo(boot)
+	}
+	if *only == "" || *only == "tenant" {
+		tenantScenario(a.Gateway().BootstrapAddrs()["SASL_PLAINTEXT"], users, keys)
+	}
+	if *only == "" || *only == "prefix" {
+		prefixScenario(boot)
 	}
 }
 
