@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -52,6 +53,7 @@ var attacks = []struct {
 	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
 	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
+	{"controller_mutation_rate: topics deleted by id are charged their partitions, as by name", "12", attackDeleteTopicsByID},
 	// Tollgate's own topics on the upstream (audit.topic, usage.topic; attacks_reserved_test.go).
 	{"Tollgate's topics: a tenant's produce to the audit topic is refused, by name, by id, streamed", "own-topics", attackProduceOwnTopic},
 	{"Tollgate's topics: a tenant cannot fetch the audit topic (consumer, Fetch by name and id, ShareFetch, offsets)", "own-topics", attackFetchOwnTopic},
@@ -432,5 +434,71 @@ func attackShareFetchQuota(t *testing.T) {
 	}
 	if !charged {
 		t.Fatalf("after %d share-fetched records of 64 KiB (random), no consumer_byte_rate bucket of ANONYMOUS was charged and throttled: %+v", got, env.App.Engine().Usage(time.Now()))
+	}
+}
+
+// A tenant under controller_mutation_rate deletes topics by id
+// (DeleteTopics v6+) instead of by name: it is charged each topic's
+// partitions all the same, as Kafka's controller charges them. Three
+// topics of 30 partitions, a quota of 1 partition/s (a burst of ~10):
+// the first delete passes and takes the bucket below zero, the second is
+// refused with THROTTLING_QUOTA_EXCEEDED and its topic still exists.
+func attackDeleteTopicsByID(t *testing.T) {
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{ClientID: kmsg.StringPtr("evader"), ControllerMutationRate: ptrF(1)}}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	d := &testkit.Dialer{}
+	setupClient := newClient(t, env, d, kgo.ClientID("setup"))
+	setup := kadm.NewClient(setupClient)
+	topics := []string{"by-id-1", "by-id-2", "by-id-3"}
+	created, err := setup.CreateTopics(ctx, 30, 1, nil, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evader := newClient(t, env, d, kgo.ClientID("evader"))
+	deleteByID := func(topic string) int16 {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.Version = 6
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewDeleteTopicsRequestTopic()
+		rt.TopicID = created[topic].ID
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, evader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].TopicID != created[topic].ID {
+			t.Fatalf("DeleteTopics of %s by id: answer %+v", topic, resp.Topics)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	if code := deleteByID("by-id-1"); code != 0 {
+		t.Fatalf("the first delete by id: error %d, want 0 (the bucket is not below zero)", code)
+	}
+	if code := deleteByID("by-id-2"); code != kerr.ThrottlingQuotaExceeded.Code {
+		t.Errorf("the second delete by id, 30 partitions past the quota: error %d, want THROTTLING_QUOTA_EXCEEDED (89)", code)
+	}
+	// A fresh Metadata request (kadm's ListTopics may answer from the
+	// client's metadata cache).
+	md := kmsg.NewPtrMetadataRequest()
+	for _, tp := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(tp)
+		md.Topics = append(md.Topics, rt)
+	}
+	resp, err := md.RequestWith(ctx, setupClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, tp := range resp.Topics {
+		if tp.ErrorCode == 0 {
+			left = append(left, *tp.Topic)
+		}
+	}
+	slices.Sort(left)
+	if want := []string{"by-id-2", "by-id-3"}; !slices.Equal(left, want) {
+		t.Errorf("topics left %v, want %v", left, want)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/cli"
@@ -315,7 +316,22 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	if r, err := adm.DeleteTopics(ctx, "usage-scratch"); err != nil || r.Error() != nil {
 		t.Fatalf("delete topic: %v %v", err, r.Error())
 	}
-	const aliceMutations = 3 + 2 + 1 + 5 + 1 + 5 // created, one added, deleted; the refused and validate-only count nothing
+	// A topic deleted by id alone (DeleteTopics v6) counts its partitions
+	// like one deleted by name.
+	mustCreate(4, "usage-scratch-id")
+	byID, err := adm.ListTopics(ctx, "usage-scratch-id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version, del.TimeoutMillis = 6, 5000
+	delTopic := kmsg.NewDeleteTopicsRequestTopic()
+	delTopic.TopicID = byID["usage-scratch-id"].ID
+	del.Topics = append(del.Topics, delTopic)
+	if r, err := del.RequestWith(ctx, franz); err != nil || len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete topic by id: %v %+v", err, r)
+	}
+	const aliceMutations = 3 + 2 + 1 + 5 + 1 + 5 + 4 + 4 // created, one added, deleted (by name and by id); the refused and validate-only count nothing
 	var recs []*kgo.Record
 	for _, v := range usageValues(n) {
 		recs = append(recs, &kgo.Record{Value: v})

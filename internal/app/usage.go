@@ -318,7 +318,12 @@ func (q *usageMutConn) OnResponse(c proxy.Conn, resp *proxy.Response) error {
 		}
 	case *kmsg.DeleteTopicsResponse:
 		for _, t := range r.Topics {
-			if t.ErrorCode == 0 && t.Topic != nil {
+			if t.ErrorCode != 0 {
+				continue
+			}
+			if c, ok := ask[idKey(t.TopicID)]; ok && t.TopicID != ([16]byte{}) {
+				n += int64(c)
+			} else if t.Topic != nil {
 				n += int64(ask[*t.Topic])
 			}
 		}
@@ -333,6 +338,10 @@ func (q *usageMutConn) Dropped(c proxy.Conn, r *proxy.Request) {
 	delete(q.asks, r.CorrelationID)
 	q.mu.Unlock()
 }
+
+// idKey is the key of a topic named by id alone in an ask: no topic name
+// starts with a NUL byte.
+func idKey(id [16]byte) string { return "\x00" + string(id[:]) }
 
 // ask is the partitions each topic of a mutation request would change.
 func (f *usageMutations) ask(req kmsg.Request) map[string]int32 {
@@ -380,15 +389,26 @@ func (f *usageMutations) ask(req kmsg.Request) map[string]int32 {
 		}
 	case *kmsg.DeleteTopicsRequest:
 		names := r.TopicNames
+		var ids [][16]byte
 		for _, t := range r.Topics {
 			if t.Topic != nil {
 				names = append(names, *t.Topic)
+			} else {
+				ids = append(ids, t.TopicID)
 			}
-			// A topic named by its id alone is not counted: its
-			// partition count is known by name only.
 		}
 		for name, n := range f.partitions(ctx, names) {
 			out[name] = n
+		}
+		if len(ids) > 0 && f.topics != nil {
+			// Named by id alone (v6+): counted by id.
+			m, err := f.topics.TopicPartitionsByID(ctx, ids)
+			if err != nil {
+				f.log.Warn("usage ledger: cannot read partition counts by topic id; the request's partition mutations are not counted", "err", err)
+			}
+			for id, n := range m {
+				out[idKey(id)] = n
+			}
 		}
 	}
 	return out

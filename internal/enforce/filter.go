@@ -15,6 +15,9 @@ import (
 // Topics answers what the mutation quota must know of the cluster.
 type Topics interface {
 	TopicPartitions(ctx context.Context, topics []string) (map[string]int32, error)
+	// TopicPartitionsByID is TopicPartitions for topics named by id
+	// (DeleteTopics v6+).
+	TopicPartitionsByID(ctx context.Context, ids [][16]byte) (map[[16]byte]int32, error)
 	DefaultPartitions(ctx context.Context) int32
 }
 

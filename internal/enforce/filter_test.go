@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/principal"
@@ -385,6 +386,7 @@ func TestHandlesFollowPrincipalAndClientID(t *testing.T) {
 type topics struct {
 	mu      sync.Mutex
 	counts  map[string]int32
+	byID    map[[16]byte]int32
 	dflt    int32
 	asked   [][]string
 	dfltAsk int
@@ -403,6 +405,18 @@ func (tp *topics) TopicPartitions(_ context.Context, names []string) (map[string
 	return out, nil
 }
 
+func (tp *topics) TopicPartitionsByID(_ context.Context, ids [][16]byte) (map[[16]byte]int32, error) {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	out := map[[16]byte]int32{}
+	for _, id := range ids {
+		if c, ok := tp.byID[id]; ok {
+			out[id] = c
+		}
+	}
+	return out, nil
+}
+
 func (tp *topics) DefaultPartitions(context.Context) int32 {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
@@ -415,7 +429,8 @@ func (tp *topics) DefaultPartitions(context.Context) int32 {
 func mutationFilter(t *testing.T) (*Filter, *topics) {
 	t.Helper()
 	f, _ := newFilter(t, defaultClient(quota.ControllerMutationRate, 10))
-	tp := &topics{counts: map[string]int32{"a": 6, "b": 6, "c": 6, "d": 2}, dflt: 3}
+	tp := &topics{counts: map[string]int32{"a": 6, "b": 6, "c": 6, "d": 2}, dflt: 3,
+		byID: map[[16]byte]int32{{1, 2, 3}: 2, {4}: 6, {5}: 6, {6}: 6}}
 	f.Topics = tp
 	return f, tp
 }
@@ -739,6 +754,45 @@ func TestNoQuota(t *testing.T) {
 	}
 	if got := f.Engine.Quotas(); got.Enabled(quota.ProducerByteRate) {
 		t.Fatal("a producer quota is enabled")
+	}
+}
+
+// A topic DeleteTopics v6 names by id alone is charged its partitions as
+// the upstream has them for that id (as Kafka's controller charges it):
+// three topics of 6 partitions each under a burst of 10 — the first two
+// pass, the third is refused, by id. An id the upstream does not know is
+// charged nothing.
+func TestMutationDeleteTopicsByIDCharged(t *testing.T) {
+	f, _ := mutationFilter(t)
+	req := deleteTopics(6)
+	for _, id := range [][16]byte{{9}, {4}, {5}, {6}} {
+		tp := kmsg.NewDeleteTopicsRequestTopic()
+		tp.TopicID = id
+		req.Topics = append(req.Topics, tp)
+	}
+	c, q := newConn(f, anonymous)
+	v := onRequest(q, c, request(t, req, "admin"))
+	if v.Forward == nil || v.Merge == nil {
+		t.Fatalf("verdict %+v, want a partial forward", v)
+	}
+	var fwd [][16]byte
+	for _, tp := range v.Forward.(*kmsg.DeleteTopicsRequest).Topics {
+		fwd = append(fwd, tp.TopicID)
+	}
+	if want := [][16]byte{{9}, {4}, {5}}; !slices.Equal(fwd, want) {
+		t.Errorf("forwarded %x, want the unknown id and the first two topics", fwd)
+	}
+	up := kmsg.NewPtrDeleteTopicsResponse()
+	up.Version = 6
+	for _, tp := range v.Forward.(*kmsg.DeleteTopicsRequest).Topics {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.TopicID = tp.TopicID
+		up.Topics = append(up.Topics, rt)
+	}
+	v.Merge(up)
+	last := up.Topics[len(up.Topics)-1]
+	if len(up.Topics) != 4 || last.TopicID != ([16]byte{6}) || last.ErrorCode != kerr.ThrottlingQuotaExceeded.Code {
+		t.Errorf("the client sees %+v, want the fourth topic refused by id with THROTTLING_QUOTA_EXCEEDED", up.Topics)
 	}
 }
 

@@ -111,18 +111,24 @@ func (p *Filter) items(req kmsg.Request) []item {
 			// One item per topic, so that the items line up with the
 			// request's topics (keepAccepted, addRejected).
 			var names []string
+			var ids [][16]byte
 			for _, t := range r.Topics {
 				if t.Topic != nil {
 					names = append(names, *t.Topic)
+				} else {
+					ids = append(ids, t.TopicID)
 				}
 			}
 			cur := p.partitions(ctx, names)
+			curID := p.partitionsByID(ctx, ids)
 			out := make([]item, len(r.Topics))
 			for i, t := range r.Topics {
 				if t.Topic == nil {
-					// Named by id alone: its partition count is not
-					// known by name, so it is charged nothing.
-					out[i] = item{byID: true, id: t.TopicID}
+					// Named by id alone (v6+): charged the partitions
+					// the upstream has for that id, as Kafka's
+					// controller charges them; an unknown id nothing
+					// (the broker answers UNKNOWN_TOPIC_ID).
+					out[i] = item{byID: true, id: t.TopicID, n: float64(curID[t.TopicID])}
 					continue
 				}
 				out[i] = item{topic: *t.Topic, id: t.TopicID, n: float64(cur[*t.Topic])}
@@ -146,6 +152,17 @@ func (p *Filter) partitions(ctx context.Context, topics []string) map[string]int
 	m, err := p.Topics.TopicPartitions(ctx, topics)
 	if err != nil {
 		p.Log.Warn("cannot read partition counts for the mutation quota; counting 0", "err", err)
+	}
+	return m
+}
+
+func (p *Filter) partitionsByID(ctx context.Context, ids [][16]byte) map[[16]byte]int32 {
+	if p.Topics == nil || len(ids) == 0 {
+		return nil
+	}
+	m, err := p.Topics.TopicPartitionsByID(ctx, ids)
+	if err != nil {
+		p.Log.Warn("cannot read partition counts by topic id for the mutation quota; counting 0", "err", err)
 	}
 	return m
 }

@@ -10,7 +10,7 @@ import (
 //
 // Forwarded. Charged by the quota filter (enforce/mutation.go) to
 // controller_mutation_rate: the partitions each topic had (read from the
-// upstream's metadata). Strict mode from v5, permissive below, as in
+// upstream's metadata, by name or, for a topic named by id alone, by id). Strict mode from v5, permissive below, as in
 // CreateTopics.
 //
 // Reserved topics (reserved.go): one of Tollgate's own topics is never

@@ -34,6 +34,33 @@ func (g *Gateway) TopicPartitions(ctx context.Context, topics []string) (map[str
 	return out, nil
 }
 
+// TopicPartitionsByID is TopicPartitions for topics named by id
+// (DeleteTopics v6+): Metadata v12+ names them by id. Ids the upstream
+// does not know are absent from the result. It never creates a topic.
+func (g *Gateway) TopicPartitionsByID(ctx context.Context, ids [][16]byte) (map[[16]byte]int32, error) {
+	if g.meta == nil {
+		return nil, fmt.Errorf("the gateway has not started")
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, id := range ids {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = id
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, g.meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[[16]byte]int32, len(ids))
+	for _, t := range resp.Topics {
+		if t.ErrorCode == 0 && t.TopicID != ([16]byte{}) {
+			out[t.TopicID] = int32(len(t.Partitions))
+		}
+	}
+	return out, nil
+}
+
 // TopicIDs asks upstream for the id of each topic; topics that do not
 // exist are absent from the result. It never creates a topic. Filters that
 // refuse topics by name need their ids for the requests that name topics
