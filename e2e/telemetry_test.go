@@ -139,7 +139,7 @@ func waitThrottleSeenByBoth(t *testing.T, env *testkit.Env, cid string, d time.D
 	if v := scrapeMetricOr(t, env, fmt.Sprintf(`tollgate_client_telemetry_instances{client_id=%q,user="ANONYMOUS"}`, cid), 0); v < 1 {
 		t.Errorf("tollgate_client_telemetry_instances for %s: %v", cid, v)
 	}
-	if v := scrapeMetricOr(t, env, fmt.Sprintf(`tollgate_quota_throttled_total{client_id=%q,client_id_prefix="",quota="producer_byte_rate",user="ANONYMOUS"}`, cid), 0); v <= 0 {
+	if v := scrapeMetricOr(t, env, fmt.Sprintf(`tollgate_quota_throttled_total{client_id=%q,client_id_prefix="",quota="producer_byte_rate",topic="",topic_prefix="",user="ANONYMOUS"}`, cid), 0); v <= 0 {
 		t.Errorf("tollgate_quota_throttled_total for %s: %v", cid, v)
 	}
 	t.Logf("%s reported a produce throttle avg %.1f ms, max %.0f ms, node request latency max %v ms, queue time max %v ms (%d instance(s)); "+
