@@ -372,6 +372,10 @@ func (c *faultConn) flush() {
 }
 
 func (c *faultConn) flushLocked() error {
+	// No longer held once handed to the socket: a peer that has read
+	// them all must not see them counted (a write that fails puts back
+	// what it did not send).
+	c.held.Store(0)
 	n, err := c.Conn.Write(c.hold)
 	c.hold = c.hold[:copy(c.hold, c.hold[n:])]
 	c.held.Store(int64(len(c.hold)))

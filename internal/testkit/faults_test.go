@@ -212,9 +212,9 @@ func TestFaultStall(t *testing.T) {
 		r.took(t, "the stalled read", time.Since(start), 1050*time.Millisecond)
 		c.SetReadDeadline(time.Time{})
 		// A full hold blocks the writer until its deadline.
-		c.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		big := make([]byte, HoldBytes)
-		start = time.Now()
+		start = time.Now() // before the deadline is set: it counts from then
+		c.SetWriteDeadline(start.Add(2 * time.Second))
 		n, err := c.Write(big)
 		if !errors.Is(err, os.ErrDeadlineExceeded) || n != HoldBytes-7 {
 			t.Fatalf("write past the hold: %d, %v; want %d and the deadline", n, err, HoldBytes-7)
