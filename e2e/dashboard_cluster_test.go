@@ -45,6 +45,22 @@ func TestDashboardCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// And on, slowly, while the browser starts and the page loads: the
+	// rate is over the last ~10 s, and a loaded machine can take longer
+	// than that to get there. Bounded: 600 records at most.
+	pctx, stopProducing := context.WithCancel(ctx)
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for i := 0; i < 600 && pctx.Err() == nil; i++ {
+			cl.ProduceSync(pctx, &kgo.Record{Value: make([]byte, 32<<10)})
+			select {
+			case <-pctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { stopProducing(); <-produced }()
 
 	browser, closeBrowser := startChromium(t)
 	defer closeBrowser()
