@@ -170,7 +170,7 @@ func (st *produceStream) copy(k int) {
 	if st.err != nil || rest == 0 {
 		return
 	}
-	if _, err := io.CopyN(st.s.upstream, st.s.client, rest); err != nil {
+	if _, err := copyN(st.s.upstream, st.s.client, rest); err != nil {
 		if errors.Is(err, io.EOF) {
 			st.fail(fmt.Errorf("client closed mid-frame: %w", err))
 		} else {

@@ -511,7 +511,7 @@ func (s *session) streamToUpstream(sz [4]byte, n int) (Reason, error) {
 		// io.EOF is the client leaving mid-frame (a timed-out client
 		// closes while its request is held, for one); a write to a
 		// closed upstream fails with another error.
-		if _, err := io.CopyN(s.upstream, s.client, rest); err != nil {
+		if _, err := copyN(s.upstream, s.client, rest); err != nil {
 			if errors.Is(err, io.EOF) {
 				return ReasonClientClosed, fmt.Errorf("client closed mid-frame: %w", err)
 			}

@@ -139,7 +139,7 @@ func (st *fetchStream) copyRaw(k int) {
 		k -= b
 	}
 	if k > 0 {
-		if _, err := io.CopyN(s.client, s.upstream, int64(k)); err != nil {
+		if _, err := copyN(s.client, s.upstream, int64(k)); err != nil {
 			st.fail(err)
 			return
 		}
