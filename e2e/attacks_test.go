@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -52,6 +53,7 @@ var attacks = []struct {
 	{"a SCRAM user deleted or an API key revoked through the API loses its open connections", "10", attackWithdrawnThroughAPI},
 	{"SCRAM: an unknown user is shown a salt like the real users', the same after a restart", "11", attackUserEnumeration},
 	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
+	{"pass-through SASL: the broker's refusals count against the address's failed-login limit too", "11", attackPassthroughPasswordGuessing},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
 	{"controller_mutation_rate: topics deleted by id are charged their partitions, as by name", "12", attackDeleteTopicsByID},
 	// Tollgate's own topics on the upstream (audit.topic, usage.topic; attacks_reserved_test.go).
@@ -500,5 +502,55 @@ func attackDeleteTopicsByID(t *testing.T) {
 	slices.Sort(left)
 	if want := []string{"by-id-2", "by-id-3"}; !slices.Equal(left, want) {
 		t.Errorf("topics left %v, want %v", left, want)
+	}
+}
+
+// Password guessing through a pass-through listener: the broker judges
+// the passwords, Tollgate counts its refusals per source address (the
+// same authentication.failed_logins_per_ip as terminated logins), and an
+// address over the limit is refused at its first SaslAuthenticate —
+// before the broker sees it, the right password included — while another
+// address logs in.
+func attackPassthroughPasswordGuessing(t *testing.T) {
+	env, br := startStandIn(t, func(c *app.Config) {
+		c.Authentication.FailedLoginsPerIP = 3
+		c.Authentication.FailedLoginWindow = time.Hour
+	})
+	plainLogin := func(pass string) (int16, string) {
+		rc := dialRaw(t, env.Bootstrap)
+		if hs := rc.handshake(t, 1, "PLAIN"); hs.ErrorCode != 0 {
+			t.Fatalf("handshake: %d", hs.ErrorCode)
+		}
+		ar := rc.authenticate(t, 1, []byte("\x00alice\x00"+pass))
+		msg := ""
+		if ar.ErrorMessage != nil {
+			msg = *ar.ErrorMessage
+		}
+		return ar.ErrorCode, msg
+	}
+	for i := range 3 {
+		if code, msg := plainLogin(fmt.Sprint("guess-", i)); code != kerr.SaslAuthenticationFailed.Code || msg != "Authentication failed: Invalid username or password" {
+			t.Fatalf("guess %d: error %d %q, want the broker's refusal", i, code, msg)
+		}
+	}
+	const limited = "Authentication failed: too many failed logins from this address, try again later"
+	if code, msg := plainLogin("alice-secret"); code != kerr.SaslAuthenticationFailed.Code || msg != limited {
+		t.Errorf("the right password after 3 failures: error %d %q, want %q", code, msg, limited)
+	}
+	if got := br.Logins(); slices.Contains(got, "alice") { // svc is Tollgate's own
+		t.Errorf("the broker completed logins %v: alice's from the limited address", got)
+	}
+	if n := scrapeMetric(t, env, "tollgate_authentication_rate_limited_total"); n != 1 {
+		t.Errorf("tollgate_authentication_rate_limited_total = %v, want 1", n)
+	}
+	if n := scrapeMetric(t, env, "tollgate_authentication_failures_total"); n != 4 {
+		t.Errorf("tollgate_authentication_failures_total = %v, want 4 (3 by the broker, 1 limited)", n)
+	}
+	other := franzClient(t, append(franzOpts(env.Bootstrap, nil, "PLAIN", "alice", "alice-secret"), kgo.Dialer(fromIP("127.0.0.2")))...)
+	if err := other.Ping(ctxT(t, 20*time.Second)); err != nil {
+		t.Fatalf("alice from 127.0.0.2: %v", err)
+	}
+	if got := br.Logins(); !slices.Contains(got, "alice") {
+		t.Errorf("the broker's logins %v, want alice's from 127.0.0.2", got)
 	}
 }

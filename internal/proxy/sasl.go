@@ -119,6 +119,14 @@ func (s *session) gate(req *Request) (handled bool, r Reason, err error) {
 			if err != nil {
 				return false, ReasonBadFrame, err
 			}
+			if a.steps == 0 {
+				// The failed-login limit holds for the broker's
+				// passwords too: an address over it is refused before
+				// its first message reaches the broker.
+				if err := s.gw.hooks.loginAllowed(&s.info, a.mechanism); err != nil {
+					return s.loginFailed(req, err)
+				}
+			}
 			if auth.CarriesIdentity(a.mechanism, a.steps, ar.SASLAuthBytes) {
 				u, err := auth.PassthroughIdentity(a.mechanism, ar.SASLAuthBytes, s.ln.cfg.SASL.OAuthBearerSubClaimName)
 				if err != nil {
@@ -333,16 +341,24 @@ func (s *session) awaitPassthrough() (Reason, error) {
 	case !ans.ok:
 		return ReasonUpstreamProtocol, errors.New("the broker's SaslAuthenticate answer cannot be read")
 	case ans.code != 0:
-		return "", nil // the broker refused; it closes the connection itself
+		// The broker refused; it closes the connection itself. Counted,
+		// audited and charged to the address's failed-login limit like
+		// a login Tollgate refuses.
+		s.gw.hooks.authFailed(&s.info, a.mechanism, fmt.Errorf("%w: the broker answered error %d at step %d", auth.ErrAuthenticationFailed, ans.code, step))
+		return "", nil
 	}
 	complete, failed := auth.ExchangeComplete(a.mechanism, step, ans.bytes)
 	switch {
 	case failed:
-		return ReasonAuthFailed, fmt.Errorf("%s pass-through: the broker's answer at step %d does not continue the exchange", a.mechanism, step)
+		err := fmt.Errorf("%w: %s pass-through: the broker's answer at step %d does not continue the exchange", auth.ErrAuthenticationFailed, a.mechanism, step)
+		s.gw.hooks.authFailed(&s.info, a.mechanism, err)
+		return ReasonAuthFailed, err
 	case !complete:
 		return "", nil
 	case a.user == "":
-		return ReasonAuthFailed, fmt.Errorf("%w: no identity read for the completed %s login", auth.ErrNoIdentity, a.mechanism)
+		err := fmt.Errorf("%w: no identity read for the completed %s login", auth.ErrNoIdentity, a.mechanism)
+		s.gw.hooks.authFailed(&s.info, a.mechanism, err)
+		return ReasonAuthFailed, err
 	}
 	s.loggedIn(principal.Principal{Type: "User", Name: a.user})
 	s.gw.log.Info("authenticated (pass-through)", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", a.mechanism)...)
