@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/cluster"
@@ -193,8 +194,24 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusServiceUnavailable, "no quota engine")
 		return
 	}
+	limit := DefaultBucketsLimit
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 {
+			fail(w, http.StatusBadRequest, "limit: want a positive integer")
+			return
+		}
+		limit = n
+	}
+	usage := s.Engine.Usage(s.Now())
+	// Busiest first: what an operator looks at; the rest left out beyond
+	// limit (the buckets' number is client-chosen, up to
+	// quota.max_buckets).
+	sort.SliceStable(usage, func(i, j int) bool { return usage[i].Utilization > usage[j].Utilization })
+	total := len(usage)
+	usage = usage[:min(len(usage), limit)]
 	out := []Bucket{}
-	for _, u := range s.Engine.Usage(s.Now()) {
+	for _, u := range usage {
 		b := Bucket{
 			Quota: u.Key.String(), User: u.User, ClientID: u.ClientID, Level: u.Level.String(),
 			Limit: num(u.Quota), Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization,
@@ -216,10 +233,12 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, b)
 	}
-	// Busiest first: what an operator looks at.
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Utilization > out[j].Utilization })
-	writeJSON(w, http.StatusOK, map[string]any{"buckets": out})
+	writeJSON(w, http.StatusOK, map[string]any{"buckets": out, "total": total})
 }
+
+// DefaultBucketsLimit is how many buckets GET /api/v1/buckets lists
+// without a limit parameter.
+const DefaultBucketsLimit = 1000
 
 // EntityPart is one (type, name) pair of a quota entity, as in Kafka's
 // DescribeClientQuotas: Default marks the default entity (name absent), so

@@ -97,6 +97,18 @@ func TestHandlers(t *testing.T) {
 			}
 		}
 	}
+	// The bucket list is bounded (the busiest first): the throttled
+	// alice, then a quiet one, with limit=1 only alice and the total.
+	eng.Client("bob", "quiet").RecordProduce(10, now)
+	if code, body := get(t, h, "/api/v1/buckets?limit=1"); code != 200 || body["total"] != 2.0 || len(body["buckets"].([]any)) != 1 ||
+		body["buckets"].([]any)[0].(map[string]any)["user"] != "alice" {
+		t.Errorf("buckets?limit=1: %d %v, want alice's bucket alone of 2", code, body)
+	}
+	for _, bad := range []string{"0", "-1", "x"} {
+		if code, _ := get(t, h, "/api/v1/buckets?limit="+bad); code != 400 {
+			t.Errorf("buckets?limit=%s: %d, want 400", bad, code)
+		}
+	}
 	if code, _ := get(t, h, "/healthz"); code != 200 {
 		t.Errorf("healthz %d", code)
 	}
