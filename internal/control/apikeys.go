@@ -64,13 +64,13 @@ const maxIdentityLen = 1024
 // authenticating, before the call returns (connections already
 // authenticated with a revoked key stay open)
 //
-// The admin HTTP port manages keys through Operator(), which does not
-// consult Authz: see OperatorAPIKeys.
+// The admin HTTP port manages keys through the same calls, with the
+// principal its request authenticated as: the same authorization.
 
 // CreateAPIKey makes an API key for identity. The plaintext key is returned
 // once and is never stored.
 func (c *Credentials) CreateAPIKey(ctx context.Context, who Initiator, identity string) (string, auth.APIKey, error) {
-	return c.createAPIKey(ctx, who, identity, false)
+	return c.createAPIKey(ctx, who, identity)
 }
 
 // ListAPIKeys returns every key, revoked ones included, ordered by creation
@@ -90,31 +90,7 @@ func (c *Credentials) ListAPIKeys() ([]auth.APIKey, error) {
 
 // RevokeAPIKey revokes the key with the given id.
 func (c *Credentials) RevokeAPIKey(ctx context.Context, who Initiator, id string) error {
-	return c.revokeAPIKey(ctx, who, id, false)
-}
-
-// OperatorAPIKeys is API-key management for Tollgate's operator interface,
-// the admin HTTP port: it acts without consulting Authz, because that port
-// is not a Kafka listener and has no authenticated principals — whoever
-// can reach it operates the gateway (it listens on 127.0.0.1 by default).
-// Every call is still audited with the initiator it is given. Do not hand
-// it to anything reachable by Kafka clients.
-type OperatorAPIKeys struct{ c *Credentials }
-
-// Operator returns the API-key management of the admin HTTP port.
-func (c *Credentials) Operator() *OperatorAPIKeys { return &OperatorAPIKeys{c: c} }
-
-// CreateAPIKey is Credentials.CreateAPIKey without authorization.
-func (o *OperatorAPIKeys) CreateAPIKey(ctx context.Context, who Initiator, identity string) (string, auth.APIKey, error) {
-	return o.c.createAPIKey(ctx, who, identity, true)
-}
-
-// ListAPIKeys is Credentials.ListAPIKeys.
-func (o *OperatorAPIKeys) ListAPIKeys() ([]auth.APIKey, error) { return o.c.ListAPIKeys() }
-
-// RevokeAPIKey is Credentials.RevokeAPIKey without authorization.
-func (o *OperatorAPIKeys) RevokeAPIKey(ctx context.Context, who Initiator, id string) error {
-	return o.c.revokeAPIKey(ctx, who, id, true)
+	return c.revokeAPIKey(ctx, who, id)
 }
 
 func validIdentity(identity string) error {
@@ -136,9 +112,9 @@ func validIdentity(identity string) error {
 	return nil
 }
 
-func (c *Credentials) createAPIKey(ctx context.Context, who Initiator, identity string, trusted bool) (string, auth.APIKey, error) {
+func (c *Credentials) createAPIKey(ctx context.Context, who Initiator, identity string) (string, auth.APIKey, error) {
 	ev := apiKeyEvent(who, audit.ActionAPIKeyCreate, "", []audit.Change{{Key: "identity", New: audit.String(identity)}})
-	if !trusted && !c.authorize(who, OpAlterConfigs) {
+	if !c.authorize(who, OpAlterConfigs) {
 		c.Audit.Record(ctx, withOutcome(ev, audit.Denied, errClusterAuthorizationFailed, msgClusterAuthorizationFailed))
 		return "", auth.APIKey{}, &opError{ErrNotAuthorized, who.Principal.String() + " may not create API keys"}
 	}
@@ -171,10 +147,10 @@ func (c *Credentials) createAPIKey(ctx context.Context, who Initiator, identity 
 	return plaintext, key, nil
 }
 
-func (c *Credentials) revokeAPIKey(ctx context.Context, who Initiator, id string, trusted bool) error {
+func (c *Credentials) revokeAPIKey(ctx context.Context, who Initiator, id string) error {
 	cur, found, _ := c.Store.APIKey(id)
 	ev := apiKeyEvent(who, audit.ActionAPIKeyRevoke, id, revokeChanges(cur, found))
-	if !trusted && !c.authorize(who, OpAlterConfigs) {
+	if !c.authorize(who, OpAlterConfigs) {
 		c.Audit.Record(ctx, withOutcome(ev, audit.Denied, errClusterAuthorizationFailed, msgClusterAuthorizationFailed))
 		return &opError{ErrNotAuthorized, who.Principal.String() + " may not revoke API keys"}
 	}
