@@ -8,35 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/telemetry"
+	"github.com/tollgate/tollgate/internal/telemetry/telemetrytest"
 )
-
-// push is user's client (connection client-id cid) asking for its
-// subscription and pushing gauges (name → ms) at now.
-func push(t *testing.T, m *telemetry.Manager, user, cid string, now time.Time, gauges map[string]float64) {
-	t.Helper()
-	sub := m.GetSubscriptions(kmsg.NewPtrGetTelemetrySubscriptionsRequest(), user, now)
-	var ms []*metricspb.Metric
-	for name, v := range gauges {
-		ms = append(ms, &metricspb.Metric{Name: name, Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{
-			DataPoints: []*metricspb.NumberDataPoint{{Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: v}}}}}})
-	}
-	raw, err := proto.Marshal(&metricspb.MetricsData{ResourceMetrics: []*metricspb.ResourceMetrics{{
-		ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: ms}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrPushTelemetryRequest()
-	req.ClientInstanceID, req.SubscriptionID, req.Metrics = sub.ClientInstanceID, sub.SubscriptionID, raw
-	if resp := m.Push(req, user, cid, now); resp.ErrorCode != 0 {
-		t.Fatalf("push: error %d", resp.ErrorCode)
-	}
-}
 
 // /api/v1/telemetry: each series' reported metrics next to the buckets
 // Tollgate charges the same user and client-id to, with their throttles.
@@ -52,11 +27,11 @@ func TestTelemetryEndpoint(t *testing.T) {
 	eng.SetQuotas(q)
 	eng.Client("alice", "app").RecordProduce(20000, now) // twice the 10 s burst: throttled
 	tm := telemetry.New(telemetry.Config{}.Options())
-	push(t, tm, "alice", "app", now, map[string]float64{
+	telemetrytest.PushGauges(t, tm, "alice", "app", now, map[string]float64{
 		"org.apache.kafka.producer.produce.throttle.time.avg": 812.5,
 		"org.apache.kafka.producer.produce.throttle.time.max": 1480,
 	})
-	push(t, tm, "bob", "etl-7", now.Add(time.Second), map[string]float64{
+	telemetrytest.PushGauges(t, tm, "bob", "etl-7", now.Add(time.Second), map[string]float64{
 		"org.apache.kafka.consumer.fetch.manager.fetch.latency.avg": 20,
 	})
 	h := Handler(Sources{Engine: eng, Telemetry: tm, Now: func() time.Time { return now.Add(2 * time.Second) }, Access: readable})

@@ -4,35 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/telemetry"
+	"github.com/tollgate/tollgate/internal/telemetry/telemetrytest"
 )
-
-// pushGauges makes user's client (connection client-id cid) ask for its
-// subscription and push the gauges (name → value in ms) at now.
-func pushGauges(t *testing.T, m *telemetry.Manager, user, cid string, now time.Time, gauges map[string]float64) {
-	t.Helper()
-	sub := m.GetSubscriptions(kmsg.NewPtrGetTelemetrySubscriptionsRequest(), user, now)
-	var ms []*metricspb.Metric
-	for name, v := range gauges {
-		ms = append(ms, &metricspb.Metric{Name: name, Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{
-			DataPoints: []*metricspb.NumberDataPoint{{Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: v}}}}}})
-	}
-	raw, err := proto.Marshal(&metricspb.MetricsData{ResourceMetrics: []*metricspb.ResourceMetrics{{
-		ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: ms}}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := kmsg.NewPtrPushTelemetryRequest()
-	req.ClientInstanceID, req.SubscriptionID, req.Metrics = sub.ClientInstanceID, sub.SubscriptionID, raw
-	if resp := m.Push(req, user, cid, now); resp.ErrorCode != 0 {
-		t.Fatalf("push: error %d", resp.ErrorCode)
-	}
-}
 
 // The clients' own metrics are exported per (user, client-id) in seconds,
 // each in its family with its api label, with the series' instance count
@@ -40,13 +15,13 @@ func pushGauges(t *testing.T, m *telemetry.Manager, user, cid string, now time.T
 func TestTelemetryMetrics(t *testing.T) {
 	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	tm := telemetry.New(telemetry.Config{}.Options())
-	pushGauges(t, tm, "alice", "app", now, map[string]float64{
+	telemetrytest.PushGauges(t, tm, "alice", "app", now, map[string]float64{
 		"org.apache.kafka.producer.produce.throttle.time.avg": 250,
 		"org.apache.kafka.producer.produce.throttle.time.max": 1200,
 		"org.apache.kafka.producer.node.request.latency.avg":  4,
 		"org.apache.kafka.producer.record.queue.time.max":     1500,
 	})
-	pushGauges(t, tm, "bob", "java-consumer", now, map[string]float64{
+	telemetrytest.PushGauges(t, tm, "bob", "java-consumer", now, map[string]float64{
 		"org.apache.kafka.consumer.fetch.manager.fetch.throttle.time.max": 700,
 		"org.apache.kafka.consumer.fetch.manager.fetch.latency.avg":       510,
 	})
@@ -98,7 +73,7 @@ func TestTelemetryMetricsBounded(t *testing.T) {
 	o := telemetry.Config{MaxSeries: 5}.Options()
 	tm := telemetry.New(o)
 	for i := range 200 {
-		pushGauges(t, tm, "mallory", string(rune('a'+i%26))+string(rune('a'+i/26)), now.Add(time.Duration(i)*time.Millisecond),
+		telemetrytest.PushGauges(t, tm, "mallory", string(rune('a'+i%26))+string(rune('a'+i/26)), now.Add(time.Duration(i)*time.Millisecond),
 			map[string]float64{"org.apache.kafka.producer.produce.throttle.time.avg": 1})
 	}
 	m := metrics.New()
@@ -125,7 +100,7 @@ func TestTelemetryMetricsInvalidUTF8(t *testing.T) {
 	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	tm := telemetry.New(telemetry.Config{}.Options())
 	for _, cid := range []string{"bad\xff", "bad\xfe\xfd"} {
-		pushGauges(t, tm, "mallory\xc3", cid, now, map[string]float64{"org.apache.kafka.producer.produce.throttle.time.max": 5})
+		telemetrytest.PushGauges(t, tm, "mallory\xc3", cid, now, map[string]float64{"org.apache.kafka.producer.produce.throttle.time.max": 5})
 	}
 	m := metrics.New()
 	m.RegisterTelemetry(tm, func() time.Time { return now })
