@@ -331,7 +331,7 @@ func TestTelemetryLibrdkafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out lockedBuffer
+	var out syncBuffer // both pipes
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -390,24 +390,6 @@ func TestTelemetryLibrdkafka(t *testing.T) {
 	if !strings.Contains(out.String(), "librdkafka 2.12") {
 		t.Errorf("the script did not run librdkafka 2.12:\n%s", out.String())
 	}
-}
-
-// lockedBuffer collects a process's output from its two pipes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A reload changes the subscription live: a push under the old one is
