@@ -55,6 +55,7 @@ var attacks = []struct {
 	{"SASL: an address that failed too many logins is refused, others are not", "11", attackPasswordGuessing},
 	{"pass-through SASL: the broker's refusals count against the address's failed-login limit too", "11", attackPassthroughPasswordGuessing},
 	{"a share-group consumer (ShareFetch) is held to consumer_byte_rate", "12", attackShareFetchQuota},
+	{"a share-group consumer (ShareFetch) is held to a per-topic consumer_byte_rate", "12", attackShareFetchTopicQuota},
 	{"controller_mutation_rate: topics deleted by id are charged their partitions, as by name", "12", attackDeleteTopicsByID},
 	// Tollgate's own topics on the upstream (audit.topic, usage.topic; attacks_reserved_test.go).
 	{"Tollgate's topics: a tenant's produce to the audit topic is refused, by name, by id, streamed", "own-topics", attackProduceOwnTopic},
@@ -415,8 +416,16 @@ func attackShareFetchQuota(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
+	throttled := func() bool {
+		for _, u := range env.App.Engine().Usage(time.Now()) {
+			if u.Key == quota.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate && u.Rate > 0 && u.Throttles > 0 {
+				return true
+			}
+		}
+		return false
+	}
 	got := 0
-	for got < 5 && ctx.Err() == nil { // 320 KiB, twice the burst
+	for got < 5 && ctx.Err() == nil && !throttled() { // 320 KiB, twice the burst
 		fs := share.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
 			if len(r.Value) == 64<<10 {
@@ -428,13 +437,7 @@ func attackShareFetchQuota(t *testing.T) {
 	if got == 0 {
 		t.Fatal("the share consumer received nothing")
 	}
-	var charged bool
-	for _, u := range env.App.Engine().Usage(time.Now()) {
-		if u.Key == quota.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate && u.Rate > 0 && u.Throttles > 0 {
-			charged = true
-		}
-	}
-	if !charged {
+	if !throttled() {
 		t.Fatalf("after %d share-fetched records of 64 KiB (random), no consumer_byte_rate bucket of ANONYMOUS was charged and throttled: %+v", got, env.App.Engine().Usage(time.Now()))
 	}
 }
@@ -552,5 +555,58 @@ func attackPassthroughPasswordGuessing(t *testing.T) {
 	}
 	if got := br.Logins(); !slices.Contains(got, "alice") {
 		t.Errorf("the broker's logins %v, want alice's from 127.0.0.2", got)
+	}
+}
+
+// A share-group consumer (KIP-932's ShareFetch, topics by id) reading a
+// topic with a per-topic consumer_byte_rate is charged on that topic's
+// bucket and throttled by it, as a Fetch is: share groups are no way
+// around a per-topic quota.
+func attackShareFetchTopicQuota(t *testing.T) {
+	const rate = 16 << 10 // start-up burst Q·(N−1)·W = 160 KiB
+	const topic = "share-topic-quota"
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{Topic: kmsg.StringPtr(topic), ConsumerByteRate: ptrF(rate)}}
+	})
+	ctx := ctxT(t, 30*time.Second)
+	d := &testkit.Dialer{}
+	prod := newClient(t, env, d, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("create")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	share := newClient(t, env, d, kgo.ShareGroup("share-topic-quota-g"), kgo.ConsumeTopics(topic))
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		for i := 0; i < 200 && pctx.Err() == nil; i++ {
+			v := make([]byte, 64<<10)
+			rand.Read(v)
+			prod.ProduceSync(pctx, &kgo.Record{Value: v})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	throttled := func() bool {
+		for _, u := range env.App.Engine().Usage(time.Now()) {
+			if u.Key == quota.ConsumerByteRate && u.Topic == topic && !u.TopicPrefix && u.Quota == rate && u.Rate > 0 && u.Throttles > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	got := 0
+	for got < 5 && ctx.Err() == nil && !throttled() { // 320 KiB, twice the burst
+		fs := share.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) == 64<<10 {
+				got++
+			}
+		})
+	}
+	stop()
+	if got == 0 {
+		t.Fatal("the share consumer received nothing")
+	}
+	if !throttled() {
+		t.Fatalf("after %d share-fetched records of 64 KiB (random), the topic's consumer_byte_rate bucket was not charged and throttled: %+v", got, env.App.Engine().Usage(time.Now()))
 	}
 }

@@ -174,7 +174,8 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 // it: held while the bucket is throttled, max_bytes clamped to what the
 // quota allows now (the request is small and rewritten only when the clamp
 // bites), and the response size charged to consumer_byte_rate when it
-// passes.
+// passes. Per-topic consumer quotas hold it and charge its topics as a
+// Fetch's (topic.go).
 func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time, held time.Duration) proxy.Verdict {
 	hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
 	req, err := proxy.DecodeAs[*kmsg.ShareFetchRequest](r)
@@ -184,6 +185,7 @@ func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time, hel
 	if req.MinBytes > 0 {
 		setWait(r, req.MaxWaitMillis) // Fetch's rule (noteWait)
 	}
+	hold = q.shareFetchTopics(cl, req, now, hold)
 	clamp, reserved := cl.ReserveFetch(req.MaxBytes, now.Add(hold))
 	setReservation(r, reserved)
 	v := proxy.Verdict{Hold: hold}
@@ -213,7 +215,7 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
 	case wire.KeyShareFetch:
 		cl.ReleaseFetch(reservation(r), now)
-		t = cl.RecordFetch(size, now)
+		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
 	}
 	// Recorded even when nothing is charged: as in Kafka, every response
 	// of a client over its quota is throttled.

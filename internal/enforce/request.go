@@ -120,6 +120,9 @@ func (q *conn) OnResponse(c proxy.Conn, r *proxy.Response) error {
 	case wire.KeyFetch:
 		q.fetchResponseTopics(c, r) // per-topic quotas (topic.go)
 		return nil
+	case wire.KeyShareFetch:
+		q.shareFetchResponseTopics(c, r) // per-topic quotas (topic.go)
+		return nil
 	case wire.KeyMetadata:
 		q.learnTopicIDs(r) // per-topic quotas: topics named by id
 		return nil

@@ -290,6 +290,49 @@ func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 	q.respTopic = max(q.respTopic, w.out)
 }
 
+// shareFetchTopics holds a ShareFetch (KIP-932; topics named by id) for
+// its throttled per-topic buckets, given the client quota's hold. Its
+// answer is charged per topic by shareFetchResponseTopics.
+func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, now time.Time, hold time.Duration) time.Duration {
+	if !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+		return hold
+	}
+	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
+	for i := range req.Topics {
+		w.VisitTopic(nil, req.Topics[i].TopicID, -1)
+	}
+	return max(hold, w.out)
+}
+
+// shareFetchResponseTopics charges the topics of a ShareFetch answer
+// (OnResponse; the responder): each topic its partitions' record bytes, as
+// a Fetch's. A ShareFetch answer is always read whole (it names brokers,
+// rewritten by the gateway), and decoded only when a per-topic consumer
+// quota exists.
+func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
+	if !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+		return
+	}
+	resp, ok := r.Decode()
+	if !ok {
+		return
+	}
+	sf, ok := resp.(*kmsg.ShareFetchResponse)
+	if !ok {
+		return
+	}
+	cl := q.resp.client(q.f.Engine, c, r.Req.ClientID)
+	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.Now(), walkCharge)
+	for _, t := range sf.Topics {
+		n := 0
+		for _, p := range t.Partitions {
+			n += len(p.Records)
+		}
+		w.VisitTopic(nil, t.TopicID, n)
+	}
+	q.respTopic = max(q.respTopic, w.out)
+}
+
 // streamFetch charges one topic of a streamed Fetch response as it passes
 // (proxy.Verdict.TopicBytes; the responder). Its throttle_time_ms is
 // written already: the debt throttles the connection's next Fetch.
@@ -315,7 +358,7 @@ func (q *conn) topicThrottle(key int16, now time.Time) time.Duration {
 		if until := q.produceUntil.Load(); until > nowMs {
 			return time.Duration(until-nowMs) * time.Millisecond
 		}
-	case wire.KeyFetch:
+	case wire.KeyFetch, wire.KeyShareFetch:
 		t := q.respTopic
 		q.respTopic = 0
 		if q.fetchUntil > nowMs {
