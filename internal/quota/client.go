@@ -26,7 +26,8 @@ type Client struct {
 
 type cachedBucket struct {
 	gen uint64
-	b   *bucket
+	b   *bucket // nil: the key is disabled (no quota), as of gen
+	ok  bool    // set: the zero value is no answer
 }
 
 // Client returns a handle for (user, clientID). A null client-id is "".
@@ -45,11 +46,14 @@ func (c *Client) bucket(k Key, nowMs int64) *bucket {
 	c.e.maybeSweep(nowMs)
 	m := &c.e.mgr[k]
 	g := m.gen.Load()
-	if cb := &c.cache[k]; cb.b != nil && cb.gen == g {
+	// A disabled key is cached too (every request asks about
+	// request_percentage, configured or not): the generation changes
+	// with any quota change, enabling included.
+	if cb := &c.cache[k]; cb.ok && cb.gen == g {
 		return cb.b
 	}
 	b := c.e.bucketFor(m, ident{c.user, c.clientID, ""}, nowMs)
-	c.cache[k] = cachedBucket{gen: g, b: b}
+	c.cache[k] = cachedBucket{gen: g, b: b, ok: true}
 	return b
 }
 
