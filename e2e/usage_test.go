@@ -277,6 +277,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		}
 		alice := "alice"
 		c.Quotas = []app.QuotaEntry{{User: &alice, ProducerByteRate: ptrF(9000)}} // a 90 kB burst: ~100 kB are throttled ~1 s
+		c.Tenants = []app.TenantEntry{{Name: "retail", Principals: []string{"alice", "bob"}}}
 		c.Usage.Topic = "tollgate-usage"
 	})
 	ctx := ctxT(t, 90*time.Second)
@@ -503,8 +504,30 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	if want := fmt.Sprintf("\nalice,%d,%d,", alice.ProduceBytes, alice.FetchBytes); code != 200 || !strings.Contains(body, want) {
 		t.Errorf("csv: %d %s, want a line with %q", code, body, want)
 	}
-	if code, body = port.call(t, "GET", "/api/v1/usage?by=tenant", "", bearer(readerKey)...); code != 400 || !strings.Contains(body, "tenants are not configured yet") {
-		t.Errorf("by tenant: %d %s", code, body)
+	// By tenant: alice and bob are the tenant "retail" (a tenant with no
+	// ceiling, for accounting), carol is in none.
+	code, body = port.call(t, "GET", "/api/v1/usage?since=1h&by=tenant", "", bearer(readerKey)...)
+	var byTenant usage.Report
+	if err := json.Unmarshal([]byte(body), &byTenant); code != 200 || err != nil {
+		t.Fatalf("by tenant: %d %v %s", code, err, body)
+	}
+	tenantBytes := map[string]int64{}
+	for _, r := range byTenant.Rows {
+		if r.Tenant == nil {
+			t.Fatalf("by tenant: a row without its tenant: %s", body)
+		}
+		tenantBytes[*r.Tenant] += r.ProduceBytes + r.FetchBytes
+	}
+	var retail, none int64
+	for _, r := range rep.Rows {
+		if *r.User == "carol" {
+			none += r.ProduceBytes + r.FetchBytes
+		} else {
+			retail += r.ProduceBytes + r.FetchBytes
+		}
+	}
+	if len(tenantBytes) != 2 || tenantBytes["retail"] != retail || tenantBytes[""] != none {
+		t.Errorf("by tenant: %v, want retail %d and no tenant %d", tenantBytes, retail, none)
 	}
 
 	// tollgate usage, from the port and from the data dir.

@@ -88,6 +88,10 @@ func (a *App) openUsage(upstream []string) error {
 		MaxKeys:   a.cfg.Usage.MaxKeysOrDefault(),
 		Log:       a.log,
 		Written:   written,
+		TenantOf: func(user string) string {
+			t, _ := a.engine.TenantOf(user)
+			return t
+		},
 	}, u.now())
 	if err != nil {
 		if u.pub != nil {

@@ -32,8 +32,9 @@ flags:
   --since T                a time ago (24h, 90m, 7d) or a time: 2025-06-01T12:00:00Z,
                            2025-06-01T12:00 or 2025-06-01 (UTC) (default 24h)
   --until T                likewise (default now)
-  --by B                   user (default), client-id or user,client-id; tenant is refused
-                           until tenants are configured
+  --by B                   user (default), client-id, user,client-id or tenant (each
+                           user's tenant when the minute was written; "(no tenant)" for
+                           users in none)
   --format F               table (default), csv or json
   --data-dir DIR           read DIR/usage instead of asking the admin port
 ` + adminFlagsUsage
@@ -85,9 +86,6 @@ func runUsage(ctx context.Context, env *Env, args []string, now func() time.Time
 		}
 	}
 	if err := q.Validate(); err != nil {
-		if errors.Is(err, usage.ErrNoTenants) {
-			return fail(1, err)
-		}
 		return fail(2, fmt.Errorf("--%w", err))
 	}
 	var rep *usage.Report

@@ -27,7 +27,13 @@ var usageT0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 func usageDataDir(t *testing.T) string {
 	t.Helper()
 	dataDir := t.TempDir()
-	l, err := usage.Open(usage.Options{Dir: filepath.Join(dataDir, "usage"), Instance: "gw-1", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, usageT0)
+	l, err := usage.Open(usage.Options{Dir: filepath.Join(dataDir, "usage"), Instance: "gw-1", Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		TenantOf: func(user string) string {
+			if user == "alice" {
+				return "payments"
+			}
+			return "" // bob is in no tenant
+		}}, usageT0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,10 +116,14 @@ TOTAL  4196           8192         3         250          6
 			r.Total != (usage.Counters{ProduceBytes: 4196, FetchBytes: 8192, Requests: 3, ThrottleMs: 250, PartitionMutations: 6}) {
 			t.Errorf("%s json: %+v", src.name, r)
 		}
-		// Tenants do not exist yet: said, not an empty report.
-		code, out, errs = runUsageEnv(t, src.env, append(src.args, "--by", "tenant")...)
-		if code != 1 || out != "" || !strings.Contains(errs, "tenants are not configured yet") {
-			t.Errorf("%s by tenant: code %d out %q stderr %q", src.name, code, out, errs)
+		// By tenant: alice's, and bob's in none.
+		wantTenants := "TENANT       PRODUCE BYTES  FETCH BYTES  REQUESTS  THROTTLE MS  PARTITION MUTATIONS\n" +
+			"payments     4096           8192         2         250          0\n" +
+			"(no tenant)  100            0            1         0            6\n" +
+			"TOTAL        4196           8192         3         250          6\n"
+		code, out, errs = runUsageEnv(t, src.env, append(src.args, "--by", "tenant", "--since", "1h", "--until", "2025-06-01T13:00:00Z")...)
+		if code != 0 || errs != "" || !strings.HasSuffix(out, wantTenants) {
+			t.Errorf("%s by tenant: code %d stderr %q\n%s\nwant it to end with\n%s", src.name, code, errs, out, wantTenants)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/tollgate/tollgate/internal/usage"
@@ -51,10 +50,6 @@ func (s Sources) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.Usage(q)
-	if errors.Is(err, usage.ErrNoTenants) {
-		fail(w, http.StatusBadRequest, err.Error())
-		return
-	}
 	if err != nil {
 		fail(w, http.StatusInternalServerError, "reading the usage ledger: "+err.Error())
 		return

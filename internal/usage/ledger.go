@@ -35,6 +35,10 @@ type Options struct {
 	// (default DefaultMaxKeys).
 	MaxKeys int
 	Log     *slog.Logger
+	// TenantOf names the tenant a principal belongs to ("" for none),
+	// written with each row (the tenants in force when its minute is
+	// written). Nil: no tenants.
+	TenantOf func(user string) string
 	// Written hears about each minute once it is written and fsync'd (the
 	// upstream topic's publisher). It is called with the flush lock held:
 	// it must not block.
@@ -57,8 +61,8 @@ type Ledger struct {
 	closed    bool
 }
 
-// key is what a row is counted by. Tenant and topic will be fields here
-// and in Row.
+// key is what a row is counted by. A row's tenant is its user's when its
+// minute is written (harvest).
 type key struct {
 	user, clientID string
 	overflow       bool
@@ -353,8 +357,18 @@ func (l *Ledger) harvest(cur int64) {
 			m = unixMinute(last.Minute)
 		}
 		out := &Minute{V: FormatVersion, Minute: minuteTime(m), Instance: l.o.Instance, Rows: make([]Row, 0, len(rows))}
+		tenants := map[string]string{} // per user, once per minute
 		for k, c := range rows {
-			out.Rows = append(out.Rows, Row{User: k.user, ClientID: k.clientID, Overflow: k.overflow, Counters: c})
+			r := Row{User: k.user, ClientID: k.clientID, Overflow: k.overflow, Counters: c}
+			if l.o.TenantOf != nil {
+				t, ok := tenants[k.user]
+				if !ok {
+					t = l.o.TenantOf(k.user)
+					tenants[k.user] = t
+				}
+				r.Tenant = t
+			}
+			out.Rows = append(out.Rows, r)
 		}
 		slices.SortFunc(out.Rows, func(a, b Row) int {
 			if c := strings.Compare(a.User, b.User); c != 0 {

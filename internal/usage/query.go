@@ -31,10 +31,6 @@ const (
 	FormatJSON  = "json"
 )
 
-// ErrNoTenants answers a query by tenant: the ledger has no tenants to
-// group by until they are configured.
-var ErrNoTenants = errors.New("tenants are not configured yet: the ledger counts per user and client-id; group by user, client-id or user,client-id")
-
 // maxWarnings bounds the unreadable lines a report names.
 const maxWarnings = 20
 
@@ -44,14 +40,12 @@ type Query struct {
 	By           string
 }
 
-// Validate checks the query; a query by tenant is ErrNoTenants.
+// Validate checks the query.
 func (q Query) Validate() error {
 	switch q.By {
-	case ByUser, ByClientID, ByUserClientID:
-	case ByTenant:
-		return ErrNoTenants
+	case ByUser, ByClientID, ByUserClientID, ByTenant:
 	default:
-		return fmt.Errorf("by %q: want %s, %s or %s", q.By, ByUser, ByClientID, ByUserClientID)
+		return fmt.Errorf("by %q: want %s, %s, %s or %s", q.By, ByUser, ByClientID, ByUserClientID, ByTenant)
 	}
 	if q.Since.IsZero() || q.Until.IsZero() {
 		return errors.New("since and until are required")
@@ -95,6 +89,8 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 // ReportRow is one group's totals. Only the fields the query groups by
 // are set.
 type ReportRow struct {
+	// Tenant groups a query by tenant: "" for the users in no tenant.
+	Tenant   *string `json:"tenant,omitempty"`
 	User     *string `json:"user,omitempty"`
 	ClientID *string `json:"client_id,omitempty"`
 	// Overflow marks client ids counted beyond usage.max_keys.
@@ -118,8 +114,8 @@ type Report struct {
 }
 
 type groupKey struct {
-	user, clientID string
-	overflow       bool
+	tenant, user, clientID string
+	overflow               bool
 }
 
 // Read answers q from the ledger in dir.
@@ -167,6 +163,8 @@ func Read(dir string, q Query) (*Report, error) {
 					g.user = row.User
 				case ByClientID:
 					g.clientID, g.overflow = row.ClientID, row.Overflow
+				case ByTenant:
+					g.tenant = row.Tenant
 				default:
 					g = groupKey{user: row.User, clientID: row.ClientID, overflow: row.Overflow}
 				}
@@ -194,11 +192,15 @@ func Read(dir string, q Query) (*Report, error) {
 	slices.Sort(r.Instances)
 	for g, c := range groups {
 		row := ReportRow{Counters: *c, Overflow: g.overflow}
-		if q.By != ByClientID {
+		switch q.By {
+		case ByTenant:
+			row.Tenant = &g.tenant
+		case ByUser:
 			row.User = &g.user
-		}
-		if q.By != ByUser {
+		case ByClientID:
 			row.ClientID = &g.clientID
+		default:
+			row.User, row.ClientID = &g.user, &g.clientID
 		}
 		r.Rows = append(r.Rows, row)
 	}
@@ -208,6 +210,9 @@ func Read(dir string, q Query) (*Report, error) {
 			return c
 		}
 		if c := cmp.Compare(b.Requests, a.Requests); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(deref(a.Tenant), deref(b.Tenant)); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(deref(a.User), deref(b.User)); c != 0 {
@@ -255,8 +260,11 @@ func (r *Report) Write(w io.Writer, format string) error {
 	return ValidFormat(format)
 }
 
-func (r *Report) groupColumns() (user, client bool) {
-	return r.By != ByClientID, r.By != ByUser
+func (r *Report) groupColumns() (tenant, user, client bool) {
+	if r.By == ByTenant {
+		return true, false, false
+	}
+	return false, r.By != ByClientID, r.By != ByUser
 }
 
 func counterCells(c Counters) []string {
@@ -272,9 +280,12 @@ func counterCells(c Counters) []string {
 // read as a formula is prefixed with a quote (OWASP's CSV injection
 // advice).
 func (r *Report) writeCSV(w io.Writer) error {
-	user, client := r.groupColumns()
+	tenant, user, client := r.groupColumns()
 	cw := csv.NewWriter(w)
 	var head []string
+	if tenant {
+		head = append(head, "tenant")
+	}
 	if user {
 		head = append(head, "user")
 	}
@@ -287,6 +298,9 @@ func (r *Report) writeCSV(w io.Writer) error {
 	}
 	for _, row := range r.Rows {
 		var rec []string
+		if tenant {
+			rec = append(rec, csvCell(deref(row.Tenant)))
+		}
 		if user {
 			rec = append(rec, csvCell(deref(row.User)))
 		}
@@ -312,7 +326,7 @@ func csvCell(s string) string {
 // Names with unprintable characters (a terminal's escape sequences) are
 // shown quoted.
 func (r *Report) writeTable(w io.Writer) error {
-	user, client := r.groupColumns()
+	tenant, user, client := r.groupColumns()
 	inst := "none"
 	if len(r.Instances) > 0 {
 		inst = strings.Join(r.Instances, ", ")
@@ -321,6 +335,9 @@ func (r *Report) writeTable(w io.Writer) error {
 		r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339), r.Minutes, inst)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	var head []string
+	if tenant {
+		head = append(head, "TENANT")
+	}
 	if user {
 		head = append(head, "USER")
 	}
@@ -332,6 +349,13 @@ func (r *Report) writeTable(w io.Writer) error {
 	line(head)
 	for _, row := range r.Rows {
 		var cells []string
+		if tenant {
+			if t := deref(row.Tenant); t == "" {
+				cells = append(cells, "(no tenant)")
+			} else {
+				cells = append(cells, tableName(t))
+			}
+		}
 		if user {
 			cells = append(cells, tableName(deref(row.User)))
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,8 +115,7 @@ func TestQueryErrors(t *testing.T) {
 		q    Query
 		want string
 	}{
-		{Query{Since: t0, Until: t0.Add(time.Hour), By: "tenant"}, "tenants are not configured yet"},
-		{Query{Since: t0, Until: t0.Add(time.Hour), By: "topic"}, `by "topic": want user, client-id or user,client-id`},
+		{Query{Since: t0, Until: t0.Add(time.Hour), By: "topic"}, `by "topic": want user, client-id, user,client-id or tenant`},
 		{Query{Since: t0, Until: t0, By: ByUser}, "is not before until"},
 		{Query{Until: t0, By: ByUser}, "since and until are required"},
 	} {
@@ -126,8 +124,50 @@ func TestQueryErrors(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", tc.q, err, tc.want)
 		}
 	}
-	if _, err := Read(dir, Query{Since: t0, Until: t0.Add(time.Hour), By: ByTenant}); !errors.Is(err, ErrNoTenants) {
-		t.Errorf("by tenant: %v", err)
+}
+
+// Each row carries its user's tenant as of when its minute was written
+// (Options.TenantOf); a query by tenant sums them, users in no tenant
+// (and rows written before tenants existed) under "". Membership changes
+// from the next minute written.
+func TestReadByTenant(t *testing.T) {
+	dir := t.TempDir()
+	tenantOf := map[string]string{"alice": "team-a", "bob": "team-a", "carol": "team-c"}
+	l := open(t, dir, t0, func(o *Options) { o.TenantOf = func(u string) string { return tenantOf[u] } })
+	l.Record("alice", "app-1", wire.KeyProduce, 1000, 0, 0, t0)
+	l.Record("bob", "app-2", wire.KeyFetch, 0, 3000, 0, t0)
+	l.Record("carol", "app-1", wire.KeyProduce, 10, 0, 0, t0)
+	l.Record("dave", "app-1", wire.KeyProduce, 5, 0, 0, t0)
+	if err := l.Flush(t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	tenantOf["bob"] = "team-b" // moved: from the next minute on
+	l.Record("bob", "app-2", wire.KeyFetch, 0, 7, 0, t0.Add(time.Minute))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Read(dir, Query{Since: t0, Until: t0.Add(time.Hour), By: ByTenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, row := range r.Rows {
+		if row.User != nil || row.ClientID != nil || row.Tenant == nil {
+			t.Errorf("row %+v: want the tenant alone", row)
+			continue
+		}
+		got = append(got, *row.Tenant+":"+itoa(row.ProduceBytes+row.FetchBytes))
+	}
+	if want := "team-a:4000 team-c:10 team-b:7 :5"; strings.Join(got, " ") != want {
+		t.Errorf("by tenant: %s, want %s", strings.Join(got, " "), want)
+	}
+	var table bytes.Buffer
+	if err := r.Write(&table, FormatTable); err != nil || !strings.Contains(table.String(), "TENANT") || !strings.Contains(table.String(), "(no tenant)") {
+		t.Errorf("table: %v\n%s", err, table.String())
+	}
+	var c bytes.Buffer
+	if err := r.Write(&c, FormatCSV); err != nil || !strings.HasPrefix(c.String(), "tenant,produce_bytes,") {
+		t.Errorf("csv: %v\n%s", err, c.String())
 	}
 }
 

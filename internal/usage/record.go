@@ -44,12 +44,14 @@ func (c *Counters) Add(o Counters) {
 // IsZero reports whether nothing was counted.
 func (c Counters) IsZero() bool { return c == Counters{} }
 
-// Row is one (user, client-id)'s counters in one minute. Tenants and
-// topics will be optional fields of the row ("tenant", "topic"), omitted
-// when empty.
+// Row is one (user, client-id)'s counters in one minute.
 type Row struct {
 	User     string `json:"user"`
 	ClientID string `json:"client_id"`
+	// Tenant is the tenant the user belonged to when the minute was
+	// written; omitted for a user in none (and in minutes written before
+	// tenants existed).
+	Tenant string `json:"tenant,omitempty"`
 	// Overflow marks the sum of the user's client ids counted beyond
 	// usage.max_keys (ClientID is then "").
 	Overflow bool `json:"overflow,omitempty"`
