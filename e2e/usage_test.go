@@ -720,3 +720,71 @@ func TestUsageRestartExactlyOnce(t *testing.T) {
 		t.Errorf("produce bytes per minute %v, want %d then %d+%d", produced, first, second, third)
 	}
 }
+
+// Per-topic rows: while a per-topic quota exists (here one that never
+// binds, on one topic), the ledger counts each (user, client-id)'s record
+// bytes per topic — every topic of the requests the per-topic quotas read
+// — which match the record batches a franz-go producer and consumer
+// counted; the user's own row still counts everything once.
+func TestUsagePerTopic(t *testing.T) {
+	t.Parallel()
+	clock := &usageClock{}
+	dataDir := t.TempDir()
+	const counted, other = "usage-topic-counted", "usage-topic-other"
+	env := testkit.Start(t, app.Options{Now: clock.Now}, func(c *app.Config) {
+		c.DataDir = dataDir
+		c.Quotas = []app.QuotaEntry{{Topic: kmsg.StringPtr(counted), ProducerByteRate: ptrF(1 << 30), ConsumerByteRate: ptrF(1 << 30)}}
+	})
+	ctx := ctxT(t, 60*time.Second)
+	written, read := newTopicSeconds(), newTopicSeconds()
+	prod := newClient(t, env, nil, kgo.ClientID("usage-topics"), kgo.WithHooks(written), kgo.AllowAutoTopicCreation())
+	for i := range 50 {
+		v := make([]byte, 1000+i)
+		for _, tp := range []string{counted, other} {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: tp, Value: v}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cons := newClient(t, env, nil, kgo.ClientID("usage-topics"), kgo.WithHooks(read),
+		kgo.ConsumeTopics(counted), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	for got := 0; got < 50; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 50", got)
+		}
+		got += len(fs.Records())
+	}
+	cons.Close() // no fetch after the count
+	produced, fetched := written.sum(counted, 0, time.Hour), read.sum(counted, 0, time.Hour)
+	clock.skip(time.Minute)
+	if err := env.App.Usage().Flush(clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := usage.Read(filepath.Join(dataDir, "usage"), usage.Query{Since: time.Now().Add(-time.Hour), Until: clock.Now(), By: usage.ByTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]usage.Counters{}
+	for _, r := range rep.Rows {
+		rows[*r.Topic] = r.Counters
+	}
+	otherProduced := written.sum(other, 0, time.Hour)
+	for _, c := range []struct {
+		topic          string
+		produce, fetch float64
+	}{{counted, produced, fetched}, {other, otherProduced, 0}} {
+		row := rows[c.topic]
+		t.Logf("%s: ledger produce %d fetch %d; the client's batches %.0f and %.0f", c.topic, row.ProduceBytes, row.FetchBytes, c.produce, c.fetch)
+		if c.produce == 0 || float64(row.ProduceBytes) != c.produce || float64(row.FetchBytes) != c.fetch {
+			t.Errorf("%s: ledger produce %d fetch %d bytes, want the client's record batches %.0f and %.0f", c.topic, row.ProduceBytes, row.FetchBytes, c.produce, c.fetch)
+		}
+	}
+	if len(rows) != 2 {
+		t.Errorf("per-topic rows %v, want the two topics", rows)
+	}
+	byUser, err := usage.Read(filepath.Join(dataDir, "usage"), usage.Query{Since: time.Now().Add(-time.Hour), Until: clock.Now(), By: usage.ByUser})
+	if err != nil || len(byUser.Rows) != 1 || float64(byUser.Rows[0].ProduceBytes) <= produced+otherProduced {
+		t.Errorf("by user: %+v %v, want ANONYMOUS's row with both topics' produce requests (more than %.0f bytes)", byUser, err, produced+otherProduced)
+	}
+}

@@ -107,6 +107,11 @@ func (a *App) openUsage(upstream []string) error {
 		}
 	}
 	a.usage = u
+	if a.quotaFilter != nil {
+		// Per-topic rows: the topics' record bytes as per-topic quotas
+		// charge them.
+		a.quotaFilter.TopicUsage = l.RecordTopic
+	}
 	if last, ok := l.LastWritten(); ok {
 		a.log.Info("usage ledger opened", "dir", dir, "instance", id, "last_minute", last)
 	} else {

@@ -16,7 +16,7 @@ import (
 	"github.com/tollgate/tollgate/internal/usage"
 )
 
-const usageUsage = `usage: tollgate usage [--since T] [--until T] [--by user|client-id|user,client-id|tenant]
+const usageUsage = `usage: tollgate usage [--since T] [--until T] [--by user|client-id|user,client-id|tenant|topic|user,topic]
                       [--format table|csv|json] [--admin-url URL | --data-dir DIR]
 
 Reports the usage ledger, for chargeback: per user, client id or both, the
@@ -34,7 +34,8 @@ flags:
   --until T                likewise (default now)
   --by B                   user (default), client-id, user,client-id or tenant (each
                            user's tenant when the minute was written; "(no tenant)" for
-                           users in none)
+                           users in none); topic or user,topic: the per-topic rows (record
+                           bytes, while per-topic quotas exist)
   --format F               table (default), csv or json
   --data-dir DIR           read DIR/usage instead of asking the admin port
 ` + adminFlagsUsage

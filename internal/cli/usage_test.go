@@ -142,7 +142,7 @@ func TestUsageCLIErrors(t *testing.T) {
 		{nil, []string{"--data-dir", dataDir, "--admin-url", srv.URL}, 2, "takes no admin port flags"},
 		{nil, []string{"--data-dir", filepath.Join(dataDir, "nope")}, 1, "no such directory"},
 		{nil, []string{"--data-dir", dataDir, "--format", "xml"}, 2, `--format "xml": want table, csv or json`},
-		{nil, []string{"--data-dir", dataDir, "--by", "topic"}, 2, `--by "topic"`},
+		{nil, []string{"--data-dir", dataDir, "--by", "partition"}, 2, `--by "partition"`},
 		{nil, []string{"--data-dir", dataDir, "--since", "last week"}, 2, "--since "},
 		{nil, []string{"--data-dir", dataDir, "--since", "1h", "--until", "2h"}, 2, "is not before until"},
 		{nil, []string{"--data-dir", dataDir, "extra"}, 2, `unexpected argument "extra"`},

@@ -32,6 +32,11 @@ type Filter struct {
 	// quotas on requests that name topics by id (the gateway; nil: ids
 	// are learnt from the Metadata answers that pass only).
 	Names TopicNames
+	// TopicUsage, when set, hears each topic's record bytes as per-topic
+	// quotas charge them (produce: a Produce's; else a Fetch or ShareFetch
+	// response's), for the usage ledger's per-topic rows. It is called on
+	// the data path: it must not block or allocate.
+	TopicUsage func(user, clientID string, topic []byte, produce bool, n int, now time.Time)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	Log *slog.Logger

@@ -188,6 +188,10 @@ func (w *topicWalk) VisitTopic(name []byte, id [16]byte, records int) {
 		w.out = max(w.out, w.cl.HoldTopic(w.key, n, w.now))
 	case records >= 0:
 		w.out = max(w.out, w.cl.RecordTopic(w.key, n, records, w.now))
+		if u := w.q.f.TopicUsage; u != nil {
+			user, cid := w.cl.Names()
+			u(user, cid, n, w.key == quota.ProducerByteRate, records, w.now)
+		}
 	}
 }
 

@@ -50,7 +50,7 @@ func TestUsageEndpoint(t *testing.T) {
 		{"table", "/api/v1/usage?format=table", f.reader, 200, "text/plain", []string{"USER   PRODUCE BYTES", "TOTAL  1000"}},
 		{"an hour ago: nothing", "/api/v1/usage?since=2h&until=1h", f.reader, 200, "application/json", []string{`"minutes": 0`, `"rows": []`}},
 		{"tenant", "/api/v1/usage?by=tenant", f.reader, 200, "application/json", []string{`"by": "tenant"`, `"tenant": ""`, `"produce_bytes": 1000`}},
-		{"bad by", "/api/v1/usage?by=topic", f.reader, 400, "application/json", []string{`by \"topic\"`}},
+		{"bad by", "/api/v1/usage?by=partition", f.reader, 400, "application/json", []string{`by \"partition\"`}},
 		{"bad since", "/api/v1/usage?since=yesterday", f.reader, 400, "application/json", []string{"since: "}},
 		{"negative since", "/api/v1/usage?since=-1h", f.reader, 400, "application/json", []string{"since: "}},
 		{"bad until", "/api/v1/usage?until=soon", f.reader, 400, "application/json", []string{"until: "}},

@@ -30,6 +30,9 @@ type cachedBucket struct {
 	ok  bool    // set: the zero value is no answer
 }
 
+// Names are the handle's user and client-id.
+func (c *Client) Names() (user, clientID string) { return c.user, c.clientID }
+
 // Client returns a handle for (user, clientID). A null client-id is "".
 func (e *Engine) Client(user, clientID string) *Client {
 	return &Client{e: e, user: strings.Clone(user), clientID: strings.Clone(clientID)}

@@ -66,6 +66,9 @@ type Ledger struct {
 type key struct {
 	user, clientID string
 	overflow       bool
+	// topic names a per-topic row (RecordTopic): the topic's record
+	// bytes, beside the (user, client-id) row that counts everything.
+	topic string
 }
 
 // cell is one key's counters for its current minute.
@@ -87,6 +90,9 @@ type shard struct {
 	// (a late clock, a restart within a written minute) go into it.
 	floor  int64
 	cells  map[key]*cell
+	// topics are the per-topic cells by (user, client-id) then topic: a
+	// topic arrives as the request's bytes, looked up without a copy.
+	topics map[key]map[string]*cell
 	closed []row // minutes a cell left before the flush took them
 	_      [64]byte
 }
@@ -116,6 +122,7 @@ func Open(o Options, now time.Time) (*Ledger, error) {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.cells = map[key]*cell{}
+		s.topics = map[key]map[string]*cell{}
 		if found {
 			s.floor = last + 1
 		}
@@ -151,6 +158,58 @@ func (l *Ledger) Record(user, clientID string, apiKey int16, reqSize, respSize i
 		c.FetchBytes = int64(respSize)
 	}
 	l.add(user, clientID, c, now)
+}
+
+// RecordTopic counts one topic's record bytes of a Produce request
+// (produce) or a Fetch or ShareFetch response, for the per-topic rows.
+// The gateway counts them where per-topic quotas charge them, so topics
+// with a per-topic quota have rows. One shard lock; no allocation but for
+// a (user, client-id, topic) new in the last minute. Beyond
+// usage.max_keys a new topic is not counted (the user's rows still are).
+func (l *Ledger) RecordTopic(user, clientID string, topic []byte, produce bool, n int, now time.Time) {
+	if n <= 0 || len(topic) == 0 {
+		return
+	}
+	var c Counters
+	if produce {
+		c.ProduceBytes = int64(n)
+	} else {
+		c.FetchBytes = int64(n)
+	}
+	k := key{user: user, clientID: clientID}
+	s := &l.shards[(maphash.String(l.seed, user)^maphash.String(l.seed, clientID)*31)%nShards]
+	s.mu.Lock()
+	byTopic := s.topics[k]
+	ce := byTopic[string(topic)]
+	if ce == nil {
+		if l.keys.Add(1) > int64(l.o.MaxKeys) {
+			l.keys.Add(-1)
+			s.mu.Unlock()
+			return
+		}
+		if byTopic == nil {
+			byTopic = map[string]*cell{}
+			s.topics[k] = byTopic
+		}
+		ce = &cell{minute: math.MinInt64}
+		byTopic[string(topic)] = ce
+	}
+	s.countTopic(k, topic, ce, unixMinute(now), c)
+	s.mu.Unlock()
+}
+
+// countTopic is count for a per-topic cell: the row's key gets the topic
+// name only when its minute closes.
+func (s *shard) countTopic(k key, topic []byte, ce *cell, m int64, c Counters) {
+	m = max(m, s.floor)
+	if m > ce.minute {
+		if !ce.c.IsZero() {
+			k.topic = string(topic)
+			s.closed = append(s.closed, row{key: k, minute: ce.minute, c: ce.c})
+		}
+		ce.minute, ce.c = m, Counters{}
+	}
+	ce.c.Add(c)
 }
 
 // AddMutations counts partitions a mutation request created, added or
@@ -262,7 +321,7 @@ func (l *Ledger) Reopen(now time.Time) error {
 		s0.mu.Lock()
 		for _, m := range l.pending {
 			for _, r := range m.Rows {
-				s0.closed = append(s0.closed, row{key: key{user: r.User, clientID: r.ClientID, overflow: r.Overflow}, minute: floor, c: r.Counters})
+				s0.closed = append(s0.closed, row{key: key{user: r.User, clientID: r.ClientID, overflow: r.Overflow, topic: r.Topic}, minute: floor, c: r.Counters})
 			}
 		}
 		s0.mu.Unlock()
@@ -277,6 +336,11 @@ func (l *Ledger) Reopen(now time.Time) error {
 			}
 			for _, ce := range s.cells {
 				ce.minute = max(ce.minute, floor)
+			}
+			for _, byTopic := range s.topics {
+				for _, ce := range byTopic {
+					ce.minute = max(ce.minute, floor)
+				}
 			}
 			s.mu.Unlock()
 		}
@@ -332,6 +396,25 @@ func (l *Ledger) harvest(cur int64) {
 			take(ce.minute, k, ce.c)
 			ce.c = Counters{}
 		}
+		for k, byTopic := range s.topics {
+			for t, ce := range byTopic {
+				if ce.minute >= cur {
+					continue
+				}
+				if ce.c.IsZero() {
+					delete(byTopic, t)
+					l.keys.Add(-1)
+					continue
+				}
+				tk := k
+				tk.topic = t
+				take(ce.minute, tk, ce.c)
+				ce.c = Counters{}
+			}
+			if len(byTopic) == 0 {
+				delete(s.topics, k)
+			}
+		}
 		s.mu.Unlock()
 	}
 	minutes := make([]int64, 0, len(byMinute))
@@ -351,7 +434,8 @@ func (l *Ledger) harvest(cur int64) {
 			// Merge into the pending minute it was folded into.
 			last := l.pending[len(l.pending)-1]
 			for _, r := range last.Rows {
-				rows[key{user: r.User, clientID: r.ClientID, overflow: r.Overflow}] = addC(rows[key{user: r.User, clientID: r.ClientID, overflow: r.Overflow}], r.Counters)
+				k := key{user: r.User, clientID: r.ClientID, overflow: r.Overflow, topic: r.Topic}
+				rows[k] = addC(rows[k], r.Counters)
 			}
 			l.pending = l.pending[:len(l.pending)-1]
 			m = unixMinute(last.Minute)
@@ -359,7 +443,7 @@ func (l *Ledger) harvest(cur int64) {
 		out := &Minute{V: FormatVersion, Minute: minuteTime(m), Instance: l.o.Instance, Rows: make([]Row, 0, len(rows))}
 		tenants := map[string]string{} // per user, once per minute
 		for k, c := range rows {
-			r := Row{User: k.user, ClientID: k.clientID, Overflow: k.overflow, Counters: c}
+			r := Row{User: k.user, ClientID: k.clientID, Overflow: k.overflow, Topic: k.topic, Counters: c}
 			if l.o.TenantOf != nil {
 				t, ok := tenants[k.user]
 				if !ok {
@@ -380,7 +464,10 @@ func (l *Ledger) harvest(cur int64) {
 				}
 				return -1
 			}
-			return strings.Compare(a.ClientID, b.ClientID)
+			if c := strings.Compare(a.ClientID, b.ClientID); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Topic, b.Topic) // the user's row, then its topics
 		})
 		l.pending = append(l.pending, out)
 	}

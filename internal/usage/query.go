@@ -22,6 +22,10 @@ const (
 	ByClientID     = "client-id"
 	ByUserClientID = "user,client-id"
 	ByTenant       = "tenant"
+	// ByTopic and ByUserTopic read the per-topic rows: topics with a
+	// per-topic quota, their record bytes.
+	ByTopic     = "topic"
+	ByUserTopic = "user,topic"
 )
 
 // Output formats.
@@ -43,9 +47,9 @@ type Query struct {
 // Validate checks the query.
 func (q Query) Validate() error {
 	switch q.By {
-	case ByUser, ByClientID, ByUserClientID, ByTenant:
+	case ByUser, ByClientID, ByUserClientID, ByTenant, ByTopic, ByUserTopic:
 	default:
-		return fmt.Errorf("by %q: want %s, %s, %s or %s", q.By, ByUser, ByClientID, ByUserClientID, ByTenant)
+		return fmt.Errorf("by %q: want %s, %s, %s, %s, %s or %s", q.By, ByUser, ByClientID, ByUserClientID, ByTenant, ByTopic, ByUserTopic)
 	}
 	if q.Since.IsZero() || q.Until.IsZero() {
 		return errors.New("since and until are required")
@@ -90,7 +94,9 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 // are set.
 type ReportRow struct {
 	// Tenant groups a query by tenant: "" for the users in no tenant.
-	Tenant   *string `json:"tenant,omitempty"`
+	Tenant *string `json:"tenant,omitempty"`
+	// Topic groups a query by topic (or user and topic).
+	Topic    *string `json:"topic,omitempty"`
 	User     *string `json:"user,omitempty"`
 	ClientID *string `json:"client_id,omitempty"`
 	// Overflow marks client ids counted beyond usage.max_keys.
@@ -114,8 +120,8 @@ type Report struct {
 }
 
 type groupKey struct {
-	tenant, user, clientID string
-	overflow               bool
+	tenant, user, clientID, topic string
+	overflow                      bool
 }
 
 // Read answers q from the ledger in dir.
@@ -156,9 +162,17 @@ func Read(dir string, q Query) (*Report, error) {
 			}
 			r.Minutes++
 			instances[m.Instance] = true
+			byTopic := q.By == ByTopic || q.By == ByUserTopic
 			for _, row := range m.Rows {
+				if (row.Topic != "") != byTopic {
+					continue // a per-topic row is counted in its user's row too
+				}
 				var g groupKey
 				switch q.By {
+				case ByTopic:
+					g.topic = row.Topic
+				case ByUserTopic:
+					g.user, g.topic = row.User, row.Topic
 				case ByUser:
 					g.user = row.User
 				case ByClientID:
@@ -193,6 +207,10 @@ func Read(dir string, q Query) (*Report, error) {
 	for g, c := range groups {
 		row := ReportRow{Counters: *c, Overflow: g.overflow}
 		switch q.By {
+		case ByTopic:
+			row.Topic = &g.topic
+		case ByUserTopic:
+			row.User, row.Topic = &g.user, &g.topic
 		case ByTenant:
 			row.Tenant = &g.tenant
 		case ByUser:
@@ -224,7 +242,10 @@ func Read(dir string, q Query) (*Report, error) {
 			}
 			return -1
 		}
-		return cmp.Compare(deref(a.ClientID), deref(b.ClientID))
+		if c := cmp.Compare(deref(a.ClientID), deref(b.ClientID)); c != 0 {
+			return c
+		}
+		return cmp.Compare(deref(a.Topic), deref(b.Topic))
 	})
 	return r, nil
 }
@@ -260,11 +281,16 @@ func (r *Report) Write(w io.Writer, format string) error {
 	return ValidFormat(format)
 }
 
-func (r *Report) groupColumns() (tenant, user, client bool) {
-	if r.By == ByTenant {
-		return true, false, false
+func (r *Report) groupColumns() (tenant, user, client, topic bool) {
+	switch r.By {
+	case ByTenant:
+		return true, false, false, false
+	case ByTopic:
+		return false, false, false, true
+	case ByUserTopic:
+		return false, true, false, true
 	}
-	return false, r.By != ByClientID, r.By != ByUser
+	return false, r.By != ByClientID, r.By != ByUser, false
 }
 
 func counterCells(c Counters) []string {
@@ -280,7 +306,7 @@ func counterCells(c Counters) []string {
 // read as a formula is prefixed with a quote (OWASP's CSV injection
 // advice).
 func (r *Report) writeCSV(w io.Writer) error {
-	tenant, user, client := r.groupColumns()
+	tenant, user, client, topic := r.groupColumns()
 	cw := csv.NewWriter(w)
 	var head []string
 	if tenant {
@@ -291,6 +317,9 @@ func (r *Report) writeCSV(w io.Writer) error {
 	}
 	if client {
 		head = append(head, "client_id", "overflow")
+	}
+	if topic {
+		head = append(head, "topic")
 	}
 	head = append(head, "produce_bytes", "fetch_bytes", "requests", "throttle_ms", "partition_mutations")
 	if err := cw.Write(head); err != nil {
@@ -306,6 +335,9 @@ func (r *Report) writeCSV(w io.Writer) error {
 		}
 		if client {
 			rec = append(rec, csvCell(deref(row.ClientID)), strconv.FormatBool(row.Overflow))
+		}
+		if topic {
+			rec = append(rec, csvCell(deref(row.Topic)))
 		}
 		if err := cw.Write(append(rec, counterCells(row.Counters)...)); err != nil {
 			return err
@@ -326,7 +358,7 @@ func csvCell(s string) string {
 // Names with unprintable characters (a terminal's escape sequences) are
 // shown quoted.
 func (r *Report) writeTable(w io.Writer) error {
-	tenant, user, client := r.groupColumns()
+	tenant, user, client, topic := r.groupColumns()
 	inst := "none"
 	if len(r.Instances) > 0 {
 		inst = strings.Join(r.Instances, ", ")
@@ -343,6 +375,9 @@ func (r *Report) writeTable(w io.Writer) error {
 	}
 	if client {
 		head = append(head, "CLIENT-ID")
+	}
+	if topic {
+		head = append(head, "TOPIC")
 	}
 	head = append(head, "PRODUCE BYTES", "FETCH BYTES", "REQUESTS", "THROTTLE MS", "PARTITION MUTATIONS")
 	line := func(cells []string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
@@ -366,10 +401,13 @@ func (r *Report) writeTable(w io.Writer) error {
 				cells = append(cells, tableName(deref(row.ClientID)))
 			}
 		}
+		if topic {
+			cells = append(cells, tableName(deref(row.Topic)))
+		}
 		line(append(cells, counterCells(row.Counters)...))
 	}
 	total := []string{"TOTAL"}
-	if user && client {
+	if user && (client || topic) {
 		total = append(total, "")
 	}
 	line(append(total, counterCells(r.Total)...))

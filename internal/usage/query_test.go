@@ -115,7 +115,7 @@ func TestQueryErrors(t *testing.T) {
 		q    Query
 		want string
 	}{
-		{Query{Since: t0, Until: t0.Add(time.Hour), By: "topic"}, `by "topic": want user, client-id, user,client-id or tenant`},
+		{Query{Since: t0, Until: t0.Add(time.Hour), By: "partition"}, `by "partition": want user, client-id, user,client-id, tenant, topic or user,topic`},
 		{Query{Since: t0, Until: t0, By: ByUser}, "is not before until"},
 		{Query{Until: t0, By: ByUser}, "since and until are required"},
 	} {
@@ -290,5 +290,61 @@ func TestInstanceID(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, InstanceFile), []byte("gw eu/1\n"), 0o600)
 	if _, err := InstanceID(dir); err == nil || !strings.Contains(err.Error(), "instance-id: the instance id has the character ' '") {
 		t.Fatalf("bad id: %v", err)
+	}
+}
+
+// Per-topic rows (RecordTopic) sit beside the (user, client-id) rows:
+// only a query by topic or by user and topic reads them, the others
+// count each byte once, in its user's row. They survive a restart as
+// the other rows do, and a topic idle for a minute is forgotten.
+func TestReadByTopic(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, t0)
+	topic := []byte("orders")
+	l.Record("alice", "app-1", wire.KeyProduce, 1100, 0, 0, t0)
+	l.RecordTopic("alice", "app-1", topic, true, 1000, t0)
+	l.Record("alice", "app-1", wire.KeyFetch, 0, 2100, 0, t0)
+	l.RecordTopic("alice", "app-1", topic, false, 2000, t0)
+	l.RecordTopic("bob", "app-2", []byte("payments"), true, 50, t0)
+	l.Record("bob", "app-2", wire.KeyProduce, 60, 0, 0, t0)
+	if err := l.Flush(t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	l.RecordTopic("alice", "app-9", topic, true, 7, t0.Add(time.Minute))
+	allocs := testing.AllocsPerRun(100, func() { l.RecordTopic("alice", "app-9", topic, true, 1, t0.Add(time.Minute)) })
+	if allocs != 0 {
+		t.Errorf("RecordTopic of a known topic allocates %.1f times", allocs)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q := Query{Since: t0, Until: t0.Add(time.Hour)}
+	for _, tc := range []struct{ by, want string }{
+		{ByTopic, "orders:1108/2000 payments:50/0"}, // 1000 + 7 + AllocsPerRun's 101 × 1
+		{ByUserTopic, "alice/orders:1108/2000 bob/payments:50/0"},
+		{ByUser, "alice/:1100/2100 bob/:60/0"},
+	} {
+		q.By = tc.by
+		r, err := Read(dir, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, row := range r.Rows {
+			name := deref(row.Topic)
+			if row.User != nil {
+				name = *row.User + "/" + name
+			}
+			got = append(got, name+":"+itoa(row.ProduceBytes)+"/"+itoa(row.FetchBytes))
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("by %s: %s, want %s", tc.by, strings.Join(got, " "), tc.want)
+		}
+	}
+	q.By = ByTopic
+	r, _ := Read(dir, q)
+	var table bytes.Buffer
+	if err := r.Write(&table, FormatTable); err != nil || !strings.Contains(table.String(), "TOPIC") || !strings.Contains(table.String(), "orders") {
+		t.Errorf("table: %v\n%s", err, table.String())
 	}
 }

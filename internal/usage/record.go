@@ -52,6 +52,10 @@ type Row struct {
 	// written; omitted for a user in none (and in minutes written before
 	// tenants existed).
 	Tenant string `json:"tenant,omitempty"`
+	// Topic marks a per-topic row: the record bytes the (user, client-id)
+	// produced to or fetched from that topic (RecordTopic), beside its
+	// row without a topic, which counts everything. Omitted on that row.
+	Topic string `json:"topic,omitempty"`
 	// Overflow marks the sum of the user's client ids counted beyond
 	// usage.max_keys (ClientID is then "").
 	Overflow bool `json:"overflow,omitempty"`
