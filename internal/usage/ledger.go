@@ -88,8 +88,8 @@ type shard struct {
 	mu sync.Mutex
 	// floor is the first minute still open: counts for an earlier one
 	// (a late clock, a restart within a written minute) go into it.
-	floor  int64
-	cells  map[key]*cell
+	floor int64
+	cells map[key]*cell
 	// topics are the per-topic cells by (user, client-id) then topic: a
 	// topic arrives as the request's bytes, looked up without a copy.
 	topics map[key]map[string]*cell
