@@ -56,7 +56,7 @@ func runUsage(ctx context.Context, env *Env, args []string, now func() time.Time
 	admin.register(fset, defaultAdminURL, "Tollgate's admin HTTP `URL`")
 	fset.StringVar(&since, "since", "24h", "start: a time `ago` or a time")
 	fset.StringVar(&until, "until", "", "end: a time `ago` or a time (default now)")
-	fset.StringVar(&by, "by", usage.ByUser, "group `by` user, client-id or user,client-id")
+	fset.StringVar(&by, "by", usage.ByUser, "group `by` user, client-id, user,client-id, tenant, topic or user,topic")
 	fset.StringVar(&format, "format", usage.FormatTable, "output `format`: table, csv or json")
 	fset.StringVar(&dDir, "data-dir", "", "read this data_dir's ledger `directory` directly")
 	if err := fset.Parse(args); err != nil {
