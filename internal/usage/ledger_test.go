@@ -352,6 +352,22 @@ func BenchmarkRecord(b *testing.B) {
 	})
 }
 
+// One topic of a request counted in the per-topic rows (what the quota
+// filter adds per topic while per-topic quotas exist).
+func BenchmarkRecordTopic(b *testing.B) {
+	l, err := Open(Options{Dir: b.TempDir(), Instance: "b", Log: quiet()}, t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	topic := []byte("orders")
+	b.ReportAllocs()
+	now := time.Now()
+	for b.Loop() {
+		l.RecordTopic("alice", "app", topic, true, 1000, now)
+	}
+}
+
 // Many sessions record while the flusher runs: every count is written
 // once, in some minute.
 func TestConcurrentRecordAndFlush(t *testing.T) {
