@@ -397,15 +397,25 @@ func attackShareFetchQuota(t *testing.T) {
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Quotas = []app.QuotaEntry{{User: kmsg.StringPtr("ANONYMOUS"), ConsumerByteRate: ptrF(rate)}}
 	})
+	shareFetchThrottled(t, env, "share-quota", "no consumer_byte_rate bucket of ANONYMOUS was", func(u quota.Usage) bool {
+		return u.Key == quota.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate
+	})
+}
+
+// shareFetchThrottled has a share-group consumer (KIP-932) read random
+// 64 KiB records from topic while they are produced, until a bucket that
+// matches is charged and throttles it, or five records (twice a 16 KiB/s
+// quota's burst) came through without: then it fails, naming what.
+func shareFetchThrottled(t *testing.T, env *testkit.Env, topic, what string, bucket func(quota.Usage) bool) {
+	t.Helper()
 	ctx := ctxT(t, 30*time.Second)
 	d := &testkit.Dialer{}
-	const topic = "share-quota"
 	prod := newClient(t, env, d, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
 	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("create")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	// A share group starts at the latest offset: produce while it consumes.
-	share := newClient(t, env, d, kgo.ShareGroup("share-quota-g"), kgo.ConsumeTopics(topic))
+	share := newClient(t, env, d, kgo.ShareGroup(topic+"-g"), kgo.ConsumeTopics(topic))
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -418,14 +428,14 @@ func attackShareFetchQuota(t *testing.T) {
 	}()
 	throttled := func() bool {
 		for _, u := range env.App.Engine().Usage(time.Now()) {
-			if u.Key == quota.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate && u.Rate > 0 && u.Throttles > 0 {
+			if bucket(u) && u.Rate > 0 && u.Throttles > 0 {
 				return true
 			}
 		}
 		return false
 	}
 	got := 0
-	for got < 5 && ctx.Err() == nil && !throttled() { // 320 KiB, twice the burst
+	for got < 5 && ctx.Err() == nil && !throttled() {
 		fs := share.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
 			if len(r.Value) == 64<<10 {
@@ -438,7 +448,7 @@ func attackShareFetchQuota(t *testing.T) {
 		t.Fatal("the share consumer received nothing")
 	}
 	if !throttled() {
-		t.Fatalf("after %d share-fetched records of 64 KiB (random), no consumer_byte_rate bucket of ANONYMOUS was charged and throttled: %+v", got, env.App.Engine().Usage(time.Now()))
+		t.Fatalf("after %d share-fetched records of 64 KiB (random), %s charged and throttled: %+v", got, what, env.App.Engine().Usage(time.Now()))
 	}
 }
 
@@ -568,45 +578,7 @@ func attackShareFetchTopicQuota(t *testing.T) {
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		c.Quotas = []app.QuotaEntry{{Topic: kmsg.StringPtr(topic), ConsumerByteRate: ptrF(rate)}}
 	})
-	ctx := ctxT(t, 30*time.Second)
-	d := &testkit.Dialer{}
-	prod := newClient(t, env, d, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
-	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("create")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	share := newClient(t, env, d, kgo.ShareGroup("share-topic-quota-g"), kgo.ConsumeTopics(topic))
-	pctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() {
-		for i := 0; i < 200 && pctx.Err() == nil; i++ {
-			v := make([]byte, 64<<10)
-			rand.Read(v)
-			prod.ProduceSync(pctx, &kgo.Record{Value: v})
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	throttled := func() bool {
-		for _, u := range env.App.Engine().Usage(time.Now()) {
-			if u.Key == quota.ConsumerByteRate && u.Topic == topic && !u.TopicPrefix && u.Quota == rate && u.Rate > 0 && u.Throttles > 0 {
-				return true
-			}
-		}
-		return false
-	}
-	got := 0
-	for got < 5 && ctx.Err() == nil && !throttled() { // 320 KiB, twice the burst
-		fs := share.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) {
-			if len(r.Value) == 64<<10 {
-				got++
-			}
-		})
-	}
-	stop()
-	if got == 0 {
-		t.Fatal("the share consumer received nothing")
-	}
-	if !throttled() {
-		t.Fatalf("after %d share-fetched records of 64 KiB (random), the topic's consumer_byte_rate bucket was not charged and throttled: %+v", got, env.App.Engine().Usage(time.Now()))
-	}
+	shareFetchThrottled(t, env, topic, "the topic's consumer_byte_rate bucket was not", func(u quota.Usage) bool {
+		return u.Key == quota.ConsumerByteRate && u.Topic == topic && !u.TopicPrefix && u.Quota == rate
+	})
 }
