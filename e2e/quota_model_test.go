@@ -321,6 +321,7 @@ func TestDashboardQuotaModel(t *testing.T) {
 	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
 		prefix, q, burst := "team-a-", float64(1000), 0.0
 		c.Quotas = []app.QuotaEntry{{ClientIDPrefix: &prefix, ProducerByteRate: &q, Shadow: true, BurstSeconds: &burst}}
+		c.Tenants = []app.TenantEntry{{Name: "retail", Principals: []string{"ANONYMOUS"}, ProducerByteRate: &q, Shadow: true}}
 		c.Authorization.AllowAnonymousDescribe = true
 	})
 	ctx := ctxT(t, 30*time.Second)
@@ -352,6 +353,19 @@ func TestDashboardQuotaModel(t *testing.T) {
 	t.Logf("card:\n%s", card)
 	if !regexp.MustCompile(`shadow: would have throttled [0-9.]+ % of 3 requests, by up to [0-9.]+ s`).MatchString(card) {
 		t.Errorf("the card lacks the shadow figures:\n%s", card)
+	}
+	// The tenants panel: the shadow tenant's ceiling, its rate, and what
+	// it would have done.
+	wait("the tenant's row", `(() => {
+		const r = document.querySelector('#tenants-body tr[data-tenant="retail"][data-quota="producer_byte_rate"]');
+		return !document.getElementById('tenants').hidden && !!r && r.innerText.includes('shadow: would have throttled');
+	})()`)
+	tenantRow := run(t, browser, chromedp.Evaluate[string](`document.querySelector('#tenants-body tr[data-tenant="retail"]').innerText`))
+	t.Logf("tenant row: %s", tenantRow)
+	for _, want := range []string{"retail", "config file", "producer_byte_rate", "1000 B/s", "shadow: would have throttled"} {
+		if !strings.Contains(tenantRow, want) {
+			t.Errorf("the tenant's row %q lacks %q", tenantRow, want)
+		}
 	}
 	if rows := run(t, browser, chromedp.Evaluate[int](`document.querySelectorAll('#throttled-body tr.hot').length`)); rows != 0 {
 		t.Errorf("a shadow bucket is listed among the throttled (%d rows)", rows)

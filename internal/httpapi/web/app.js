@@ -767,6 +767,44 @@
     }));
   }
 
+  // renderTenants lists each tenant's ceilings (GET /api/v1/tenants); the
+  // panel shows only while some tenant exists.
+  function renderTenants(t) {
+    const ts = Array.isArray(t.tenants) ? t.tenants.filter((x) => x && typeof x === 'object') : [];
+    $('tenants').hidden = ts.length === 0;
+    $('foot-tenants').hidden = ts.length === 0;
+    const rows = [];
+    for (const tn of ts) {
+      const name = String(tn.name ?? '');
+      const us = Array.isArray(tn.usage) ? tn.usage.filter((u) => u && typeof u === 'object') : [];
+      const who = [tn.source === 'config' ? badge('info', 'config file', 'declared in the config file: changed only there') : null,
+        tn.shadow ? badge('warn', 'shadow', 'the whole tenant is in shadow mode: its ceilings are computed, never enforced') : null]
+        .filter(Boolean).flatMap((b, i) => (i ? [' ', b] : [b]));
+      if (us.length === 0) {
+        rows.push(h('tr', { dataset: { tenant: name } },
+          h('td', {}, h('span', { class: 'mono' }, name), ' ', ...who),
+          h('td', { colspan: 7 }, h('span', { class: 'none' }, 'no ceiling (counted in the usage ledger only)'))));
+        continue;
+      }
+      us.forEach((u, i) => {
+        const k = String(u.quota ?? '');
+        const shadowed = u.shadow && u.shadowed ? shadowText(u.shadowed) : null;
+        rows.push(h('tr', { class: !u.shadow && isNum(u.utilization) && u.utilization >= 1 ? 'hot' : null, dataset: { tenant: name, quota: k } },
+          h('td', {}, ...(i === 0 ? [h('span', { class: 'mono' }, name), ' ', ...who] : [])),
+          h('td', {}, h('span', { class: 'mono' }, k)),
+          h('td', { class: 'num' }, unit(k, u.ceiling)),
+          h('td', { class: 'num' }, unit(k, u.rate)),
+          h('td', { class: 'num ' + utilClass(u.utilization) }, pct(u.utilization)),
+          h('td', { class: 'num' }, count(u.active_principals)),
+          h('td', { class: 'num' }, unit(k, u.fair_share)),
+          h('td', {}, shadowed ? h('span', { class: 'shadow' }, shadowed)
+            : isNum(u.throttled) && u.throttled > 0 ? `${count(u.throttled)} responses, ${duration(u.throttle_ms_total)} in all`
+              : h('span', { class: 'none' }, 'none'))));
+      });
+    }
+    $('tenants-body').replaceChildren(...rows);
+  }
+
   let telemetryOn = false;
 
   function setTelemetry(on) {
@@ -944,18 +982,18 @@
 
   async function tick() {
     const now = Date.now();
-    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit', 'api/v1/cluster', 'api/v1/telemetry'];
+    const paths = ['api/v1/buckets', 'api/v1/connections', 'api/v1/audit', 'api/v1/cluster', 'api/v1/telemetry', 'api/v1/tenants'];
     // /api/v1/cluster answers 404 outside a Tollgate cluster, and
-    // /api/v1/telemetry 503 with telemetry.enabled false: no panel, not an
-    // error.
-    const absent = { 'api/v1/cluster': 404, 'api/v1/telemetry': 503 };
+    // /api/v1/telemetry 503 with telemetry.enabled false (and
+    // /api/v1/tenants without tenant management): no panel, not an error.
+    const absent = { 'api/v1/cluster': 404, 'api/v1/telemetry': 503, 'api/v1/tenants': 503 };
     const get = (p) => (absent[p]
       ? getJSON(p).catch((e) => { if (e.status === absent[p]) return false; throw e; })
       : getJSON(p));
     const res = await Promise.allSettled(paths.map(get));
     const errors = [];
     res.forEach((r, i) => { if (r.status === 'rejected') errors.push({ path: '/' + paths[i], message: r.reason.message }); });
-    const [b, c, a, cl, tm] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
+    const [b, c, a, cl, tm, tn] = res.map((r) => (r.status === 'fulfilled' ? r.value : null));
 
     // The cluster first: it says what the bucket rates are.
     if (cl === false) {
@@ -995,6 +1033,12 @@
       }
     }
     $('telemetry').classList.toggle('stale', tm === null);
+    if (tn === false) {
+      $('tenants').hidden = true;
+    } else if (tn) {
+      try { renderTenants(tn); } catch (e) { errors.push({ path: '/api/v1/tenants', message: 'cannot show: ' + e.message }); }
+    }
+    $('tenants').classList.toggle('stale', tn === null);
     if (c) {
       try { renderConnections(c); } catch (e) { errors.push({ path: '/api/v1/connections', message: 'cannot show: ' + e.message }); }
     }
