@@ -71,20 +71,9 @@ func runAPIKeys(ctx context.Context, env *Env, args []string) int {
 	identity := fs.String("identity", "", "the principal `name` the key authenticates as (create)")
 	file := fs.String("file", "", "create only: the credentials `file` to write the key into, offline")
 	// Flags may come before or after the command's argument.
-	rest := args[1:]
-	var pos []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, code, ok := parseInterleaved(fs, args[1:])
+	if !ok {
+		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(env.Stderr, "tollgate apikeys %s: %s\n", cmd, fmt.Sprintf(format, a...))
@@ -235,4 +224,23 @@ func (c *adminClient) revoke(ctx context.Context, env *Env, id string) error {
 		fmt.Fprintf(env.Stdout, "Revoked API key %s.\n", k.ID)
 	}
 	return nil
+}
+
+// parseInterleaved parses args with flags before, between or after the
+// positional arguments, which it returns. ok is false when parsing ended
+// the command: code 0 for -h, 2 for a bad flag (already reported).
+func parseInterleaved(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, 0, false
+			}
+			return nil, 2, false
+		}
+		if fs.NArg() == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }

@@ -159,20 +159,9 @@ func runTenants(ctx context.Context, env *Env, args []string) int {
 	if creating || altering {
 		fs.StringVar(&addConfig, "add-config", "", "`K=V[,K=V]`: ceilings, shadow=1, burst_seconds")
 	}
-	rest := args[1:]
-	var pos []string
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, code, ok := parseInterleaved(fs, args[1:])
+	if !ok {
+		return code
 	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(env.Stderr, "tollgate tenants %s: %s\n", cmd, fmt.Sprintf(format, a...))
