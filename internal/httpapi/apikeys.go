@@ -73,21 +73,6 @@ func (a apiKeys) ok(w http.ResponseWriter) bool {
 	return true
 }
 
-func keyError(w http.ResponseWriter, who control.Initiator, err error) {
-	switch {
-	case errors.Is(err, control.ErrNotAuthorized) && who.Anonymous():
-		needAuth(w, "manage API keys")
-	case errors.Is(err, control.ErrInvalid):
-		fail(w, http.StatusBadRequest, err.Error())
-	case errors.Is(err, control.ErrNotFound):
-		fail(w, http.StatusNotFound, err.Error())
-	case errors.Is(err, control.ErrNotAuthorized):
-		fail(w, http.StatusForbidden, err.Error())
-	default:
-		fail(w, http.StatusServiceUnavailable, err.Error())
-	}
-}
-
 func (a apiKeys) create(w http.ResponseWriter, r *http.Request) {
 	if !a.ok(w) {
 		return
@@ -100,7 +85,7 @@ func (a apiKeys) create(w http.ResponseWriter, r *http.Request) {
 	who := initiatorOf(r)
 	plaintext, key, err := a.m.CreateAPIKey(r.Context(), who, identity)
 	if err != nil {
-		keyError(w, who, err)
+		controlError(w, who, "manage API keys", err)
 		return
 	}
 	out := apiKeyJSON(key)
@@ -114,7 +99,7 @@ func (a apiKeys) list(w http.ResponseWriter, r *http.Request) {
 	}
 	keys, err := a.m.ListAPIKeys()
 	if err != nil {
-		keyError(w, initiatorOf(r), err)
+		controlError(w, initiatorOf(r), "manage API keys", err)
 		return
 	}
 	out := make([]APIKey, len(keys))
@@ -131,7 +116,7 @@ func (a apiKeys) revoke(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	who := initiatorOf(r)
 	if err := a.m.RevokeAPIKey(r.Context(), who, id); err != nil {
-		keyError(w, who, err)
+		controlError(w, who, "manage API keys", err)
 		return
 	}
 	out := APIKey{ID: id, Revoked: true}

@@ -105,10 +105,12 @@ func (t tenants) ok(w http.ResponseWriter) bool {
 	return true
 }
 
-func tenantError(w http.ResponseWriter, who control.Initiator, err error) {
+// controlError answers a control-plane call's error with the HTTP status
+// it means (action names what ANONYMOUS would need a key for).
+func controlError(w http.ResponseWriter, who control.Initiator, action string, err error) {
 	switch {
 	case errors.Is(err, control.ErrNotAuthorized) && who.Anonymous():
-		needAuth(w, "change tenants")
+		needAuth(w, action)
 	case errors.Is(err, control.ErrNotAuthorized):
 		fail(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, control.ErrInvalid):
@@ -209,7 +211,7 @@ func (t tenants) create(w http.ResponseWriter, r *http.Request) {
 	}
 	who := initiatorOf(r)
 	if err := t.m.CreateTenant(r.Context(), who, s); err != nil {
-		tenantError(w, who, err)
+		controlError(w, who, "change tenants", err)
 		return
 	}
 	t.answer(w, http.StatusCreated, s.Name)
@@ -234,7 +236,7 @@ func (t tenants) replace(w http.ResponseWriter, r *http.Request) {
 	}
 	who := initiatorOf(r)
 	if err := t.m.ReplaceTenant(r.Context(), who, s); err != nil {
-		tenantError(w, who, err)
+		controlError(w, who, "change tenants", err)
 		return
 	}
 	t.answer(w, http.StatusOK, name)
@@ -252,7 +254,7 @@ func (t tenants) alter(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	who := initiatorOf(r)
 	if err := t.m.AlterTenant(r.Context(), who, name, a); err != nil {
-		tenantError(w, who, err)
+		controlError(w, who, "change tenants", err)
 		return
 	}
 	t.answer(w, http.StatusOK, name)
@@ -265,7 +267,7 @@ func (t tenants) delete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	who := initiatorOf(r)
 	if err := t.m.DeleteTenant(r.Context(), who, name); err != nil {
-		tenantError(w, who, err)
+		controlError(w, who, "change tenants", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": name, "deleted": true})
