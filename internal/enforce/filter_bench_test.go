@@ -144,35 +144,40 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 func BenchmarkPolicyFetch(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			p := benchPolicy(b, alg, quota.ConsumerByteRate)
-			req := kmsg.NewPtrFetchRequest()
-			req.Version = 12
-			req.MaxBytes = 50 << 20
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = "bench"
-			t.Partitions = []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}
-			req.Topics = append(req.Topics, t)
-			f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
-			frame := f.AppendRequest(nil, req, 1)[4:]
-			h, err := wire.ParseRequestHeader(frame)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ci, q := connOf(p)
-			r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
-			b.ReportAllocs()
-			for b.Loop() {
-				if v := q.OnRequest(ci, r); v.Hold != 0 {
-					b.Fatal("held under a quota never reached")
-				}
-				if t := q.Throttle(ci, r, 1<<20); t != 0 {
-					b.Fatal("throttled under a quota never reached")
-				}
-			}
-			if got, ok := wire.FetchMaxBytes(frame, h.BodyOffset, 12); !ok || got != 50<<20 {
-				b.Fatalf("max_bytes became %d under a quota never reached", got)
-			}
+			benchFetch(b, benchPolicy(b, alg, quota.ConsumerByteRate))
 		})
+	}
+}
+
+// benchFetch runs one Fetch (v12, 1 MiB answered) through p's request and
+// throttle hooks per iteration; nothing may hold, throttle or clamp it.
+func benchFetch(b *testing.B, p *Filter) {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.MaxBytes = 50 << 20
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = "bench"
+	t.Partitions = []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}
+	req.Topics = append(req.Topics, t)
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
+	frame := f.AppendRequest(nil, req, 1)[4:]
+	h, err := wire.ParseRequestHeader(frame)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ci, q := connOf(p)
+	r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := q.OnRequest(ci, r); v.Hold != 0 {
+			b.Fatal("held under a quota never reached")
+		}
+		if t := q.Throttle(ci, r, 1<<20); t != 0 {
+			b.Fatal("throttled under a quota never reached")
+		}
+	}
+	if got, ok := wire.FetchMaxBytes(frame, h.BodyOffset, 12); !ok || got != 50<<20 {
+		b.Fatalf("max_bytes became %d under a quota never reached", got)
 	}
 }
 
@@ -241,33 +246,7 @@ func BenchmarkPolicyProduceTenant(b *testing.B) {
 func BenchmarkPolicyFetchTenant(b *testing.B) {
 	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.ConsumerByteRate)
 	withTenants(b, p)
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = 12
-	req.MaxBytes = 50 << 20
-	t := kmsg.NewFetchRequestTopic()
-	t.Topic = "bench"
-	t.Partitions = []kmsg.FetchRequestTopicPartition{{Partition: 0, PartitionMaxBytes: 1 << 20}}
-	req.Topics = append(req.Topics, t)
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
-	frame := f.AppendRequest(nil, req, 1)[4:]
-	h, err := wire.ParseRequestHeader(frame)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ci, q := connOf(p)
-	r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
-	b.ReportAllocs()
-	for b.Loop() {
-		if v := q.OnRequest(ci, r); v.Hold != 0 {
-			b.Fatal("held under a ceiling never reached")
-		}
-		if t := q.Throttle(ci, r, 1<<20); t != 0 {
-			b.Fatal("throttled under a ceiling never reached")
-		}
-	}
-	if got, ok := wire.FetchMaxBytes(frame, h.BodyOffset, 12); !ok || got != 50<<20 {
-		b.Fatalf("max_bytes became %d under a ceiling never reached", got)
-	}
+	benchFetch(b, p)
 }
 
 // BenchmarkPolicyTopics is the policy's whole per-request cost with
