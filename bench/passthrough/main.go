@@ -24,7 +24,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/bench/internal/benchkit"
@@ -116,28 +115,7 @@ func (h reqCount) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ tim
 // once starts a fresh cluster (and proxy) and measures one way.
 func once(way, bin string, mib, recSize, latN int) (result, error) {
 	var r result
-	real := make([]net.Listener, 3)
-	var fwdAddrs []string
-	var opts []kfake.Opt
-	if way == "forwarder" {
-		// kfake advertises the forwarder's addresses, so clients only
-		// ever see the forwarder.
-		for range real {
-			fwdAddrs = append(fwdAddrs, benchkit.FreeAddr())
-		}
-		i := 0
-		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-			ln, err := net.Listen(network, addr)
-			if err != nil {
-				return nil, err
-			}
-			real[i] = ln
-			w := advertised{ln, fwdAddrs[i]}
-			i++
-			return w, nil
-		}))
-	}
-	c, err := kfake.NewCluster(append(opts, kfake.NumBrokers(3), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(3))...)
+	c, real, fwdAddrs, err := benchkit.Cluster(way == "forwarder")
 	if err != nil {
 		return r, err
 	}
@@ -247,16 +225,6 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 	r.prodReqPerMiB = float64(prodReqs.Load()) / float64(n*recSize>>20)
 	r.fetchReqPerMiB = float64(fetchReqs.Load()) / float64(n*recSize>>20)
 	return r, nil
-}
-
-type advertised struct {
-	net.Listener
-	addr string
-}
-
-func (a advertised) Addr() net.Addr {
-	ap, _ := net.ResolveTCPAddr("tcp", a.addr)
-	return ap
 }
 
 // procCPU is a child process's CPU time, 0 before it started.

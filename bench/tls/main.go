@@ -32,7 +32,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/bench/internal/benchkit"
@@ -139,28 +138,7 @@ func isTLS(way string) bool { return way == tlsForwarder || way == tollgateSSL }
 // once starts a fresh cluster (and proxy) and measures one way.
 func (b bench) once(way string) (result, error) {
 	var r result
-	real := make([]net.Listener, 3)
-	var fwdAddrs []string
-	var opts []kfake.Opt
-	if way == tlsForwarder || way == plainFwd {
-		// kfake advertises the forwarder's addresses, so clients only
-		// ever see the forwarder.
-		for range real {
-			fwdAddrs = append(fwdAddrs, benchkit.FreeAddr())
-		}
-		i := 0
-		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-			ln, err := net.Listen(network, addr)
-			if err != nil {
-				return nil, err
-			}
-			real[i] = ln
-			w := advertised{ln, fwdAddrs[i]}
-			i++
-			return w, nil
-		}))
-	}
-	c, err := kfake.NewCluster(append(opts, kfake.NumBrokers(3), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(3))...)
+	c, real, fwdAddrs, err := benchkit.Cluster(way == tlsForwarder || way == plainFwd)
 	if err != nil {
 		return r, err
 	}
@@ -305,16 +283,6 @@ func waitReady(addr string, withTLS bool, cfg *tls.Config) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("%s did not come up", addr)
-}
-
-type advertised struct {
-	net.Listener
-	addr string
-}
-
-func (a advertised) Addr() net.Addr {
-	ap, _ := net.ResolveTCPAddr("tcp", a.addr)
-	return ap
 }
 
 // procCPU is a child process's CPU time and its own children's (Tollgate's
