@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // Fetch (key 1), v0–v18.
@@ -90,30 +91,9 @@ func (f *reservedTopics) fetch(r *proxy.Request) proxy.Verdict {
 func (f *reservedTopics) fetchWalk(p []byte, version int16, set *reservedIDSet) (hit, ok bool) {
 	b := kbin.Reader{Src: p}
 	flex := version >= 12
-	head := 4 + 4 // max_wait_ms, min_bytes
-	if version <= 14 {
-		head += 4 // replica_id
-	}
-	if version >= 3 {
-		head += 4 // max_bytes
-	}
-	if version >= 4 {
-		head++ // isolation_level
-	}
-	if version >= 7 {
-		head += 4 + 4 // session id and epoch
-	}
+	head, part := wire.FetchRequestLayout(version)
 	b.Span(head)
-	part := 4 + 8 + 4 // partition, fetch_offset, partition_max_bytes
-	if version >= 9 {
-		part += 4 // current_leader_epoch
-	}
-	if version >= 12 {
-		part += 4 // last_fetched_epoch
-	}
-	if version >= 5 {
-		part += 8 // log_start_offset
-	}
+	part += 4 // partition_max_bytes
 	for n := length(&b, flex, true); n > 0 && b.Ok(); n-- {
 		if version >= 13 {
 			if id := b.Span(16); b.Ok() {

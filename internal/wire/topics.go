@@ -163,18 +163,13 @@ type FetchClamper interface {
 	FetchTopic(name []byte, id [16]byte, parts int) int32
 }
 
-// ClampFetchTopics walks the Fetch request body p[bodyOff:], asks c about
-// each topic with its number of partitions, and lowers each partition's
-// partition_max_bytes to the answer, in place. It reports whether the walk
-// reached the end of the topic array (a malformed body stops it: the broker
-// answers that one).
-func ClampFetchTopics(p []byte, bodyOff int, version int16, c FetchClamper) bool {
-	if bodyOff < 0 || bodyOff > len(p) {
-		return false
-	}
-	flex, ids := version >= 12, version >= 13
-	b := kbin.Reader{Src: p[bodyOff:]}
-	head := 4 + 4 // max_wait_ms, min_bytes
+// FetchRequestLayout gives the fixed-size parts of a Fetch request body of
+// version, for readers that walk it in place: head is the bytes before the
+// topic array; part is a partition's bytes before its partition_max_bytes
+// (partition, fetch_offset, and the epochs and log start offset of the
+// versions that have them).
+func FetchRequestLayout(version int16) (head, part int) {
+	head = 4 + 4 // max_wait_ms, min_bytes
 	if version <= 14 {
 		head += 4 // replica_id
 	}
@@ -187,8 +182,7 @@ func ClampFetchTopics(p []byte, bodyOff int, version int16, c FetchClamper) bool
 	if version >= 7 {
 		head += 4 + 4 // session id and epoch
 	}
-	b.Span(head)
-	part := 4 + 8 // partition, fetch_offset
+	part = 4 + 8 // partition, fetch_offset
 	if version >= 9 {
 		part += 4 // current_leader_epoch
 	}
@@ -198,6 +192,22 @@ func ClampFetchTopics(p []byte, bodyOff int, version int16, c FetchClamper) bool
 	if version >= 5 {
 		part += 8 // log_start_offset
 	}
+	return head, part
+}
+
+// ClampFetchTopics walks the Fetch request body p[bodyOff:], asks c about
+// each topic with its number of partitions, and lowers each partition's
+// partition_max_bytes to the answer, in place. It reports whether the walk
+// reached the end of the topic array (a malformed body stops it: the broker
+// answers that one).
+func ClampFetchTopics(p []byte, bodyOff int, version int16, c FetchClamper) bool {
+	if bodyOff < 0 || bodyOff > len(p) {
+		return false
+	}
+	flex, ids := version >= 12, version >= 13
+	b := kbin.Reader{Src: p[bodyOff:]}
+	head, part := FetchRequestLayout(version)
+	b.Span(head)
 	for n := length(&b, flex, true); n > 0 && b.Ok(); n-- {
 		name, id := topicName(&b, flex, ids)
 		parts := length(&b, flex, true)
