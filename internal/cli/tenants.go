@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tollgate/tollgate/internal/control"
 )
 
 const tenantsUsage = `usage: tollgate tenants <command> [NAME] [flags]
@@ -102,19 +104,6 @@ type tenantAnswer struct {
 	} `json:"members"`
 }
 
-type tenantAlterBody struct {
-	AddPrincipals           []string           `json:"add_principals,omitempty"`
-	RemovePrincipals        []string           `json:"remove_principals,omitempty"`
-	AddPrincipalPrefixes    []string           `json:"add_principal_prefixes,omitempty"`
-	RemovePrincipalPrefixes []string           `json:"remove_principal_prefixes,omitempty"`
-	AddPrincipalRules       []string           `json:"add_principal_rules,omitempty"`
-	RemovePrincipalRules    []string           `json:"remove_principal_rules,omitempty"`
-	AddAdmins               []string           `json:"add_admins,omitempty"`
-	RemoveAdmins            []string           `json:"remove_admins,omitempty"`
-	Set                     map[string]float64 `json:"set,omitempty"`
-	Delete                  []string           `json:"delete,omitempty"`
-}
-
 func runTenants(ctx context.Context, env *Env, args []string) int {
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, tenantsUsage)
@@ -202,7 +191,7 @@ func runTenants(ctx context.Context, env *Env, args []string) int {
 			fmt.Fprintf(env.Stdout, "Created tenant %s.\n", out.Name)
 		}
 	case "alter":
-		a := tenantAlterBody{AddPrincipals: addP, RemovePrincipals: rmP, AddPrincipalPrefixes: addPre, RemovePrincipalPrefixes: rmPre,
+		a := control.TenantAlter{AddPrincipals: addP, RemovePrincipals: rmP, AddPrincipalPrefixes: addPre, RemovePrincipalPrefixes: rmPre,
 			AddPrincipalRules: addR, RemovePrincipalRules: rmR, AddAdmins: addA, RemoveAdmins: rmA, Set: set, Delete: del}
 		var out tenantAnswer
 		if err = c.do(ctx, "PATCH", "/api/v1/tenants/"+url.PathEscape(pos[0]), a, http.StatusOK, &out); err == nil {

@@ -183,6 +183,12 @@ func (c *Credentials) revokeAPIKey(ctx context.Context, who Initiator, id string
 // happen: a required audit sink refused its event, the commit failed after
 // the event, or the store refused it before.
 func (c *Credentials) followUp(ctx context.Context, ev audit.Event, hooked bool, auditErr, err error) {
+	followUp(ctx, c.Audit, ev, hooked, auditErr, err)
+}
+
+// followUp is the follow-up event of a change that was not committed (see
+// Credentials.followUp), recorded in log.
+func followUp(ctx context.Context, log *audit.Logger, ev audit.Event, hooked bool, auditErr, err error) {
 	var follow audit.Event
 	switch {
 	case auditErr != nil:
@@ -195,7 +201,7 @@ func (c *Credentials) followUp(ctx context.Context, ev audit.Event, hooked bool,
 	default:
 		follow = withOutcome(ev, audit.Rejected, errUnknownServerError, "Tollgate could not store the change: "+err.Error())
 	}
-	c.Audit.Record(ctx, follow)
+	log.Record(ctx, follow)
 }
 
 func apiKeyEvent(who Initiator, action, id string, changes []audit.Change) audit.Event {

@@ -657,19 +657,7 @@ func (t *Tenants) put(ctx context.Context, who Initiator, action, name string, n
 }
 
 func (t *Tenants) followUp(ctx context.Context, ev audit.Event, hooked bool, auditErr, err error) {
-	var follow audit.Event
-	switch {
-	case auditErr != nil:
-		res := auditRefusal(auditErr)
-		follow = withOutcome(ev, audit.Rejected, res.code, res.msg)
-		follow.Supersedes = ev.ID
-	case hooked:
-		follow = withOutcome(ev, audit.Failed, errUnknownServerError, "Tollgate could not commit the change: "+err.Error())
-		follow.Supersedes = ev.ID
-	default:
-		follow = withOutcome(ev, audit.Rejected, errUnknownServerError, "Tollgate could not store the change: "+err.Error())
-	}
-	t.Audit.Record(ctx, follow)
+	followUp(ctx, t.Audit, ev, hooked, auditErr, err)
 }
 
 func authorize(a Authorizer, who Initiator, op Operation) bool {
