@@ -294,6 +294,36 @@ func TestMaxKeysOverflowRow(t *testing.T) {
 	}
 }
 
+// Topic names are the tenants' choice too: per-topic rows count against
+// usage.max_keys, and a topic beyond it is not counted (the user's own row
+// still is); topics idle for a minute are forgotten.
+func TestMaxKeysPerTopicRows(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, t0, func(o *Options) { o.MaxKeys = 10 })
+	for i := 0; i < 1000; i++ {
+		l.RecordTopic("mallory", "app", []byte(fmt.Sprintf("topic-%d", i)), true, 1, t0)
+	}
+	if n := l.keys.Load(); n > 10 {
+		t.Errorf("%d keys held after 1000 topics, want at most max_keys (10)", n)
+	}
+	if err := l.Flush(t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(t0.Add(2 * time.Minute)); err != nil { // idle for a minute
+		t.Fatal(err)
+	}
+	if n := l.keys.Load(); n != 0 {
+		t.Errorf("%d keys held after a minute idle, want 0", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ms := readAll(t, dir)
+	if len(ms) != 1 || len(ms[0].Rows) > 10 {
+		t.Fatalf("%d minutes, rows %+v: want one minute of at most 10 rows", len(ms), ms)
+	}
+}
+
 // Keys idle for a minute are forgotten: memory follows the recent keys.
 func TestIdleKeysForgotten(t *testing.T) {
 	l := open(t, t.TempDir(), t0)
