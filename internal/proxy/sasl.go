@@ -301,6 +301,13 @@ func (s *session) passthroughResponse(buf *wire.Buffer, pr *pending) {
 	if resp.ReadFrom(p[off:]) != nil {
 		return
 	}
+	if resp.ErrorCode != 0 {
+		// The broker refused. Counted, audited and charged to the
+		// address's failed-login limit like a login Tollgate refuses —
+		// here, before the client reads the refusal, so that its next
+		// attempt already meets the limit.
+		s.gw.hooks.authFailed(&s.info, a.mechanism, fmt.Errorf("%w: the broker answered error %d", auth.ErrAuthenticationFailed, resp.ErrorCode))
+	}
 	// A copy: the decoded bytes alias the pooled buffer, which is reused
 	// once the response is written, while the reader judges them.
 	ans = brokerAnswer{code: resp.ErrorCode, bytes: bytes.Clone(resp.SASLAuthBytes), ok: true}
@@ -341,11 +348,7 @@ func (s *session) awaitPassthrough() (Reason, error) {
 	case !ans.ok:
 		return ReasonUpstreamProtocol, errors.New("the broker's SaslAuthenticate answer cannot be read")
 	case ans.code != 0:
-		// The broker refused; it closes the connection itself. Counted,
-		// audited and charged to the address's failed-login limit like
-		// a login Tollgate refuses.
-		s.gw.hooks.authFailed(&s.info, a.mechanism, fmt.Errorf("%w: the broker answered error %d at step %d", auth.ErrAuthenticationFailed, ans.code, step))
-		return "", nil
+		return "", nil // the broker refused (counted as it passed); it closes the connection itself
 	}
 	complete, failed := auth.ExchangeComplete(a.mechanism, step, ans.bytes)
 	switch {
