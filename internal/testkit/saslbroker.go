@@ -140,12 +140,13 @@ func (b *SASLBroker) serve(c net.Conn) {
 		}
 		req := kmsg.RequestForKey(h.Key)
 		req.SetVersion(h.Version)
-		err = req.ReadFrom(p[h.BodyOffset:])
-		buf.Release()
-		if err != nil {
+		if err := req.ReadFrom(p[h.BodyOffset:]); err != nil {
+			buf.Release()
 			return
 		}
+		// The decoded request's bytes alias buf: released once handled.
 		resp, closeAfter := b.handle(&st, req)
+		buf.Release()
 		if resp == nil {
 			return
 		}
