@@ -24,7 +24,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -36,6 +35,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/testkit/proc"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
@@ -158,17 +158,8 @@ func heapMiB() float64 {
 
 // rssMiB is VmRSS from /proc/self/status, 0 where there is none.
 func rssMiB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	kb, _ := proc.RSSKiB(0)
+	return float64(kb) / 1024
 }
 
 func minMed(ds []time.Duration) (time.Duration, time.Duration) {

@@ -1,11 +1,9 @@
 package benchkit
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,22 +13,7 @@ import (
 
 // RSSKiB returns process pid's resident set (VmRSS) in KiB, or an error if
 // it cannot be read.
-func RSSKiB(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			if f := strings.Fields(v); len(f) > 0 {
-				return strconv.ParseInt(f[0], 10, 64)
-			}
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
-}
+func RSSKiB(pid int) (int64, error) { return proc.RSSKiB(pid) }
 
 // OpenFDs returns how many descriptors process pid holds open.
 func OpenFDs(pid int) (int, error) { return proc.OpenFDs(pid) }

@@ -150,3 +150,24 @@ func Stopped(pid int) bool {
 	}
 	return true
 }
+
+// RSSKiB returns process pid's resident set (VmRSS of /proc/<pid>/status)
+// in KiB; pid 0 is this process.
+func RSSKiB(pid int) (int64, error) {
+	name := "/proc/self/status"
+	if pid != 0 {
+		name = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("%s: no VmRSS", name)
+}

@@ -49,10 +49,23 @@ type Leaf struct {
 }
 
 // NewCA makes a CA named name (its subject's common name), valid from an
-// hour ago for a day.
+// hour ago for a day, its files in a temporary directory of the test's.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
+	ca, err := NewCAIn(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// NewCAIn is NewCA for what outlives one test (the real Kafka cluster a
+// test binary shares): its files go to dir, which the caller removes.
+func NewCAIn(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(serial.Add(1)),
@@ -65,16 +78,18 @@ func NewCA(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ca := &CA{Cert: cert, CertPEM: pemOf("CERTIFICATE", der), Pool: x509.NewCertPool(), Dir: t.TempDir(), key: key}
+	ca := &CA{Cert: cert, CertPEM: pemOf("CERTIFICATE", der), Pool: x509.NewCertPool(), Dir: dir, key: key}
 	ca.Pool.AddCert(cert)
-	ca.CertFile = WriteFile(t, ca.Dir, "ca.pem", ca.CertPEM)
-	return ca
+	if ca.CertFile, err = writeFile(ca.Dir, "ca.pem", ca.CertPEM); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
 
 // Issue signs tmpl, which sets the subject (Subject or RawSubject) and the
@@ -83,6 +98,15 @@ func NewCA(t testing.TB, name string) *CA {
 // and both server and client extended key usage.
 func (ca *CA) Issue(t testing.TB, tmpl *x509.Certificate) *Leaf {
 	t.Helper()
+	l, err := ca.IssueErr(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// IssueErr is Issue for a CA made with NewCAIn: it returns its error.
+func (ca *CA) IssueErr(tmpl *x509.Certificate) (*Leaf, error) {
 	c := *tmpl
 	now := time.Now()
 	if c.SerialNumber == nil {
@@ -100,27 +124,34 @@ func (ca *CA) Issue(t testing.TB, tmpl *x509.Certificate) *Leaf {
 	if c.ExtKeyUsage == nil {
 		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	}
-	key := newKey(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	der, err := x509.CreateCertificate(rand.Reader, &c, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	l := &Leaf{CertPEM: pemOf("CERTIFICATE", der), KeyPEM: pemOf("PRIVATE KEY", kder)}
 	if l.Cert, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if l.TLS, err = tls.X509KeyPair(l.CertPEM, l.KeyPEM); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// Named by serial: a CA's serials are its own, so the names are too.
 	base := "leaf-" + c.SerialNumber.String()
-	l.CertFile = WriteFile(t, ca.Dir, base+".pem", l.CertPEM)
-	l.KeyFile = WriteFile(t, ca.Dir, base+".key", l.KeyPEM)
-	return l
+	if l.CertFile, err = writeFile(ca.Dir, base+".pem", l.CertPEM); err != nil {
+		return nil, err
+	}
+	if l.KeyFile, err = writeFile(ca.Dir, base+".key", l.KeyPEM); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // ServerTemplate is the template Server signs: common name cn, server
@@ -172,20 +203,16 @@ func (ca *CA) ServerConfig(leaf *Leaf) *tls.Config {
 // path.
 func WriteFile(t testing.TB, dir, name string, data []byte) string {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
+	p, err := writeFile(dir, name, data)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+func writeFile(dir, name string, data []byte) (string, error) {
+	p := filepath.Join(dir, name)
+	return p, os.WriteFile(p, data, 0o600)
 }
 
 func pemOf(typ string, der []byte) []byte {
