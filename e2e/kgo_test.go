@@ -17,32 +17,23 @@ import (
 // only ever dials gateway addresses.
 func TestFranzGoProduceConsumeGroup(t *testing.T) {
 	t.Parallel()
-	env := testkit.Start(t, app.Options{})
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		franzGoProduceConsumeGroup(t, env, up.Topic(t, "orders"), up.GroupID(t, "g1"))
+	})
+}
+
+func franzGoProduceConsumeGroup(t *testing.T, env *testkit.Env, topic, group string) {
 	ctx := ctxT(t, 60*time.Second)
 	dialer := &testkit.Dialer{}
-	const topic, partitions, perPartition = "orders", 6, 200
+	const partitions, perPartition = 6, 200
 
 	adm := kadm.NewClient(newClient(t, env, dialer))
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
 	// Spread leadership over all three brokers.
-	for p := int32(0); p < partitions; p++ {
-		if err := env.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	leaders := map[int32]bool{}
-	md, err := adm.Metadata(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range md.Topics[topic].Partitions {
-		leaders[p.Leader] = true
-	}
-	if len(leaders) < 3 {
-		t.Fatalf("partitions led by %d brokers, want 3", len(leaders))
-	}
+	env.SpreadLeaders(t, topic, partitions)
 
 	prod := newClient(t, env, dialer, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
@@ -55,7 +46,7 @@ func TestFranzGoProduceConsumeGroup(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 
-	cons := newClient(t, env, dialer, kgo.ConsumeTopics(topic), kgo.ConsumerGroup("g1"),
+	cons := newClient(t, env, dialer, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	next := map[int32]int{}
 	total := 0
@@ -77,7 +68,7 @@ func TestFranzGoProduceConsumeGroup(t *testing.T) {
 	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	offs, err := adm.FetchOffsets(ctx, "g1")
+	offs, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +81,7 @@ func TestFranzGoProduceConsumeGroup(t *testing.T) {
 
 	dialed := dialer.Addrs()
 	checkDialsGatewayOnly(t, "the client", env, dialed)
-	for _, up := range env.App.DevCluster().Addrs() {
+	for _, up := range env.UpstreamAddrs() {
 		for _, a := range dialed {
 			if a == up {
 				t.Errorf("client dialed upstream broker %s directly", up)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/internal/accept"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 	"go.uber.org/goleak"
 )
 
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 	// helper process (as tollgate serve starts itself).
 	accept.RunAcceptorHelper()
 	code := m.Run()
+	kafka.StopShared() // the real cluster, if a test started it
 	http.DefaultClient.CloseIdleConnections()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

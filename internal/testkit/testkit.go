@@ -26,6 +26,9 @@ type Env struct {
 	// Net is the in-memory network everything runs on (StartInBubble),
 	// or nil (Start: real loopback sockets).
 	Net *Network
+	// Upstream is the cluster it fronts (Upstream.Start); nil: the
+	// embedded kfake cluster (Start).
+	Upstream *Upstream
 
 	cfg  app.Config
 	opts app.Options

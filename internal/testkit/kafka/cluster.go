@@ -96,9 +96,10 @@ type Cluster struct {
 	// serving with every node (format included).
 	Started time.Duration
 
-	cfg   Config
-	java  string
-	temp  bool
+	cfg      Config
+	java     string
+	temp     bool
+	attached bool
 	mu    sync.Mutex
 	nodes []*Node
 }
@@ -137,6 +138,8 @@ func Start(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 		c.temp = true
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -397,8 +400,9 @@ func (c *Cluster) launch(n *Node) error {
 }
 
 var spawner struct {
-	once sync.Once
+	mu   sync.Mutex
 	reqs chan spawnReq
+	done chan struct{}
 }
 
 type spawnReq struct {
@@ -406,22 +410,40 @@ type spawnReq struct {
 	done chan error
 }
 
-// startOnLockedThread starts cmd from one OS thread that lives as long as
-// the process: Pdeathsig fires when the thread that forked the child
+// startOnLockedThread starts cmd from one OS thread that lives until
+// stopSpawner: Pdeathsig fires when the thread that forked the child
 // exits, not the process, and Go may retire an idle thread.
 func startOnLockedThread(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
-		spawner.reqs = make(chan spawnReq)
+	spawner.mu.Lock()
+	if spawner.reqs == nil {
+		reqs, done := make(chan spawnReq), make(chan struct{})
+		spawner.reqs, spawner.done = reqs, done
 		go func() {
-			runtime.LockOSThread() // never unlocked: the thread stays
-			for r := range spawner.reqs {
+			// Never unlocked: the thread ends with the goroutine, after
+			// every child it started is gone (stopSpawner).
+			runtime.LockOSThread()
+			defer close(done)
+			for r := range reqs {
 				r.done <- r.cmd.Start()
 			}
 		}()
-	})
+	}
+	reqs := spawner.reqs
+	spawner.mu.Unlock()
 	done := make(chan error, 1)
-	spawner.reqs <- spawnReq{cmd: cmd, done: done}
+	reqs <- spawnReq{cmd: cmd, done: done}
 	return <-done
+}
+
+// stopSpawner ends the spawning thread once no child it started runs.
+func stopSpawner() {
+	spawner.mu.Lock()
+	defer spawner.mu.Unlock()
+	if spawner.reqs != nil {
+		close(spawner.reqs)
+		<-spawner.done
+		spawner.reqs, spawner.done = nil, nil
+	}
 }
 
 // waitServing waits until every running node, asked itself, lists every
@@ -561,6 +583,9 @@ func (n *Node) PID() int {
 
 // Kill sends SIGKILL to node id's JVM and waits for it to exit.
 func (c *Cluster) Kill(id int32) error {
+	if c.attached {
+		return errAttached
+	}
 	n := c.Node(id)
 	if n == nil || n.cmd == nil {
 		return fmt.Errorf("no kafka node %d running", id)
@@ -573,6 +598,9 @@ func (c *Cluster) Kill(id int32) error {
 // Terminate stops node id gracefully (SIGTERM: a controlled shutdown that
 // moves its leaderships away first), SIGKILL after d.
 func (c *Cluster) Terminate(id int32, d time.Duration) error {
+	if c.attached {
+		return errAttached
+	}
 	n := c.Node(id)
 	if n == nil || n.cmd == nil {
 		return fmt.Errorf("no kafka node %d running", id)
@@ -590,6 +618,9 @@ func (c *Cluster) Terminate(id int32, d time.Duration) error {
 // Restart starts node id again (after Kill or Terminate) and waits until
 // it is a broker of the cluster again.
 func (c *Cluster) Restart(id int32) error {
+	if c.attached {
+		return errAttached
+	}
 	n := c.Node(id)
 	if n == nil {
 		return fmt.Errorf("no kafka node %d", id)
@@ -611,6 +642,9 @@ func (c *Cluster) Pause(id int32) error { return c.signal(id, syscall.SIGSTOP) }
 func (c *Cluster) Resume(id int32) error { return c.signal(id, syscall.SIGCONT) }
 
 func (c *Cluster) signal(id int32, sig syscall.Signal) error {
+	if c.attached {
+		return errAttached
+	}
 	n := c.Node(id)
 	if n == nil || n.PID() == 0 {
 		return fmt.Errorf("no kafka node %d running", id)
@@ -621,6 +655,9 @@ func (c *Cluster) signal(id int32, sig syscall.Signal) error {
 // Stop kills every node and removes a temporary Dir. It waits for the
 // JVMs to exit.
 func (c *Cluster) Stop() {
+	if c.attached {
+		return
+	}
 	for _, n := range c.Nodes() {
 		if n.cmd != nil && !n.hasExited() {
 			n.cmd.Process.Signal(syscall.SIGCONT)
@@ -660,9 +697,15 @@ var shared struct {
 
 // Shared starts this test binary's cluster on first use (DefaultVersion)
 // and returns it; every later call returns the same cluster, or the same
-// error.
+// error. With TOLLGATE_KAFKA_CLUSTER naming a running cluster's
+// cluster.json (scripts/kafka-dev.sh prints it), it attaches to that one
+// instead: quicker while developing, and several test binaries share it.
 func Shared() (*Cluster, error) {
 	shared.once.Do(func() {
+		if p := os.Getenv("TOLLGATE_KAFKA_CLUSTER"); p != "" {
+			shared.c, shared.err = Attach(p)
+			return
+		}
 		shared.c, shared.err = Start(Config{})
 	})
 	return shared.c, shared.err
@@ -675,4 +718,5 @@ func StopShared() {
 	if shared.c != nil {
 		shared.c.Stop()
 	}
+	stopSpawner()
 }

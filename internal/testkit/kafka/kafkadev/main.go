@@ -1,0 +1,63 @@
+// Command kafkadev starts the test kit's real Kafka cluster for a user's
+// own try (scripts/kafka-dev.sh runs it): three KRaft nodes on loopback,
+// from Maven Central's jars, and prints the upstream block of a Tollgate
+// config that fronts it. It runs until interrupted, then stops the nodes;
+// with -dir the data stays for the next start.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
+)
+
+func main() {
+	version := flag.String("version", kafka.DefaultVersion(), "Apache Kafka release: "+strings.Join(kafka.Versions, ", "))
+	base := flag.Int("base-port", 29092, "node i listens on base+10i (PLAINTEXT), +1 (SASL_PLAINTEXT), +2 (SSL), +3 (controller); 0: free ports")
+	dir := flag.String("dir", "", "data, configs and logs; empty: a temporary directory, removed at exit")
+	heap := flag.Int("heap-mb", 512, "each node's maximum Java heap")
+	flag.Parse()
+
+	fmt.Fprintf(os.Stderr, "starting Apache Kafka %s: 3 KRaft nodes on 127.0.0.1 (the jars are fetched once into %s)...\n", *version, kafka.CacheDir())
+	c, err := kafka.Start(kafka.Config{Version: *version, BasePort: *base, Dir: *dir, HeapMB: *heap})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kafka-dev:", err)
+		os.Exit(1)
+	}
+	state, err := c.WriteState()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kafka-dev:", err)
+	}
+	fmt.Printf(`# Apache Kafka %s is serving (started in %v). Its data and logs: %s
+#
+# Tollgate in front of it: save this as tollgate.yaml and run
+#   go run ./cmd/tollgate serve --config tollgate.yaml
+listeners:
+  - name: PLAINTEXT
+    bootstrap: 127.0.0.1:9092
+upstream:
+  bootstrap: [%s]
+#
+# Or the SSL listener (CA: %s):
+#   upstream: {bootstrap: [%s], tls: {ca_file: %s}}
+# Or SASL_PLAINTEXT (users admin, alice, bob, passwords <user>-secret; PLAIN, SCRAM-SHA-256/512, OAUTHBEARER):
+#   upstream: {bootstrap: [%s], sasl: {mechanism: SCRAM-SHA-512, username: admin, password: admin-secret}}
+#
+# Tests attach to this cluster with TOLLGATE_KAFKA_CLUSTER=%s
+# Ctrl-C stops it.
+`, c.Version, c.Started.Round(1e6), c.Dir,
+		strings.Join(c.Bootstrap(kafka.Plaintext), ", "),
+		c.CA.CertFile, strings.Join(c.Bootstrap(kafka.SSL), ", "), c.CA.CertFile,
+		strings.Join(c.Bootstrap(kafka.SASL), ", "), state)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	fmt.Fprintln(os.Stderr, "stopping Kafka")
+	c.Stop()
+}

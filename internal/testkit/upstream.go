@@ -1,0 +1,157 @@
+package testkit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
+)
+
+// Upstream is the cluster a test's gateway fronts: the embedded kfake
+// cluster (in-process, started with each gateway) or the test binary's
+// real Apache Kafka cluster (kafka.Shared, started once and shared by
+// every test of the binary).
+type Upstream struct {
+	// Name is the subtest's name: "kfake", or "kafka-4.4.0".
+	Name string
+	// Kafka is the real cluster; nil for kfake.
+	Kafka *kafka.Cluster
+}
+
+// Real says whether this is a real Apache Kafka cluster.
+func (u *Upstream) Real() bool { return u.Kafka != nil }
+
+// upstreamNames are the upstreams EachUpstream runs: TOLLGATE_UPSTREAMS
+// (a comma-separated list of "kfake" and "kafka"), both by default.
+func upstreamNames() []string {
+	v := os.Getenv("TOLLGATE_UPSTREAMS")
+	if v == "" {
+		return []string{"kfake", "kafka"}
+	}
+	return strings.Split(v, ",")
+}
+
+// RealOnly says whether this run leaves kfake out (TOLLGATE_UPSTREAMS=kafka:
+// the pass of the suite against an older Kafka line), so that tests with no
+// real-cluster row can skip themselves.
+func RealOnly() bool {
+	return !slices.Contains(upstreamNames(), "kfake")
+}
+
+// EachUpstream runs f once per upstream as a subtest named after it, so
+// that a difference between kfake and the real broker shows as a failing
+// row. The real cluster's row fails, not skips, when the cluster cannot
+// start. Rows run one after the other; the caller may t.Parallel.
+func EachUpstream(t *testing.T, f func(t *testing.T, up *Upstream)) {
+	t.Helper()
+	for _, name := range upstreamNames() {
+		switch name {
+		case "kfake":
+			t.Run("kfake", func(t *testing.T) { f(t, &Upstream{Name: "kfake"}) })
+		case "kafka":
+			t.Run("kafka-"+kafka.DefaultVersion(), func(t *testing.T) {
+				c, err := kafka.Shared()
+				if err != nil {
+					t.Fatalf("the real Kafka cluster: %v", err)
+				}
+				f(t, &Upstream{Name: "kafka-" + c.Version, Kafka: c})
+			})
+		default:
+			t.Fatalf("TOLLGATE_UPSTREAMS: unknown upstream %q (kfake, kafka)", name)
+		}
+	}
+}
+
+// Configure points cfg at the upstream: for the real cluster, its
+// PLAINTEXT listener (the gateway connects as ANONYMOUS, a super user);
+// kfake needs nothing (no upstream is the embedded cluster).
+func (u *Upstream) Configure(cfg *app.Config) {
+	if u.Real() {
+		cfg.Upstream.Bootstrap = u.Kafka.Bootstrap(kafka.Plaintext)
+	}
+}
+
+// Start runs Tollgate in front of the upstream (see testkit.Start).
+func (u *Upstream) Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
+	t.Helper()
+	env := start(t, config(t, append([]func(*app.Config){u.Configure}, edit...)), opts, nil)
+	env.Upstream = u
+	return env
+}
+
+// Topic is a topic name of this test's own: base with a suffix from the
+// test's name, so that tests sharing the real cluster never meet in a
+// topic (or a group: GroupID).
+func (u *Upstream) Topic(t testing.TB, base string) string {
+	sum := sha256.Sum256([]byte(t.Name()))
+	return base + "-" + hex.EncodeToString(sum[:4])
+}
+
+// GroupID is a consumer group id of this test's own (see Topic).
+func (u *Upstream) GroupID(t testing.TB, base string) string { return u.Topic(t, base) }
+
+// Addrs are the upstream brokers' addresses: env's embedded cluster's, or
+// the real cluster's PLAINTEXT listeners.
+func (e *Env) UpstreamAddrs() []string {
+	if e.Upstream != nil && e.Upstream.Real() {
+		return e.Upstream.Kafka.Bootstrap(kafka.Plaintext)
+	}
+	return e.App.DevCluster().Addrs()
+}
+
+// SpreadLeaders makes the partitions of topic led by more than one broker,
+// partition p by broker p mod 3 where the upstream lets a test choose
+// (kfake); a real cluster's assignment already spreads them, which it
+// checks. It returns the leader of each partition.
+func (e *Env) SpreadLeaders(t testing.TB, topic string, partitions int32) map[int32]int32 {
+	t.Helper()
+	if e.Upstream == nil || !e.Upstream.Real() {
+		for p := range partitions {
+			if err := e.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.UpstreamAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		leaders := map[int32]int32{}
+		brokers := map[int32]bool{}
+		if err == nil {
+			for _, p := range md.Topics[topic].Partitions {
+				if p.Leader >= 0 {
+					leaders[p.Partition] = p.Leader
+					brokers[p.Leader] = true
+				}
+			}
+		}
+		if int32(len(leaders)) == partitions && (len(brokers) >= min(3, int(partitions))) {
+			return leaders
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("partitions of %s led by %v, want every partition led and %d brokers leading (%v)", topic, leaders, min(3, int(partitions)), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// String is the upstream's name.
+func (u *Upstream) String() string { return fmt.Sprint(u.Name) }
