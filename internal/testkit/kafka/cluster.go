@@ -100,8 +100,8 @@ type Cluster struct {
 	java     string
 	temp     bool
 	attached bool
-	mu    sync.Mutex
-	nodes []*Node
+	mu       sync.Mutex
+	nodes    []*Node
 }
 
 // Node is one broker+controller process.
