@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what the tests need (kcat, chromium, the
-# tools to build node-rdkafka), then runs every Go test with the race
-# detector, and each fuzz target briefly.
+# tools to build node-rdkafka, Java and Maven), fetches Apache Kafka's jars,
+# then runs every Go test with the race detector — the broker-facing ones
+# against kfake and a real 3-node Kafka 4.4 cluster, then their real rows
+# again against Kafka 3.9 — and each fuzz target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The suite starts its own Kafka clusters: never a developer's
+# (scripts/kafka-dev.sh) that this shell may name.
+unset TOLLGATE_KAFKA_CLUSTER TOLLGATE_KAFKA_VERSION TOLLGATE_UPSTREAMS
 
 # node-rdkafka 3.6.1 (librdkafka 2.12, a KIP-714 client) for
 # e2e/telemetry_test.go, built from npm into a cache outside the repo and
@@ -53,11 +58,32 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
+# Apache Kafka's broker, tools and Java client (4.4.0 and 3.9.2) from Maven
+# Central, copied once into ${XDG_CACHE_HOME:-~/.cache}/tollgate-test/kafka-*
+# (internal/testkit/kafka/pom.xml) and reused. The e2e tests start a 3-node
+# KRaft cluster from them.
+if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+  echo "== installing Java 17 and Maven (Debian packages, for the real Kafka cluster)"
+  if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
+fi
+echo "== Apache Kafka's jars"
+if ! go run ./internal/testkit/kafka/kafkadev -fetch; then
+  echo "== could not fetch Apache Kafka's jars from Maven Central (see above); the real-cluster tests need them" >&2
+  exit 1
+fi
+
 echo "== go vet"
 go vet ./...
 
-echo "== go test (race)"
+echo "== go test (race): kfake and Apache Kafka 4.4.0"
 go test -race -count=1 -timeout 20m ./...
+
+# The real-cluster rows once more, against the 3.9 line (the tests with no
+# real row skip themselves in this pass: they ran above).
+echo "== go test (race): the real-cluster rows against Apache Kafka 3.9.2"
+TOLLGATE_KAFKA_VERSION=3.9.2 TOLLGATE_UPSTREAMS=kafka go test -race -count=1 -timeout 15m ./e2e
 
 if [ -n "$NRD_PID" ]; then
   # The telemetry test has waited for it; this only says how it went.

@@ -28,6 +28,7 @@ var bubbleLimit = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 // first. opts.DevClusterOpts and opts.ProxyOpts are kept and applied after
 // the network options.
 func StartInBubble(t *testing.T, opts app.Options, edit ...func(*app.Config)) *Env {
+	skipIfRealOnly(t)
 	t.Helper()
 	return StartInBubbleOn(t, &Network{}, opts, edit...)
 }
@@ -37,6 +38,7 @@ func StartInBubble(t *testing.T, opts app.Options, edit ...func(*app.Config)) *E
 // FaultDialer over it between the gateway and the brokers
 // (FaultDialer{Dial: nw.DialContext}, opts.UpstreamDial), say.
 func StartInBubbleOn(t *testing.T, nw *Network, opts app.Options, edit ...func(*app.Config)) *Env {
+	skipIfRealOnly(t)
 	t.Helper()
 	if time.Now().After(bubbleLimit) {
 		t.Fatalf("testkit.StartInBubble must be called inside synctest.Test (the clock reads %v, not a bubble's)", time.Now())

@@ -38,7 +38,18 @@ type Env struct {
 // ports and stops it when the test ends. edit may change the config.
 func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
 	t.Helper()
+	skipIfRealOnly(t)
 	return start(t, config(t, edit), opts, nil)
+}
+
+// skipIfRealOnly skips a test that has no real-cluster row when the run
+// is the real-cluster-only pass (TOLLGATE_UPSTREAMS=kafka): its kfake row
+// ran in the pass before.
+func skipIfRealOnly(t testing.TB) {
+	t.Helper()
+	if RealOnly() {
+		t.Skip("kfake only; this pass runs the real cluster's rows (TOLLGATE_UPSTREAMS=kafka)")
+	}
 }
 
 // config is the configuration every Env starts from (one PLAINTEXT

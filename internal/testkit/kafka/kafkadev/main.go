@@ -21,7 +21,20 @@ func main() {
 	base := flag.Int("base-port", 29092, "node i listens on base+10i (PLAINTEXT), +1 (SASL_PLAINTEXT), +2 (SSL), +3 (controller); 0: free ports")
 	dir := flag.String("dir", "", "data, configs and logs; empty: a temporary directory, removed at exit")
 	heap := flag.Int("heap-mb", 512, "each node's maximum Java heap")
+	fetch := flag.Bool("fetch", false, "only fetch the jars of every release the test kit runs ("+strings.Join(kafka.Versions, ", ")+") into the cache, and exit")
 	flag.Parse()
+
+	if *fetch {
+		for _, v := range kafka.Versions {
+			dir, err := kafka.Classpath(v)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "kafka-dev:", err)
+				os.Exit(1)
+			}
+			fmt.Printf("Apache Kafka %s: %s\n", v, dir)
+		}
+		return
+	}
 
 	fmt.Fprintf(os.Stderr, "starting Apache Kafka %s: 3 KRaft nodes on 127.0.0.1 (the jars are fetched once into %s)...\n", *version, kafka.CacheDir())
 	c, err := kafka.Start(kafka.Config{Version: *version, BasePort: *base, Dir: *dir, HeapMB: *heap})
