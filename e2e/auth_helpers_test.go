@@ -216,7 +216,7 @@ func createAuthTopics(t *testing.T, ctx context.Context, opts []kgo.Opt, topics 
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	resps, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, topics...)
+	resps, err := kadm.NewClient(cl).CreateTopics(ctx, 1, -1, nil, topics...)
 	if err != nil {
 		t.Fatalf("create topics %v: %v", topics, err)
 	}
@@ -357,8 +357,14 @@ func kafkaGoProduceConsume(t *testing.T, ctx context.Context, bootstrap string, 
 // runAuthMatrix runs every client library with every mechanism through
 // bootstrap as user, each on a topic of its own.
 func runAuthMatrix(t *testing.T, ctx context.Context, bootstrap, user, pass string) {
+	runAuthMatrixTopics(t, ctx, bootstrap, user, pass, "auth")
+}
+
+// runAuthMatrixTopics is runAuthMatrix with topics named prefix-client-mech
+// (a test of its own on the shared real cluster: Upstream.Topic).
+func runAuthMatrixTopics(t *testing.T, ctx context.Context, bootstrap, user, pass, prefix string) {
 	var topics []string
-	topicOf := func(client, mech string) string { return strings.ToLower("auth-" + client + "-" + mech) }
+	topicOf := func(client, mech string) string { return strings.ToLower(prefix + "-" + client + "-" + mech) }
 	for _, c := range authClients {
 		for _, mech := range authMechanisms {
 			topics = append(topics, topicOf(c.name, mech))

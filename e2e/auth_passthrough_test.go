@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,29 +12,36 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 // startPassthrough runs a SASL pass-through listener in front of a
-// SASL-enabled embedded cluster: admin (SCRAM-SHA-256, superuser) is
-// Tollgate's own identity; alice may log in with every mechanism.
-func startPassthrough(t *testing.T, edit ...func(*app.Config)) *testkit.Env {
+// SASL-enabled upstream: kfake with SASL on, or the real cluster's
+// SASL_PLAINTEXT listener. admin (SCRAM-SHA-256, superuser) is Tollgate's
+// own identity; alice may log in with every mechanism (the real cluster's
+// users: kafka.Users).
+func startPassthrough(t *testing.T, up *testkit.Upstream, edit ...func(*app.Config)) *testkit.Env {
 	t.Helper()
 	opts := app.Options{DevClusterOpts: []kfake.Opt{
 		kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"),
-		kfake.User("PLAIN", "alice", "alice-secret"),
-		kfake.User("SCRAM-SHA-256", "alice", "alice-secret"),
-		kfake.User("SCRAM-SHA-512", "alice", "alice-secret"),
+		kfake.Superuser("SCRAM-SHA-256", "admin", kafka.Users["admin"]),
+		kfake.User("PLAIN", "alice", kafka.Users["alice"]),
+		kfake.User("SCRAM-SHA-256", "alice", kafka.Users["alice"]),
+		kfake.User("SCRAM-SHA-512", "alice", kafka.Users["alice"]),
 	}}
-	return testkit.Start(t, opts, append([]func(*app.Config){func(c *app.Config) {
+	return up.Start(t, opts, append([]func(*app.Config){func(c *app.Config) {
+		if up.Real() {
+			c.Upstream.Bootstrap = up.Kafka.Bootstrap(kafka.SASL)
+		}
 		c.Listeners[0].Name = "SASL_PLAINTEXT"
 		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
 		c.Listeners[0].SASL.Mode = "passthrough"
-		c.Upstream.SASL = &app.UpstreamSASL{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin"}
+		c.Upstream.SASL = &app.UpstreamSASL{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: kafka.Users["admin"]}
 		c.Quotas = []app.QuotaEntry{{DefaultUser: true, ProducerByteRate: ptrF(1 << 30), ConsumerByteRate: ptrF(1 << 30)}}
 	}}, edit...)...)
 }
@@ -43,9 +52,16 @@ func startPassthrough(t *testing.T, edit ...func(*app.Config)) *testkit.Env {
 // accepted it: the log says so and every quota bucket is alice's.
 func TestSASLPassthroughClients(t *testing.T) {
 	t.Parallel()
-	env := startPassthrough(t)
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		saslPassthroughClients(t, up)
+	})
+}
+
+func saslPassthroughClients(t *testing.T, up *testkit.Upstream) {
+	env := startPassthrough(t, up)
 	ctx := ctxT(t, 60*time.Second)
-	runAuthMatrix(t, ctx, env.Bootstrap, "alice", "alice-secret")
+	alice := kafka.Users["alice"]
+	runAuthMatrixTopics(t, ctx, env.Bootstrap, "alice", alice, up.Topic(t, "auth"))
 	for _, mech := range authMechanisms {
 		waitLog(t, env, time.Second, "authenticated (pass-through)", "principal=User:alice", "mechanism="+mech)
 	}
@@ -64,8 +80,9 @@ func TestSASLPassthroughClients(t *testing.T) {
 	}
 
 	// A wrong password is refused by the upstream (kfake closes the
-	// connection after the client-final), through the gateway, and binds
-	// nothing.
+	// connection after the client-final; Kafka answers
+	// SASL_AUTHENTICATION_FAILED and closes), through the gateway, and
+	// binds nothing.
 	bound := len(logLines(env, "authenticated (pass-through)"))
 	rc := dialRaw(t, env.Bootstrap)
 	if hs := rc.handshake(t, 1, "SCRAM-SHA-512"); hs.ErrorCode != 0 {
@@ -86,8 +103,11 @@ func TestSASLPassthroughClients(t *testing.T) {
 		if r.ErrorCode == 0 {
 			t.Fatal("pass-through accepted a wrong SCRAM proof")
 		}
+		if up.Real() && r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Errorf("Kafka's refusal came through as error %d %q, want SASL_AUTHENTICATION_FAILED unchanged", r.ErrorCode, deref(r.ErrorMessage))
+		}
 		rc.expectClosed(t, "pass-through wrong password")
-		t.Logf("wrong password through pass-through: error %d, then closed", r.ErrorCode)
+		t.Logf("wrong password through pass-through: error %d (%q), then closed", r.ErrorCode, deref(r.ErrorMessage))
 	} else {
 		t.Logf("wrong password through pass-through: connection closed (%v)", err)
 	}
@@ -98,10 +118,87 @@ func TestSASLPassthroughClients(t *testing.T) {
 		t.Errorf("the refused connection was bound:\n%s", strings.Join(ls, "\n"))
 	}
 	// A good client is unaffected.
-	good := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", "alice", "alice-secret"), kgo.DefaultProduceTopic("auth-franz-go-plain"))...)
+	good := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", "alice", alice), kgo.DefaultProduceTopic(up.Topic(t, "auth")+"-franz-go-plain"))...)
 	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("good client after a refused login: %v", err)
 	}
+}
+
+// OAUTHBEARER passed through to Kafka's own validator (the real cluster's
+// unsecured one; kfake has no OAUTHBEARER): the gateway binds the token's
+// sub once Kafka accepted it, and a token Kafka refuses binds nothing and
+// comes back with Kafka's error unchanged.
+func TestSASLPassthroughOAuthBearer(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		if !up.Real() {
+			// Not a skip: kfake implements no OAUTHBEARER, so its row
+			// checks that the gateway refuses the mechanism it was not
+			// given (the listener enables what the upstream speaks).
+			env := startPassthrough(t, up)
+			rc := dialRaw(t, env.Bootstrap)
+			if hs := rc.handshake(t, 1, "OAUTHBEARER"); hs.ErrorCode != kerr.UnsupportedSaslMechanism.Code {
+				t.Errorf("OAUTHBEARER on a listener without it: error %d, want UNSUPPORTED_SASL_MECHANISM", hs.ErrorCode)
+			}
+			return
+		}
+		env := startPassthrough(t, up, func(c *app.Config) {
+			c.Listeners[0].SASL.Mechanisms = []string{"SCRAM-SHA-512", "OAUTHBEARER"}
+		})
+		ctx := ctxT(t, 60*time.Second)
+		topic := up.Topic(t, "oauth")
+		cl := franzClient(t, kgo.SeedBrokers(env.Bootstrap), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
+			kgo.SASL(oauth.Auth{Token: kafka.UnsecuredToken("alice")}.AsMechanism()))
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("bearer")}).FirstErr(); err != nil {
+			t.Fatalf("produce with an OAUTHBEARER login through the gateway: %v", err)
+		}
+		waitLog(t, env, 2*time.Second, "authenticated (pass-through)", "principal=User:alice", "mechanism=OAUTHBEARER")
+		if users := usageUsers(env, quota.ProducerByteRate); len(users) != 1 || users["alice"] == nil {
+			t.Errorf("producer buckets by user: %v, want alice's (the token's sub)", users)
+		}
+
+		// A token Kafka's validator refuses (expired).
+		bound := len(logLines(env, "authenticated (pass-through)"))
+		rc := dialRaw(t, env.Bootstrap)
+		if hs := rc.handshake(t, 1, "OAUTHBEARER"); hs.ErrorCode != 0 {
+			t.Fatalf("SaslHandshake OAUTHBEARER: error %d", hs.ErrorCode)
+		}
+		msg := "n,,\x01auth=Bearer " + expiredUnsecuredToken("mallory") + "\x01\x01"
+		r := rc.authenticate(t, 1, []byte(msg))
+		// Kafka answers an invalid token with error 0 and a JSON error
+		// in the auth bytes, then expects the client's %x01 (RFC 7628);
+		// after it, SASL_AUTHENTICATION_FAILED.
+		if r.ErrorCode == 0 {
+			if !strings.Contains(string(r.SASLAuthBytes), "status") {
+				t.Fatalf("Kafka accepted an expired token: %q", r.SASLAuthBytes)
+			}
+			resp, err := rc.roundTrip(saslAuthenticate(1, []byte{0x01}))
+			if err == nil {
+				r = resp.(*kmsg.SASLAuthenticateResponse)
+			}
+		}
+		if r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+			t.Errorf("expired token: error %d %q, want SASL_AUTHENTICATION_FAILED", r.ErrorCode, deref(r.ErrorMessage))
+		}
+		if n := len(logLines(env, "authenticated (pass-through)")); n != bound {
+			t.Errorf("a refused OAUTHBEARER login was bound (%d bindings before, %d after)", bound, n)
+		}
+	})
+}
+
+// expiredUnsecuredToken is an unsecured JWT for sub that expired an hour
+// ago.
+func expiredUnsecuredToken(sub string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	now := time.Now().Unix()
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc(fmt.Appendf(nil, `{"sub":%q,"iat":%d,"exp":%d}`, sub, now-7200, now-3600)) + "."
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Terminate mode in front of a SASL-enabled cluster: clients log in to the
@@ -142,8 +239,12 @@ func TestSASLTerminateToSASLUpstream(t *testing.T) {
 // request before authentication, and SaslHandshake v0.
 func TestSASLPassthroughRefusals(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { saslPassthroughRefusals(t, up) })
+}
+
+func saslPassthroughRefusals(t *testing.T, up *testkit.Upstream) {
 	enabled := []string{"SCRAM-SHA-512", "SCRAM-SHA-256"}
-	env := startPassthrough(t, func(c *app.Config) { c.Listeners[0].SASL.Mechanisms = enabled })
+	env := startPassthrough(t, up, func(c *app.Config) { c.Listeners[0].SASL.Mechanisms = enabled })
 
 	rc := dialRaw(t, env.Bootstrap)
 	hs := rc.handshake(t, 1, "PLAIN")
@@ -172,6 +273,6 @@ func TestSASLPassthroughRefusals(t *testing.T) {
 	}
 
 	// A good client still logs in.
-	createAuthTopics(t, ctxT(t, 10*time.Second), franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", "alice", "alice-secret"), "auth-passthrough-refusals")
+	createAuthTopics(t, ctxT(t, 20*time.Second), franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", "alice", kafka.Users["alice"]), up.Topic(t, "auth-passthrough-refusals"))
 	waitLog(t, env, time.Second, "authenticated (pass-through)", "principal=User:alice", "mechanism=SCRAM-SHA-512")
 }

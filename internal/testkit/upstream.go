@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -91,12 +92,20 @@ func (u *Upstream) Start(t testing.TB, opts app.Options, edit ...func(*app.Confi
 }
 
 // Topic is a topic name of this test's own: base with a suffix from the
-// test's name, so that tests sharing the real cluster never meet in a
-// topic (or a group: GroupID).
+// test's name and this test binary's run, so that tests sharing the real
+// cluster never meet in a topic (or a group: GroupID), nor a run in the
+// topics an earlier run left on an attached cluster.
 func (u *Upstream) Topic(t testing.TB, base string) string {
 	sum := sha256.Sum256([]byte(t.Name()))
-	return base + "-" + hex.EncodeToString(sum[:4])
+	return base + "-" + hex.EncodeToString(sum[:3]) + runID
 }
+
+// runID tells this test binary's run from others on an attached cluster.
+var runID = func() string {
+	b := make([]byte, 2)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}()
 
 // GroupID is a consumer group id of this test's own (see Topic).
 func (u *Upstream) GroupID(t testing.TB, base string) string { return u.Topic(t, base) }
