@@ -7,14 +7,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/testkit"
 )
 
 // Kafka's AlterClientQuotas and DescribeClientQuotas errors (spec §4.4,
 // §4.5), codes and messages word for word, over the Kafka protocol through
 // the gateway. (internal/control has the full table at the handler.)
+// Answered by Tollgate alike whichever cluster it fronts.
 func TestQuotaAPIErrorsThroughGateway(t *testing.T) {
 	t.Parallel()
-	env := startControl(t)
+	testkit.EachUpstream(t, quotaAPIErrorsThroughGateway)
+}
+
+func quotaAPIErrorsThroughGateway(t *testing.T, up *testkit.Upstream) {
+	env := startControlOn(t, up)
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, env, nil, kgo.Dialer(fromIP("127.0.0.2")))
 	s := kmsg.StringPtr
