@@ -324,7 +324,13 @@ func TestSynctestClusterTopicQuota(t *testing.T) {
 // limited topic is throttled, one writing another topic is not.
 func TestTopicQuotaThroughKadm(t *testing.T) {
 	t.Parallel()
-	env := startControl(t)
+	testkit.EachUpstream(t, topicQuotaThroughKadm)
+}
+
+func topicQuotaThroughKadm(t *testing.T, up *testkit.Upstream) {
+	env := startControlOn(t, up)
+	heldTopic, freeTopic := up.Topic(t, "held"), up.Topic(t, "free")
+	freshTopics(t, up, heldTopic, freeTopic)
 	ctx := ctxT(t, 60*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
 	topic := func(typ, name string, more ...kadm.ClientQuotaEntityComponent) kadm.ClientQuotaEntity {
@@ -332,7 +338,7 @@ func TestTopicQuotaThroughKadm(t *testing.T) {
 	}
 	anon := "ANONYMOUS"
 	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
-		{Entity: topic("topic", "held", kadm.ClientQuotaEntityComponent{Type: "user", Name: &anon}),
+		{Entity: topic("topic", heldTopic, kadm.ClientQuotaEntityComponent{Type: "user", Name: &anon}),
 			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 64 << 10}}},
 		{Entity: topic("topic-prefix", "logs-"), Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 1 << 20}}},
 		{Entity: topic("topic", "x", kadm.ClientQuotaEntityComponent{Type: "client-id", Name: &anon}),
@@ -350,7 +356,7 @@ func TestTopicQuotaThroughKadm(t *testing.T) {
 			}
 		}
 	}
-	if msgs["held"] != "" || msgs["logs-"] != "" ||
+	if msgs[heldTopic] != "" || msgs["logs-"] != "" ||
 		msgs["x"] != "Invalid quota entity combination, a topic or topic-prefix quota is for a user, a client-id-prefix or every client: it cannot be combined with client-id or ip" ||
 		msgs["y"] != "Invalid configuration key request_percentage" {
 		t.Fatalf("alter results: %q", msgs)
@@ -365,9 +371,9 @@ func TestTopicQuotaThroughKadm(t *testing.T) {
 
 	held, free := &counted{}, &counted{}
 	// Uncompressed: what is charged is the record batches as sent.
-	ph := newClient(t, env, nil, kgo.DefaultProduceTopic("held"), kgo.AllowAutoTopicCreation(), kgo.WithHooks(held),
+	ph := newClient(t, env, nil, kgo.DefaultProduceTopic(heldTopic), kgo.AllowAutoTopicCreation(), kgo.WithHooks(held),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
-	pf := newClient(t, env, nil, kgo.DefaultProduceTopic("free"), kgo.AllowAutoTopicCreation(), kgo.WithHooks(free),
+	pf := newClient(t, env, nil, kgo.DefaultProduceTopic(freeTopic), kgo.AllowAutoTopicCreation(), kgo.WithHooks(free),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	val := make([]byte, 128<<10)
 	// 1.5 MiB each: past the limited topic's 640 KiB burst.
