@@ -171,9 +171,13 @@ func TestSynctestTenantShadow(t *testing.T) {
 // the admin API delegates at once.
 func TestDelegatedAdminThroughKadmAndCLI(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, delegatedAdminThroughKadmAndCLI)
+}
+
+func delegatedAdminThroughKadmAndCLI(t *testing.T, up *testkit.Upstream) {
 	auditFile := filepath.Join(t.TempDir(), "audit.log")
 	ids := []string{"admin", "carol", "alice", "bob", "dave", "svc-c-1"}
-	env, keyList := startTerminate(t, nil, ids, func(c *app.Config) {
+	env, keyList := startTerminateOn(t, up, nil, ids, func(c *app.Config) {
 		c.Authorization.QuotaAdmins = []string{"admin"}
 		c.Audit.File = auditFile
 		c.Audit.AggregateInterval = -1 // every denial written
@@ -323,14 +327,26 @@ func TestDelegatedAdminThroughKadmAndCLI(t *testing.T) {
 // (logged), and a file whose tenants do not validate changes nothing.
 func TestTenantsReloadLive(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, tenantsReloadLive)
+}
+
+func tenantsReloadLive(t *testing.T, up *testkit.Upstream) {
 	credPath, keyList := writeCredentials(t, nil, "carol")
 	cfgPath := filepath.Join(t.TempDir(), "tollgate.yaml")
+	upstream := "" // kfake: no upstream is the embedded cluster
+	if up.Real() {
+		// The file says what the gateway runs with, its upstream too
+		// (a reload does not change it; the file should not lie).
+		var cfg app.Config
+		up.Configure(&cfg)
+		upstream = "upstream:\n  bootstrap: [" + strings.Join(cfg.Upstream.Bootstrap, ", ") + "]\n"
+	}
 	file := func(tenants string) []byte {
 		return []byte("listeners:\n  - name: SASL_PLAINTEXT\n    bootstrap: 127.0.0.1:0\n    security_protocol: SASL_PLAINTEXT\n" +
-			"credentials_file: " + credPath + "\ntenants:\n" + tenants)
+			upstream + "credentials_file: " + credPath + "\ntenants:\n" + tenants)
 	}
 	writeFileAtomic(t, cfgPath, file("  - {name: team-a, principals: [alice], producer_byte_rate: 1048576, admins: [carol]}\n"))
-	env := testkit.Start(t, app.Options{ConfigPath: cfgPath, WatchInterval: time.Hour}, func(c *app.Config) {
+	env := up.Start(t, app.Options{ConfigPath: cfgPath, WatchInterval: time.Hour}, func(c *app.Config) {
 		c.Listeners[0].Name = "SASL_PLAINTEXT"
 		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
 		c.CredentialsFile = credPath
