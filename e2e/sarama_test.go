@@ -63,25 +63,30 @@ func saramaConfig(v sarama.KafkaVersion, d *testkit.Dialer) *sarama.Config {
 // v7, Fetch v10, Metadata v7, JoinGroup v3...), produces to a topic whose
 // partitions are led by all three brokers, consumes everything back in a
 // consumer group in order per partition, and administers topics, all
-// through the gateway and only ever dialing gateway addresses.
+// through the gateway and only ever dialing gateway addresses, on kfake and
+// on the real Kafka.
 func TestSarama(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		v    sarama.KafkaVersion
-	}{
-		{"V2_1_0_0", sarama.V2_1_0_0},
-		{"Max_" + sarama.MaxVersion.String(), sarama.MaxVersion},
-	} {
-		t.Run(tc.name, func(t *testing.T) { testSarama(t, tc.v) })
-	}
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		for _, tc := range []struct {
+			name string
+			v    sarama.KafkaVersion
+		}{
+			{"V2_1_0_0", sarama.V2_1_0_0},
+			{"Max_" + sarama.MaxVersion.String(), sarama.MaxVersion},
+		} {
+			t.Run(tc.name, func(t *testing.T) { testSarama(t, up, tc.v) })
+		}
+	})
 }
 
-func testSarama(t *testing.T, v sarama.KafkaVersion) {
-	env := testkit.Start(t, app.Options{})
-	ctx := ctxT(t, 60*time.Second)
+func testSarama(t *testing.T, up *testkit.Upstream, v sarama.KafkaVersion) {
+	env := up.Start(t, app.Options{})
+	ctx := ctxT(t, 90*time.Second)
 	dialer := &testkit.Dialer{}
-	const topic, group, partitions, perPartition = "sarama-orders", "sarama-g1", 6, 50
+	topic, group := up.Topic(t, "sarama-orders"), up.GroupID(t, "sarama-g1")
+	const partitions, perPartition = 6, 50
+	upInfo := upstreamMetadata(t, env)
 
 	client, err := sarama.NewClient([]string{env.Bootstrap}, saramaConfig(v, dialer))
 	if err != nil {
@@ -93,35 +98,35 @@ func testSarama(t *testing.T, v sarama.KafkaVersion) {
 		t.Fatalf("cluster admin: %v", err)
 	}
 
-	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+	if err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: -1}, false); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	for p := int32(0); p < partitions; p++ {
-		if err := env.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The client must learn the new leaders: refresh until every partition
-	// has a leader and three distinct brokers lead.
+	upLeaders := env.SpreadLeaders(t, topic, partitions)
+	// The client must learn the leaders: refresh until every partition
+	// has the upstream's leader, and three distinct brokers lead.
 	leaders := map[int32]bool{}
-	for i := 0; i < 50 && len(leaders) < 3; i++ {
+	settled := false
+	for i := 0; i < 100 && !settled; i++ {
 		if err := client.RefreshMetadata(topic); err != nil {
 			t.Fatalf("refresh metadata: %v", err)
 		}
 		clear(leaders)
+		settled = true
 		for p := int32(0); p < partitions; p++ {
 			b, err := client.Leader(topic, p)
 			if err != nil {
 				t.Fatalf("leader of %d: %v", p, err)
 			}
 			leaders[b.ID()] = true
+			settled = settled && b.ID() == upLeaders[p]
 		}
-		if len(leaders) < 3 {
+		settled = settled && len(leaders) == 3
+		if !settled {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	if len(leaders) < 3 {
-		t.Fatalf("partitions led by %d brokers, want 3", len(leaders))
+	if !settled {
+		t.Fatalf("partitions led by %v, want 3 brokers, the upstream's leaders %v", leaders, upLeaders)
 	}
 
 	prod, err := sarama.NewSyncProducerFromClient(client)
@@ -225,7 +230,7 @@ func testSarama(t *testing.T, v sarama.KafkaVersion) {
 		t.Errorf("list groups = %v, want %s of type consumer", groups, group)
 	}
 
-	saramaAdmin(t, env, admin)
+	saramaAdmin(t, env, up, admin, upInfo, topic)
 
 	gw := env.GatewayAddrs()
 	if brokers := client.Brokers(); len(brokers) != 3 {
@@ -237,23 +242,29 @@ func testSarama(t *testing.T, v sarama.KafkaVersion) {
 		}
 	}
 	checkDialsGatewayOnly(t, "sarama", env, dialer.Addrs())
+	checkNoUpstreamDials(t, "sarama", env, dialer.Addrs())
 }
 
-// saramaAdmin creates, describes, lists and deletes a topic.
-func saramaAdmin(t *testing.T, env *testkit.Env, admin sarama.ClusterAdmin) {
+// saramaAdmin creates, describes, lists and deletes a topic; ordersTopic
+// is the test's other topic, which the listing must show too.
+func saramaAdmin(t *testing.T, env *testkit.Env, up *testkit.Upstream, admin sarama.ClusterAdmin, upInfo upstreamInfo, ordersTopic string) {
 	t.Helper()
-	const topic = "sarama-admin"
+	topic := up.Topic(t, "sarama-admin")
+	// The replication factor the upstream gives -1 (3 on both: kfake's
+	// brokers, the real cluster's default.replication.factor).
+	const replicas = 3
 	if err := admin.CreateTopic(topic, &sarama.TopicDetail{
 		NumPartitions:     4,
-		ReplicationFactor: 1,
+		ReplicationFactor: -1,
 		ConfigEntries:     map[string]*string{"retention.ms": kmsg.StringPtr("3600000")},
 	}, false); err != nil {
 		t.Fatalf("admin create topic: %v", err)
 	}
-	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false)
+	err := admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: -1}, false)
 	if !isKErr(err, sarama.ErrTopicAlreadyExists) {
 		t.Errorf("creating %s twice: err %v, want %v", topic, err, sarama.ErrTopicAlreadyExists)
 	}
+	waitTopicEverywhere(t, env, topic, 4)
 	md, err := admin.DescribeTopics([]string{topic})
 	if err != nil {
 		t.Fatalf("describe topics: %v", err)
@@ -262,7 +273,7 @@ func saramaAdmin(t *testing.T, env *testkit.Env, admin sarama.ClusterAdmin) {
 		t.Fatalf("describe topics = %s", describeSaramaTopics(md))
 	}
 	for _, p := range md[0].Partitions {
-		if p.Leader < 0 || p.Leader > 2 || len(p.Replicas) != 1 {
+		if !upInfo.Brokers[p.Leader] || len(p.Replicas) != replicas {
 			t.Errorf("partition %d: leader %d replicas %v", p.ID, p.Leader, p.Replicas)
 		}
 	}
@@ -270,21 +281,24 @@ func saramaAdmin(t *testing.T, env *testkit.Env, admin sarama.ClusterAdmin) {
 	if err != nil {
 		t.Fatalf("list topics: %v", err)
 	}
-	if d, ok := topics[topic]; !ok || d.NumPartitions != 4 || d.ReplicationFactor != 1 {
+	if d, ok := topics[topic]; !ok || d.NumPartitions != 4 || d.ReplicationFactor != replicas {
 		t.Errorf("list topics: %s = %+v (present %v)", topic, d, ok)
 	}
-	if _, ok := topics["sarama-orders"]; !ok {
-		t.Errorf("list topics lacks sarama-orders: %v", topics)
+	if _, ok := topics[ordersTopic]; !ok {
+		t.Errorf("list topics lacks %s: %v", ordersTopic, topics)
 	}
 	brokers, ctrl, err := admin.DescribeCluster()
 	if err != nil {
 		t.Fatalf("describe cluster: %v", err)
 	}
 	gw := env.GatewayAddrs()
-	if len(brokers) != 3 || ctrl < 0 || ctrl > 2 {
+	if len(brokers) != 3 || !upInfo.Brokers[ctrl] {
 		t.Errorf("describe cluster: %d brokers, controller %d", len(brokers), ctrl)
 	}
 	for _, b := range brokers {
+		if !upInfo.Brokers[b.ID()] {
+			t.Errorf("describe cluster: broker %d is not an upstream broker (%v)", b.ID(), upInfo.Brokers)
+		}
 		if !gw[b.Addr()] {
 			t.Errorf("describe cluster: broker %d at %s is not a gateway address", b.ID(), b.Addr())
 		}
@@ -293,8 +307,10 @@ func saramaAdmin(t *testing.T, env *testkit.Env, admin sarama.ClusterAdmin) {
 	if err := admin.DeleteTopic(topic); err != nil {
 		t.Fatalf("delete topic: %v", err)
 	}
+	// A real cluster's deletion shows in the metadata of every broker
+	// after a while; bounded at 15 s.
 	gone := false
-	for i := 0; i < 50 && !gone; i++ {
+	for deadline := time.Now().Add(15 * time.Second); !gone && time.Now().Before(deadline); {
 		topics, err := admin.ListTopics()
 		if err != nil {
 			t.Fatalf("list topics after delete: %v", err)
@@ -302,7 +318,7 @@ func saramaAdmin(t *testing.T, env *testkit.Env, admin sarama.ClusterAdmin) {
 		_, present := topics[topic]
 		gone = !present
 		if !gone {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	if !gone {
