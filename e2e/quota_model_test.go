@@ -32,7 +32,11 @@ import (
 // through the gateway.
 func TestQuotaModelThroughKadm(t *testing.T) {
 	t.Parallel()
-	env := startControl(t)
+	testkit.EachUpstream(t, quotaModelThroughKadm)
+}
+
+func quotaModelThroughKadm(t *testing.T, up *testkit.Upstream) {
+	env := startControlOn(t, up)
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
 	prefix := func(name string) kadm.ClientQuotaEntity {
