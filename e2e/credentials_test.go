@@ -15,16 +15,26 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/testkit"
 )
 
 // SCRAM credentials set with Kafka's own API (AlterUserScramCredentials,
 // answered by Tollgate) and API keys created on the admin port are usable
 // for logins at once; a revoked key is not.
+//
+// On the real cluster too: the logins end at Tollgate (terminate mode), the
+// upstream sees Tollgate's own connections, and the produce that proves a
+// login goes to the real brokers.
 func TestCredentialsManagedLive(t *testing.T) {
 	// Not parallel: each login must succeed within 4 s of wall time.
+	testkit.EachUpstream(t, credentialsManagedLive)
+}
+
+func credentialsManagedLive(t *testing.T, up *testkit.Upstream) {
 	// The quota admin's API key for the admin port, from a credentials file.
 	credFile, adminKeys := writeCredentials(t, nil, "admin")
-	env := startControl(t, func(c *app.Config) {
+	topic := up.Topic(t, "creds")
+	env := startControlOn(t, up, func(c *app.Config) {
 		c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
 		c.CredentialsFile = credFile
 	})
@@ -32,7 +42,7 @@ func TestCredentialsManagedLive(t *testing.T) {
 	defer http.DefaultClient.CloseIdleConnections()
 	saslBoot := env.App.Gateway().BootstrapAddrs()["SASL"]
 	login := func(opt kgo.Opt) error {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(saslBoot), opt, kgo.DefaultProduceTopic("creds"), kgo.AllowAutoTopicCreation(),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(saslBoot), opt, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 			kgo.RecordDeliveryTimeout(3*time.Second))
 		if err != nil {
 			return err
