@@ -48,24 +48,31 @@ var kafkaGoKeyPartition = kafka.BalancerFunc(func(m kafka.Message, partitions ..
 // with acks=all and another with acks=0 (requests with no response), a
 // Reader in a consumer group reads every record of both topics in order per
 // partition and commits, ListGroups and OffsetFetch see the group, and every
-// connection any of them opened went to a gateway address.
+// connection any of them opened went to a gateway address; on kfake and on
+// the real Kafka.
 func TestKafkaGo(t *testing.T) {
 	t.Parallel()
-	env := testkit.Start(t, app.Options{})
-	ctx := ctxT(t, 60*time.Second)
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		testKafkaGo(t, env, up.Topic(t, "kafkago-acks-all"), up.Topic(t, "kafkago-acks-none"), up.GroupID(t, "kafkago-g1"))
+	})
+}
+
+func testKafkaGo(t *testing.T, env *testkit.Env, topicAll, topicNone, group string) {
+	ctx := ctxT(t, 90*time.Second)
 	dialer := &testkit.Dialer{}
 	tr := kafkaGoTransport(t, dialer)
 	client := &kafka.Client{Addr: kafka.TCP(env.Bootstrap), Transport: tr, Timeout: 10 * time.Second}
 	const (
-		topicAll, partsAll   = "kafkago-acks-all", 6
-		topicNone, partsNone = "kafkago-acks-none", 3
-		perPartition         = 40
-		group                = "kafkago-g1"
+		partsAll     = 6
+		partsNone    = 3
+		perPartition = 40
 	)
+	upInfo := upstreamMetadata(t, env)
 
 	cr, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: topicAll, NumPartitions: partsAll, ReplicationFactor: 1},
-		{Topic: topicNone, NumPartitions: partsNone, ReplicationFactor: 1,
+		{Topic: topicAll, NumPartitions: partsAll, ReplicationFactor: -1},
+		{Topic: topicNone, NumPartitions: partsNone, ReplicationFactor: -1,
 			ConfigEntries: []kafka.ConfigEntry{{ConfigName: "retention.ms", ConfigValue: "3600000"}}},
 	}})
 	if err != nil {
@@ -75,7 +82,7 @@ func TestKafkaGo(t *testing.T) {
 		t.Fatalf("create topics: %v", cr.Errors)
 	}
 	cr, err = client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: topicAll, NumPartitions: 1, ReplicationFactor: 1},
+		{Topic: topicAll, NumPartitions: 1, ReplicationFactor: -1},
 	}})
 	if err != nil {
 		t.Fatalf("create topic again: %v", err)
@@ -83,15 +90,13 @@ func TestKafkaGo(t *testing.T) {
 	if !errors.Is(cr.Errors[topicAll], kafka.TopicAlreadyExists) {
 		t.Errorf("creating %s twice: %v, want %v", topicAll, cr.Errors[topicAll], kafka.TopicAlreadyExists)
 	}
-	for p := int32(0); p < partsAll; p++ {
-		if err := env.App.DevCluster().MoveTopicPartition(topicAll, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
+	upLeaders := env.SpreadLeaders(t, topicAll, partsAll)
+	waitTopicEverywhere(t, env, topicAll, partsAll)
+	waitTopicEverywhere(t, env, topicNone, partsNone)
 
-	// Metadata: three brokers, all at gateway addresses, and the moved
-	// leaders. kafka-go answers Metadata from its transport's cache (TTL
-	// 200ms here), so poll until the moves show.
+	// Metadata: three brokers, all at gateway addresses, and the upstream's
+	// leaders (kfake's moved ones). kafka-go answers Metadata from its
+	// transport's cache (TTL 200ms here), so poll until they show.
 	gw := env.GatewayAddrs()
 	var md *kafka.MetadataResponse
 	movedLeaders := func() bool {
@@ -100,7 +105,7 @@ func TestKafkaGo(t *testing.T) {
 				continue
 			}
 			for _, p := range tp.Partitions {
-				if p.Leader.ID != p.ID%3 {
+				if int32(p.Leader.ID) != upLeaders[int32(p.ID)] {
 					return false
 				}
 			}
@@ -117,17 +122,20 @@ func TestKafkaGo(t *testing.T) {
 			break
 		}
 		if i == 100 {
-			t.Fatalf("metadata never showed the moved leaders: %+v", md.Topics)
+			t.Fatalf("metadata never showed the upstream's leaders %v: %+v", upLeaders, md.Topics)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if md.ClusterID != "tollgate-dev" {
-		t.Errorf("cluster id %q, want tollgate-dev", md.ClusterID)
+	if md.ClusterID != upInfo.ClusterID {
+		t.Errorf("cluster id %q, want the upstream's %q", md.ClusterID, upInfo.ClusterID)
 	}
 	if len(md.Brokers) != 3 {
 		t.Errorf("metadata has %d brokers, want 3: %+v", len(md.Brokers), md.Brokers)
 	}
 	for _, b := range append(md.Brokers, md.Controller) {
+		if !upInfo.Brokers[int32(b.ID)] {
+			t.Errorf("metadata broker %d is not an upstream broker (%v)", b.ID, upInfo.Brokers)
+		}
 		if a := net.JoinHostPort(b.Host, strconv.Itoa(b.Port)); !gw[a] {
 			t.Errorf("metadata broker %d at %s is not a gateway address (gateway: %v)", b.ID, a, keys(gw))
 		}
@@ -191,7 +199,7 @@ func TestKafkaGo(t *testing.T) {
 		offReq[topicNone] = append(offReq[topicNone], kafka.LastOffsetOf(p))
 	}
 	var lastOffsets string
-	for i := 0; ; i++ {
+	for deadline := time.Now().Add(15 * time.Second); ; {
 		lo, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: offReq})
 		if err != nil {
 			t.Fatalf("list offsets: %v", err)
@@ -209,7 +217,7 @@ func TestKafkaGo(t *testing.T) {
 		if complete {
 			break
 		}
-		if i == 100 {
+		if time.Now().After(deadline) {
 			t.Fatalf("high watermarks never reached %d: %s", perPartition, lastOffsets)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -293,7 +301,7 @@ func TestKafkaGo(t *testing.T) {
 	for _, g := range lg.Groups {
 		if g.GroupID == group {
 			found = true
-			if g.ProtocolType != "consumer" || g.Coordinator < 0 || g.Coordinator > 2 {
+			if g.ProtocolType != "consumer" || !upInfo.Brokers[int32(g.Coordinator)] {
 				t.Errorf("list groups: %+v", g)
 			}
 		}
@@ -337,4 +345,5 @@ func TestKafkaGo(t *testing.T) {
 	}
 
 	checkDialsGatewayOnly(t, "kafka-go", env, dialer.Addrs())
+	checkNoUpstreamDials(t, "kafka-go", env, dialer.Addrs())
 }
