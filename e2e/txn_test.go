@@ -27,27 +27,38 @@ import (
 //     then transforms everything into a second topic in committed
 //     transactions; the output and the group's committed offsets are
 //     exactly right.
+//
+// On the real cluster the transaction coordinator, the group coordinator
+// and the partition leaders are real brokers (spread over the three), so
+// FindCoordinator answers and NOT_COORDINATOR retries pass the gateway's
+// address rewriting; topics, transactional ids and the group are the
+// test's own (the cluster is shared).
 func TestTransactions(t *testing.T) {
 	t.Parallel()
-	env := testkit.Start(t, app.Options{})
-	ctx := ctxT(t, 60*time.Second)
+	testkit.EachUpstream(t, transactions)
+}
+
+func transactions(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{})
+	ctx := ctxT(t, 90*time.Second)
 	dialer := &testkit.Dialer{}
-	const src, dst, partitions, perTxn = "txn-src", "txn-dst", 3, 20
+	const partitions, perTxn = 3, 20
+	src, dst := up.Topic(t, "txn-src"), up.Topic(t, "txn-dst")
 
 	adm := kadm.NewClient(newClient(t, env, dialer))
-	if _, err := adm.CreateTopics(ctx, partitions, 1, nil, src, dst); err != nil {
+	created, err := adm.CreateTopics(ctx, partitions, -1, nil, src, dst)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
 		t.Fatalf("create topics: %v", err)
 	}
 	for _, topic := range []string{src, dst} {
-		for p := int32(0); p < partitions; p++ {
-			if err := env.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
-				t.Fatal(err)
-			}
-		}
+		env.SpreadLeaders(t, topic, partitions)
 	}
 
 	prod := newClient(t, env, dialer,
-		kgo.TransactionalID("tollgate-txn-producer"),
+		kgo.TransactionalID(up.Topic(t, "tollgate-txn-producer")),
 		kgo.TransactionTimeout(10*time.Second),
 		kgo.DefaultProduceTopic(src),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -79,7 +90,8 @@ func TestTransactions(t *testing.T) {
 	// marker is written the last stable offset is the end too.
 	wantEnd := int64(3 * (perTxn + 1))
 	var lso kadm.ListedOffsets
-	for i := 0; ; i++ {
+	stableBy := time.Now().Add(15 * time.Second)
+	for {
 		var err error
 		lso, err = adm.ListCommittedOffsets(ctx, src)
 		if err != nil {
@@ -90,7 +102,7 @@ func TestTransactions(t *testing.T) {
 		if stable && len(lso[src]) == partitions {
 			break
 		}
-		if i == 100 {
+		if time.Now().After(stableBy) {
 			t.Fatalf("last stable offsets %v, want %d for each of %d partitions", lso, wantEnd, partitions)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -111,11 +123,11 @@ func TestTransactions(t *testing.T) {
 	txnCheckSeq(t, "read_uncommitted "+src, uncommitted, partitions, []string{"c1", "a2", "c3"}, "", perTxn)
 
 	// Consume-transform-produce.
-	const group = "txn-ctp"
+	group := up.GroupID(t, "txn-ctp")
 	sess, err := kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(env.Bootstrap),
 		kgo.Dialer(dialer.DialContext),
-		kgo.TransactionalID("tollgate-txn-ctp"),
+		kgo.TransactionalID(up.Topic(t, "tollgate-txn-ctp")),
 		kgo.TransactionTimeout(10*time.Second),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(src),
@@ -172,16 +184,29 @@ func TestTransactions(t *testing.T) {
 	if done != want || aborted == 0 {
 		t.Fatalf("after %d rounds: transformed %d of %d records in committed transactions, %d in the aborted one", rounds, done, want, aborted)
 	}
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// franz-go commits the offset after the last record it consumed, the
-	// last data record of c3, which the commit marker follows.
-	for p := int32(0); p < partitions; p++ {
-		if o, ok := offs.Lookup(src, p); !ok || o.At != wantEnd-1 {
-			t.Errorf("group %s committed %+v for %s/%d, want %d", group, o, src, p, wantEnd-1)
+	// last data record of c3, which the commit marker follows. The offsets
+	// are asked for stable (KIP-447): a real group coordinator makes a
+	// transaction's offsets visible once the commit markers reach
+	// __consumer_offsets, after EndTxn has been answered (kfake at once);
+	// until then a stable fetch answers UNSTABLE_OFFSET_COMMIT (retried
+	// here, bounded) and an unstable one the offsets before.
+	stableBy = time.Now().Add(15 * time.Second)
+	for {
+		offs, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		var wrong []string
+		for p := int32(0); err == nil && p < partitions; p++ {
+			if o, ok := offs.Lookup(src, p); !ok || o.Err != nil || o.At != wantEnd-1 {
+				wrong = append(wrong, fmt.Sprintf("%s/%d: %+v", src, p, o))
+			}
 		}
+		if err == nil && len(wrong) == 0 {
+			break
+		}
+		if time.Now().After(stableBy) {
+			t.Fatalf("group %s committed %v (%v), want %d for each partition", group, wrong, err, wantEnd-1)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	out := txnReadAll(t, ctx, env, dialer, dst, want, kgo.ReadCommitted())
 	txnCheckSeq(t, "read_committed "+dst, out, partitions, []string{"c1", "c3"}, "T:", perTxn)
