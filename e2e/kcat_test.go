@@ -110,23 +110,28 @@ func kcatListing(t *testing.T, env *testkit.Env, out, topic string, partitions i
 // kcat (librdkafka) through the gateway: metadata lists the three brokers at
 // gateway addresses and the topic's leaders; records produced with keys
 // (lz4-compressed, acks=all) read back in order per key, both with a
-// simple consumer from the beginning and with a balanced consumer group.
+// simple consumer from the beginning and with a balanced consumer group; on
+// kfake and on the real Kafka.
 func TestKcat(t *testing.T) {
 	t.Parallel()
 	kcatPath(t)
-	env := testkit.Start(t, app.Options{})
-	ctx := ctxT(t, 60*time.Second)
-	const topic, partitions, perKey, nkeys = "kcat-orders", 3, 20, 5
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		testKcat(t, env, up.Topic(t, "kcat-orders"), up.GroupID(t, "kcat-g1"))
+	})
+}
+
+func testKcat(t *testing.T, env *testkit.Env, topic, group string) {
+	ctx := ctxT(t, 90*time.Second)
+	const partitions, perKey, nkeys = 3, 20, 5
+	upInfo := upstreamMetadata(t, env)
 
 	adm := kadm.NewClient(newClient(t, env, nil))
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	for p := int32(0); p < partitions; p++ {
-		if err := env.App.DevCluster().MoveTopicPartition(topic, p, p%3); err != nil {
-			t.Fatal(err)
-		}
-	}
+	upLeaders := env.SpreadLeaders(t, topic, partitions)
+	waitTopicEverywhere(t, env, topic, partitions)
 
 	out := runKcat(t, ctx, 20*time.Second, "", "-b", env.Bootstrap, "-L", "-J", "-t", topic, "-m", "10")
 	md := kcatListing(t, env, out, topic, partitions)
@@ -135,8 +140,13 @@ func TestKcat(t *testing.T) {
 	for _, b := range md.Brokers {
 		ids[b.ID] = true
 	}
-	if len(ids) != 3 || !ids[0] || !ids[1] || !ids[2] {
-		t.Errorf("kcat -L: broker ids %v, want 0 1 2", ids)
+	for id := range upInfo.Brokers {
+		if !ids[id] {
+			t.Errorf("kcat -L: broker ids %v, want the upstream's %v", ids, upInfo.Brokers)
+		}
+	}
+	if len(ids) != 3 {
+		t.Errorf("kcat -L: broker ids %v, want 3", ids)
 	}
 	if !ids[md.ControllerID] {
 		t.Errorf("kcat -L: controller %d is not a listed broker", md.ControllerID)
@@ -146,8 +156,8 @@ func TestKcat(t *testing.T) {
 		t.Errorf("kcat -L: originating broker %q is not a gateway address", md.OriginatingBroker.Name)
 	}
 	for _, p := range md.Topics[0].Partitions {
-		if p.Leader != p.Partition%3 {
-			t.Errorf("kcat -L: %s/%d led by %d, want %d", topic, p.Partition, p.Leader, p.Partition%3)
+		if p.Leader != upLeaders[p.Partition] {
+			t.Errorf("kcat -L: %s/%d led by %d, want the upstream's %d", topic, p.Partition, p.Leader, upLeaders[p.Partition])
 		}
 	}
 
@@ -218,7 +228,6 @@ func TestKcat(t *testing.T) {
 
 	// A balanced consumer group (JoinGroup, SyncGroup, OffsetFetch,
 	// Heartbeat, LeaveGroup through the gateway's coordinator port).
-	const group = "kcat-g1"
 	out = runKcat(t, ctx, 30*time.Second, "", "-b", env.Bootstrap, "-G", group, "-o", "beginning",
 		"-c", strconv.Itoa(total), "-f", "%k %s %p %o\n",
 		"-X", "session.timeout.ms=6000", "-X", "heartbeat.interval.ms=500",
