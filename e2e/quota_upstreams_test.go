@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
+)
+
+// Real-time counterparts, on every upstream, of quota scenarios whose
+// exact figures the synctest tests check on kfake in virtual time (a
+// bubble cannot hold a real broker): client-id prefix groups, tenant
+// ceilings and request_percentage's long polls, each with the real-time
+// test's generous bounds (TestProduceQuotaRealTime), to show that the real
+// broker's answers — its own pace, its purgatory — change nothing.
+
+const (
+	rtQ      = 128 << 10 // bytes per second: far below what the real brokers take here
+	rtRun    = 6 * time.Second
+	rtWindow = 250 * time.Millisecond // 11 of them: a start-up burst of 2.5 s of quota
+)
+
+// rtQuotaWindows are TestProduceQuotaRealTime's windows.
+func rtQuotaWindows(c *app.Config) {
+	c.Quota.WindowNum = 11
+	c.Quota.WindowSize = rtWindow
+}
+
+// produceAcked produces at full speed to topic for d, as
+// TestProduceQuotaRealTime does, and returns the record bytes acknowledged
+// within d: what the gateway let through, not what the client wrote (a
+// producer has up to five requests in flight on each broker connection,
+// written but held or not yet charged).
+func produceAcked(ctx context.Context, cl *kgo.Client, topic string, d time.Duration) int64 {
+	val := make([]byte, vrecSize)
+	var acked atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for time.Since(start) < d && ctx.Err() == nil {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: val}, func(_ *kgo.Record, err error) {
+			if err == nil && time.Since(start) <= d {
+				acked.Add(int64(len(val)))
+			}
+			wg.Done()
+		})
+		// At most ~256 KiB buffered so the loop stays bounded.
+		for cl.BufferedProduceBytes() > 256<<10 && time.Since(start) < d {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cl.AbortBufferedRecords(ctx)
+	wg.Wait()
+	return acked.Load()
+}
+
+// checkRealTimeRate checks bytes sent at full speed over el under a quota
+// q whose bucket started full: after the burst (q·10·W), about q — within
+// TestProduceQuotaRealTime's 0.4–1.6.
+func checkRealTimeRate(t *testing.T, what string, bytes int64, q float64, el time.Duration) {
+	t.Helper()
+	burst := q * 10 * rtWindow.Seconds()
+	got := (float64(bytes) - burst) / el.Seconds()
+	t.Logf("%s: %d bytes in %v, %.0f B/s after the burst (quota %.0f)", what, bytes, el, got, q)
+	if got > 1.6*q || got < 0.4*q {
+		t.Errorf("%s: %.0f B/s under a %.0f B/s quota", what, got, q)
+	}
+}
+
+// Two producers whose client-ids share a prefix share its one quota; a
+// producer outside the prefix, offering 1.9 Q at a steady pace, gets all
+// of it and is never throttled.
+func TestPrefixGroupRealTime(t *testing.T) {
+	// Not parallel: measures byte rates in real time.
+	testkit.EachUpstream(t, prefixGroupRealTime)
+}
+
+func prefixGroupRealTime(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{}, rtQuotaWindows, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{ClientIDPrefix: ptrS("team-a-"), ProducerByteRate: ptrF(rtQ)}}
+	})
+	topic := up.Topic(t, "teams")
+	freshTopics(t, up, topic)
+	ids := []string{"team-a-1", "team-a-2"}
+	group := make([]*counted, len(ids))
+	sent := make([]int64, len(ids))
+	free := &counted{}
+	opts := func(id string, n *counted) []kgo.Opt {
+		return []kgo.Opt{kgo.ClientID(id), kgo.WithHooks(n), kgo.AllowAutoTopicCreation(),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32 << 10)}
+	}
+	ctx := ctxT(t, 60*time.Second)
+	warm := newClient(t, env, nil, kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
+	if err := warm.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		group[i] = &counted{}
+		cl := newClient(t, env, nil, opts(id, group[i])...)
+		wg.Go(func() { sent[i] = produceAcked(ctx, cl, topic, rtRun) })
+	}
+	fc := newClient(t, env, nil, opts("team-b-1", free)...)
+	const offered = 3 * vrecSize * 10 // 3 records a tenth of a second: 240 KiB/s, 1.9 Q
+	wg.Go(func() { producePaced(fc, topic, offered, rtRun) })
+	wg.Wait()
+	el := rtRun // what is counted was acknowledged within it
+	var sum int64
+	for i, s := range sent {
+		sum += s
+		if float64(s) < 0.1*rtQ*rtRun.Seconds() {
+			t.Errorf("%s starved: %d bytes in %v", ids[i], s, el)
+		}
+	}
+	checkRealTimeRate(t, "two client-ids of prefix team-a- together", sum, rtQ, el)
+	if got := float64(free.prod.Load()); got < 0.8*offered*rtRun.Seconds() {
+		t.Errorf("team-b-1, outside the prefix, sent %.0f of the %.0f bytes it offered: it was limited", got, offered*rtRun.Seconds())
+	}
+	if n := free.throttles.Load(); n != 0 {
+		t.Errorf("team-b-1, outside the prefix, was throttled %d times", n)
+	}
+	if group[0].throttles.Load()+group[1].throttles.Load() == 0 {
+		t.Error("the prefix group was never throttled")
+	}
+}
+
+// Two principals of one tenant, each with its own quota of 2 C, producing
+// at full speed, are held together to the tenant's ceiling C.
+func TestTenantCeilingRealTime(t *testing.T) {
+	// Not parallel: measures byte rates in real time.
+	testkit.EachUpstream(t, tenantCeilingRealTime)
+}
+
+func tenantCeilingRealTime(t *testing.T, up *testkit.Upstream) {
+	users := []string{"svc-team-0", "svc-team-1"}
+	env, keys := startTerminateOn(t, up, nil, users, rtQuotaWindows, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{DefaultUser: true, ProducerByteRate: ptrF(2 * rtQ)}}
+		c.Tenants = []app.TenantEntry{{Name: "team", PrincipalPrefixes: []string{"svc-team-"}, ProducerByteRate: ptrF(rtQ)}}
+	})
+	topic := up.Topic(t, "tenant")
+	freshTopics(t, up, topic)
+	login := func(key string) kgo.Opt { return kgo.SASL(plain.Auth{User: "token", Pass: key}.AsMechanism()) }
+	ctx := ctxT(t, 60*time.Second)
+	warm := newClient(t, env, nil, login(keys[0]), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
+	if err := warm.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	per := make([]*counted, len(users))
+	sent := make([]int64, len(users))
+	var wg sync.WaitGroup
+	for i := range users {
+		per[i] = &counted{}
+		cl := newClient(t, env, nil, login(keys[i]), kgo.WithHooks(per[i]), kgo.AllowAutoTopicCreation(),
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32<<10))
+		wg.Go(func() { sent[i] = produceAcked(ctx, cl, topic, rtRun) })
+	}
+	wg.Wait()
+	el := rtRun // what is counted was acknowledged within it
+	checkRealTimeRate(t, "the tenant's two principals together", sent[0]+sent[1], rtQ, el)
+	for i, s := range sent {
+		if float64(s) < 0.1*rtQ*rtRun.Seconds() {
+			t.Errorf("%s starved: %d bytes in %v", users[i], s, el)
+		}
+		if per[i].throttles.Load() == 0 {
+			t.Errorf("%s was never throttled", users[i])
+		}
+	}
+	for _, u := range env.App.Engine().TenantUsage(time.Now()) {
+		if u.Tenant == "team" && (u.Active != 2 || u.Throttles == 0) {
+			t.Errorf("tenant usage %+v: want 2 active principals, throttles", u)
+		}
+	}
+}
+
+// TestRequestPercentageSparesLongPolls in real time, on every upstream: a
+// real broker parks a long poll in its purgatory until a record arrives
+// or max_wait_ms passes, and the gateway charges none of that wait, so a
+// consumer tailing a quiet topic under request_percentage 1 is never
+// throttled and reads every record.
+func TestRequestPercentageSparesLongPollsRealTime(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, requestPercentageSparesLongPolls)
+}
+
+func requestPercentageSparesLongPolls(t *testing.T, up *testkit.Upstream) {
+	const run = 8 * time.Second
+	env := up.Start(t, app.Options{}, func(c *app.Config) {
+		p := 1.0 // 10 ms of the broker's time a second
+		c.Quotas = []app.QuotaEntry{{ClientID: kmsg.StringPtr("tail"), RequestPercentage: &p}}
+	})
+	topic := up.Topic(t, "quiet")
+	freshTopics(t, up, topic)
+	prod := newClient(t, env, nil, kgo.ClientID("trickle"), kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+	if err := prod.ProduceSync(ctxT(t, 30*time.Second), &kgo.Record{Value: []byte("first")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	n := &throttleSeen{}
+	cons := newClient(t, env, nil, kgo.ClientID("tail"), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second), kgo.WithHooks(n))
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	sent := 1
+	wg.Go(func() {
+		// A record every 700 ms: some polls expire, some end early when
+		// a record arrives.
+		tick := time.NewTicker(700 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "more-%d", i)}).FirstErr(); err == nil {
+					sent++
+				}
+			}
+		}
+	})
+	got := 0
+	for i := 0; ctx.Err() == nil; i++ {
+		if i > 100_000 {
+			t.Fatal("the consumer's polls do not wait")
+		}
+		got += cons.PollFetches(ctx).NumRecords()
+	}
+	wg.Wait()
+	t.Logf("read %d of %d records in %v; %d throttles", got, sent, run, n.throttles.Load())
+	if n.throttles.Load() != 0 {
+		t.Errorf("a long-polling consumer was throttled %d times (the longest %v): its wait was charged",
+			n.throttles.Load(), time.Duration(n.worst.Load()))
+	}
+	if got < sent-1 {
+		t.Errorf("read %d of %d records", got, sent)
+	}
+}
