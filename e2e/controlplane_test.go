@@ -200,7 +200,9 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
 	hook := &throttleHook{}
-	prod := newClient(t, env, nil, kgo.DefaultProduceTopic(up.Topic(t, "live")), kgo.AllowAutoTopicCreation(), kgo.WithHooks(hook),
+	topic := up.Topic(t, "live")
+	freshTopics(t, up, topic)
+	prod := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.WithHooks(hook),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	val := make([]byte, 256<<10)
 	for i := 0; i < 4; i++ {

@@ -34,6 +34,7 @@ func credentialsManagedLive(t *testing.T, up *testkit.Upstream) {
 	// The quota admin's API key for the admin port, from a credentials file.
 	credFile, adminKeys := writeCredentials(t, nil, "admin")
 	topic := up.Topic(t, "creds")
+	freshTopics(t, up, topic)
 	env := startControlOn(t, up, func(c *app.Config) {
 		c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "SASL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SASL_PLAINTEXT"})
 		c.CredentialsFile = credFile

@@ -44,6 +44,7 @@ func transactions(t *testing.T, up *testkit.Upstream) {
 	dialer := &testkit.Dialer{}
 	const partitions, perTxn = 3, 20
 	src, dst := up.Topic(t, "txn-src"), up.Topic(t, "txn-dst")
+	freshTopics(t, up, src, dst)
 
 	adm := kadm.NewClient(newClient(t, env, dialer))
 	created, err := adm.CreateTopics(ctx, partitions, -1, nil, src, dst)

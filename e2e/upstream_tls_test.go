@@ -51,6 +51,7 @@ func upstreamTLS(t *testing.T, up *testkit.Upstream) {
 	}
 	ctx := ctxT(t, 30*time.Second)
 	topic := up.Topic(t, "over-tls")
+	freshTopics(t, up, topic)
 	cl := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatalf("produce through a PLAINTEXT listener to a TLS upstream: %v", err)
