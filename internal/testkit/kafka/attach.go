@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
@@ -97,4 +98,28 @@ func loadCA(file string) (*testpki.CA, error) {
 	ca := &testpki.CA{Cert: cert, CertPEM: pemBytes, CertFile: file, Pool: x509.NewCertPool(), Dir: filepath.Dir(file)}
 	ca.Pool.AddCert(cert)
 	return ca, nil
+}
+
+// TollgateConfig is a Tollgate config file (YAML) that fronts the cluster's
+// PLAINTEXT listener with one listener on 127.0.0.1:9092, with comments
+// saying how to use its SSL and SASL_PLAINTEXT listeners instead
+// (scripts/kafka-dev.sh prints it).
+func (c *Cluster) TollgateConfig() string {
+	return fmt.Sprintf(`# Apache Kafka %s: 3 KRaft nodes on 127.0.0.1. Its data and logs: %s
+#
+# Tollgate in front of it:
+#   go run ./cmd/tollgate serve --config tollgate.yaml
+listeners:
+  - name: PLAINTEXT
+    bootstrap: 127.0.0.1:9092
+upstream:
+  bootstrap: [%s]
+#
+# Or its SSL listener (the cluster's own CA):
+#   upstream: {bootstrap: [%s], tls: {ca_file: %s}}
+# Or its SASL_PLAINTEXT listener (users admin, alice, bob, passwords <user>-secret;
+# PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER with Kafka's unsecured validator):
+#   upstream: {bootstrap: [%s], sasl: {mechanism: SCRAM-SHA-512, username: admin, password: admin-secret}}
+`, c.Version, c.Dir, strings.Join(c.Bootstrap(Plaintext), ", "),
+		strings.Join(c.Bootstrap(SSL), ", "), c.CA.CertFile, strings.Join(c.Bootstrap(SASL), ", "))
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
@@ -46,27 +47,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kafka-dev:", err)
 	}
-	fmt.Printf(`# Apache Kafka %s is serving (started in %v). Its data and logs: %s
-#
-# Tollgate in front of it: save this as tollgate.yaml and run
-#   go run ./cmd/tollgate serve --config tollgate.yaml
-listeners:
-  - name: PLAINTEXT
-    bootstrap: 127.0.0.1:9092
-upstream:
-  bootstrap: [%s]
-#
-# Or the SSL listener (CA: %s):
-#   upstream: {bootstrap: [%s], tls: {ca_file: %s}}
-# Or SASL_PLAINTEXT (users admin, alice, bob, passwords <user>-secret; PLAIN, SCRAM-SHA-256/512, OAUTHBEARER):
-#   upstream: {bootstrap: [%s], sasl: {mechanism: SCRAM-SHA-512, username: admin, password: admin-secret}}
-#
-# Tests attach to this cluster with TOLLGATE_KAFKA_CLUSTER=%s
-# Ctrl-C stops it.
-`, c.Version, c.Started.Round(1e6), c.Dir,
-		strings.Join(c.Bootstrap(kafka.Plaintext), ", "),
-		c.CA.CertFile, strings.Join(c.Bootstrap(kafka.SSL), ", "), c.CA.CertFile,
-		strings.Join(c.Bootstrap(kafka.SASL), ", "), state)
+	fmt.Print(c.TollgateConfig())
+	fmt.Printf("#\n# Tests attach to this cluster with TOLLGATE_KAFKA_CLUSTER=%s\n# Ctrl-C stops it.\n", state)
+	fmt.Fprintf(os.Stderr, "Kafka %s is serving (started in %v); Tollgate's config was printed to standard output. Ctrl-C stops it.\n",
+		c.Version, c.Started.Round(time.Millisecond))
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)

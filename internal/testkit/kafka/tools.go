@@ -1,0 +1,49 @@
+package kafka
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ToolLog4j2 is the name of the log4j2 configuration Tool gives the JVM
+// when dir holds one (as the nodes' JVMs have theirs): without it log4j2's
+// default configuration prints errors on stdout, among a tool's output.
+const ToolLog4j2 = "log4j2.properties"
+
+// Tool is the command line of a JVM running main with args, in dir, with
+// the small heap Cluster.Java uses, and version's jars (Classpath: copied
+// the first time) on its classpath: main is a class of the jars (a Kafka
+// tool: org.apache.kafka.tools.TopicCommand, ...) or the path of a
+// single-file Java source (it ends in .java: the launcher compiles it in
+// memory, Java 11's source-file mode), which can use the jars. It needs no
+// running cluster: tests that front the embedded one run Kafka's tools and
+// Java client too. dir/log4j2.properties, if it exists, is the JVM's
+// logging configuration.
+func Tool(version, dir, main string, args ...string) (*exec.Cmd, error) {
+	java, err := javaBin()
+	if err != nil {
+		return nil, err
+	}
+	cp, err := Classpath(version)
+	if err != nil {
+		return nil, err
+	}
+	jvm := []string{
+		"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+		"-Djava.awt.headless=true",
+	}
+	if l := filepath.Join(dir, ToolLog4j2); fileExists(l) {
+		jvm = append(jvm, "-Dlog4j2.configurationFile="+l)
+	}
+	if strings.HasSuffix(main, ".java") && !filepath.IsAbs(main) {
+		// Relative to the caller's directory, not dir.
+		if main, err = filepath.Abs(main); err != nil {
+			return nil, err
+		}
+	}
+	jvm = append(jvm, "-cp", filepath.Join(cp, "*"), main)
+	cmd := exec.Command(java, append(jvm, args...)...)
+	cmd.Dir = dir
+	return cmd, nil
+}
