@@ -7,6 +7,15 @@
 //
 //	go build -o /tmp/tollgate ./cmd/tollgate
 //	go run ./bench/passthrough -tollgate /tmp/tollgate -mib 200 -runs 5
+//
+// With -kafka VERSION the upstream is a real Apache Kafka instead: the test
+// kit's 3-node KRaft cluster (internal/testkit/kafka), started once and
+// shared by every run, each run on a topic of its own (replication factor
+// 3, min.insync.replicas 2). The bare forwarder cannot front it (a real
+// broker advertises its own addresses), so the ways are direct and
+// Tollgate.
+//
+//	go run ./bench/passthrough -tollgate /tmp/tollgate -kafka 4.4.0 -mib 100 -runs 3
 package main
 
 import (
@@ -27,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/bench/internal/benchkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 func main() {
@@ -38,6 +48,7 @@ func main() {
 	latN := flag.Int("latency-requests", 2000, "sequential small produce requests for the latency probe")
 	withQuotas := flag.Bool("quotas", false, "also run Tollgate with producer and consumer quotas far above the traffic (quotas on, never reached), interleaved with the other ways")
 	baseline := flag.String("baseline", "", "also run this other tollgate binary (an earlier build), interleaved with the other ways, as the way \"baseline\"")
+	kafkaVersion := flag.String("kafka", "", "run against a real Apache Kafka cluster of this version (internal/testkit/kafka) instead of the embedded one")
 	flag.Parse()
 	if *forward != "" {
 		runForwarder(*forward)
@@ -48,6 +59,17 @@ func main() {
 		os.Exit(2)
 	}
 	ways := []string{"direct", "forwarder", "tollgate"}
+	if *kafkaVersion != "" {
+		c, err := kafka.Start(kafka.Config{Version: *kafkaVersion})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer c.Stop()
+		realKafka = c
+		fmt.Fprintf(os.Stderr, "Apache Kafka %s: 3 nodes serving after %v\n", c.Version, c.Started.Round(time.Millisecond))
+		ways = []string{"direct", "tollgate"}
+	}
 	if *withQuotas {
 		ways = append(ways, "tollgate+quotas")
 	}
@@ -112,15 +134,28 @@ func (h reqCount) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ tim
 	}
 }
 
+// realKafka is the real cluster every run shares (-kafka), or nil.
+var realKafka *kafka.Cluster
+
+// runs numbers the runs, for a topic of each run's own on a real cluster.
+var runs atomic.Int64
+
 // once starts a fresh cluster (and proxy) and measures one way.
 func once(way, bin string, mib, recSize, latN int) (result, error) {
 	var r result
-	c, real, fwdAddrs, err := benchkit.Cluster(way == "forwarder")
-	if err != nil {
-		return r, err
+	var real []net.Listener
+	var fwdAddrs, brokers []string
+	if realKafka != nil {
+		brokers = realKafka.Bootstrap(kafka.Plaintext)
+	} else {
+		c, rl, fa, err := benchkit.Cluster(way == "forwarder")
+		if err != nil {
+			return r, err
+		}
+		defer c.Close()
+		brokers, real, fwdAddrs = c.ListenAddrs(), rl, fa
 	}
-	defer c.Close()
-	bootstrap := c.ListenAddrs()[0]
+	bootstrap := brokers[0]
 	var proc *exec.Cmd
 	switch way {
 	case "forwarder":
@@ -137,7 +172,7 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 		cfg := filepath.Join(dir, "tollgate.yaml")
 		bootstrap = benchkit.FreeAddr()
 		os.WriteFile(cfg, []byte(fmt.Sprintf("data_dir: %s\nlisteners:\n  - name: PLAINTEXT\n    bootstrap: %s\nupstream:\n  bootstrap: [%s]\nhttp:\n  address: \"\"\nlog:\n  level: warn\n",
-			filepath.Join(dir, "data"), bootstrap, strings.Join(c.ListenAddrs(), ", "))+quotaBlock(way)), 0o600)
+			filepath.Join(dir, "data"), bootstrap, strings.Join(brokers, ", "))+quotaBlock(way)), 0o600)
 		proc = exec.Command(bin, "serve", "--config", cfg)
 	}
 	if proc != nil {
@@ -153,6 +188,9 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	topic := "bench"
+	if realKafka != nil {
+		topic = fmt.Sprintf("bench-%d", runs.Add(1))
+	}
 	var prodReqs, fetchReqs atomic.Int64
 	counts := kgo.WithHooks(reqCount{&prodReqs, &fetchReqs})
 	cl, err := kgo.NewClient(counts, kgo.SeedBrokers(bootstrap), kgo.DefaultProduceTopic(topic),
