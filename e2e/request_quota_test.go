@@ -38,6 +38,11 @@ type slowBroker struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	work time.Duration
 	slow func(key int16, clientID string) bool
+	// answered, if set, is told of each slow request's answer: its
+	// client-id, its upstream time as the gateway charges it (from its
+	// writing, or the answer before it if later, to its own answer; the
+	// broker's own time included) and when the answer passed.
+	answered func(clientID string, upstream time.Duration, at time.Time)
 }
 
 func (b *slowBroker) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -46,7 +51,7 @@ func (b *slowBroker) DialContext(ctx context.Context, network, addr string) (net
 		return nil, err
 	}
 	near, far := net.Pipe()
-	sc := &slowConn{Conn: c, b: b, answers: near, slow: map[int32]bool{}}
+	sc := &slowConn{Conn: c, b: b, answers: near, slow: map[int32]slowReq{}}
 	go sc.answer(far)
 	return sc, nil
 }
@@ -62,7 +67,13 @@ type slowConn struct {
 	rest int    // bytes of the request being written still to come after head
 
 	mu   sync.Mutex
-	slow map[int32]bool // correlation ids of slow requests in flight
+	slow map[int32]slowReq // slow requests in flight, by correlation id
+}
+
+// slowReq is a slow request in flight: whose, and when it was written.
+type slowReq struct {
+	clientID string
+	written  time.Time
 }
 
 func (c *slowConn) Write(p []byte) (int, error) {
@@ -91,7 +102,7 @@ func (c *slowConn) note(p []byte) {
 		}
 		if h, err := wire.ParseRequestHeader(c.head[4:need]); err == nil && c.b.slow(h.Key, string(h.ClientID)) {
 			c.mu.Lock()
-			c.slow[h.CorrelationID] = true
+			c.slow[h.CorrelationID] = slowReq{clientID: string(h.ClientID), written: time.Now()}
 			c.mu.Unlock()
 		}
 		if len(c.head) >= size {
@@ -107,7 +118,7 @@ func (c *slowConn) note(p []byte) {
 // work after the later of its arrival and the answer before it.
 func (c *slowConn) answer(far net.Conn) {
 	defer far.Close()
-	var last time.Time
+	var last, passed time.Time // when the last answer was due, and when it passed
 	for {
 		var size [4]byte
 		if _, err := io.ReadFull(c.Conn, size[:]); err != nil {
@@ -120,7 +131,7 @@ func (c *slowConn) answer(far net.Conn) {
 		}
 		corr := int32(binary.BigEndian.Uint32(frame[4:]))
 		c.mu.Lock()
-		slow := c.slow[corr]
+		sr, slow := c.slow[corr]
 		delete(c.slow, corr)
 		c.mu.Unlock()
 		at := time.Now()
@@ -135,7 +146,21 @@ func (c *slowConn) answer(far net.Conn) {
 		if _, err := far.Write(frame); err != nil {
 			return
 		}
+		if slow && c.b.answered != nil {
+			// far.Write returned: the gateway has read the answer.
+			now := time.Now()
+			c.b.answered(sr.clientID, now.Sub(later(sr.written, passed)), now)
+		}
+		passed = time.Now()
 	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (c *slowConn) Read(p []byte) (int, error)        { return c.answers.Read(p) }
@@ -159,6 +184,7 @@ type hammer struct {
 	throttleSeen
 	from, to time.Time
 	answered atomic.Int64 // within [from, to)
+	topic    string       // the topic its requests name; "": hammerTopic
 }
 
 // throttleSeen counts the throttles a franz-go client is given (a hook).
@@ -178,18 +204,22 @@ func (s *throttleSeen) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _
 }
 
 func (h *hammer) run(ctx context.Context, t *testing.T, cl *kgo.Client, leader int32, id [16]byte) {
+	topic := h.topic
+	if topic == "" {
+		topic = hammerTopic
+	}
 	reqs := []func() kmsg.Request{
 		func() kmsg.Request {
 			r := kmsg.NewPtrMetadataRequest()
 			mt := kmsg.NewMetadataRequestTopic()
-			mt.Topic = kmsg.StringPtr(hammerTopic)
+			mt.Topic = kmsg.StringPtr(topic)
 			r.Topics = append(r.Topics, mt)
 			return r
 		},
 		func() kmsg.Request {
 			r := kmsg.NewPtrListOffsetsRequest()
 			lt := kmsg.NewListOffsetsRequestTopic()
-			lt.Topic = hammerTopic
+			lt.Topic = topic
 			lp := kmsg.NewListOffsetsRequestTopicPartition()
 			lp.Timestamp = -1
 			lt.Partitions = append(lt.Partitions, lp)
@@ -200,7 +230,7 @@ func (h *hammer) run(ctx context.Context, t *testing.T, cl *kgo.Client, leader i
 			r := kmsg.NewPtrFetchRequest()
 			r.MaxWaitMillis, r.MinBytes, r.MaxBytes = 0, 1, 1<<20
 			ft := kmsg.NewFetchRequestTopic()
-			ft.Topic, ft.TopicID = hammerTopic, id
+			ft.Topic, ft.TopicID = topic, id
 			fp := kmsg.NewFetchRequestTopicPartition()
 			fp.FetchOffset, fp.PartitionMaxBytes = 1<<40, 1<<20 // past the end: nothing to send
 			ft.Partitions = append(ft.Partitions, fp)
