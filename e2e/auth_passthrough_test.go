@@ -27,6 +27,13 @@ import (
 // users: kafka.Users).
 func startPassthrough(t *testing.T, up *testkit.Upstream, edit ...func(*app.Config)) *testkit.Env {
 	t.Helper()
+	return startPassthroughKfake(t, up, nil, edit...)
+}
+
+// startPassthroughKfake is startPassthrough with more options for kfake
+// (its ACLs, say), applied after the SASL users.
+func startPassthroughKfake(t *testing.T, up *testkit.Upstream, extra []kfake.Opt, edit ...func(*app.Config)) *testkit.Env {
+	t.Helper()
 	opts := app.Options{DevClusterOpts: []kfake.Opt{
 		kfake.EnableSASL(),
 		kfake.Superuser("SCRAM-SHA-256", "admin", kafka.Users["admin"]),
@@ -34,6 +41,7 @@ func startPassthrough(t *testing.T, up *testkit.Upstream, edit ...func(*app.Conf
 		kfake.User("SCRAM-SHA-256", "alice", kafka.Users["alice"]),
 		kfake.User("SCRAM-SHA-512", "alice", kafka.Users["alice"]),
 	}}
+	opts.DevClusterOpts = append(opts.DevClusterOpts, extra...)
 	return up.Start(t, opts, append([]func(*app.Config){func(c *app.Config) {
 		if up.Real() {
 			c.Upstream.Bootstrap = up.Kafka.Bootstrap(kafka.SASL)
