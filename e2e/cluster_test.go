@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 // A Tollgate cluster: three gateway instances with one cluster.id in front
@@ -33,12 +35,35 @@ import (
 // until every instance lists all n.
 func startTollgateCluster(t *testing.T, n int, opts func(i int) app.Options, edit ...func(i int, c *app.Config)) (envs []*testkit.Env, upstream []string, adminKey string) {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(3))
-	if err != nil {
-		t.Fatal(err)
+	return startTollgateClusterOn(t, &testkit.Upstream{Name: "kfake"}, n, opts, edit...)
+}
+
+// tollgateClusterID is the cluster.id startTollgateClusterOn gives the
+// instances: "e2e" on a kfake cluster of the test's own, one of the test's
+// own on the shared real cluster (the id names the cluster's topics).
+func tollgateClusterID(t *testing.T, up *testkit.Upstream) string {
+	if up.Real() {
+		return up.Topic(t, "e2e")
 	}
-	t.Cleanup(kc.Close)
-	upstream = kc.ListenAddrs()
+	return "e2e"
+}
+
+// startTollgateClusterOn is startTollgateCluster in front of up: a kfake
+// cluster of the test's own, or the shared real cluster (the Tollgate
+// cluster's topics on it, replicated).
+func startTollgateClusterOn(t *testing.T, up *testkit.Upstream, n int, opts func(i int) app.Options, edit ...func(i int, c *app.Config)) (envs []*testkit.Env, upstream []string, adminKey string) {
+	t.Helper()
+	if up.Real() {
+		upstream = up.Kafka.Bootstrap(kafka.Plaintext)
+	} else {
+		kc, err := kfake.NewCluster(kfake.NumBrokers(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(kc.Close)
+		upstream = kc.ListenAddrs()
+	}
+	clusterID := tollgateClusterID(t, up)
 	credFile, keys := writeCredentials(t, nil, "admin")
 	for i := range n {
 		var o app.Options
@@ -47,7 +72,7 @@ func startTollgateCluster(t *testing.T, n int, opts func(i int) app.Options, edi
 		}
 		cfgEdit := func(c *app.Config) {
 			c.Upstream.Bootstrap = upstream
-			c.Cluster.ID = "e2e"
+			c.Cluster.ID = clusterID
 			c.Cluster.InstanceID = fmt.Sprintf("tg-%c", 'a'+i)
 			c.Cluster.ExchangeInterval = 200 * time.Millisecond
 			// Generous: the race detector and a loaded machine delay
@@ -107,7 +132,12 @@ func kadmStr(s string) *string { return &s }
 // the change; GET /api/v1/cluster lists every instance.
 func TestClusterSharedControlPlane(t *testing.T) {
 	t.Parallel()
-	envs, _, adminKey := startTollgateCluster(t, 3, nil)
+	testkit.EachUpstream(t, clusterSharedControlPlane)
+}
+
+func clusterSharedControlPlane(t *testing.T, up *testkit.Upstream) {
+	envs, _, adminKey := startTollgateClusterOn(t, up, 3, nil)
+	logins := up.Topic(t, "cluster-logins")
 	a, b, c := envs[0], envs[1], envs[2]
 	ctx := ctxT(t, 60*time.Second)
 	defer http.DefaultClient.CloseIdleConnections()
@@ -178,11 +208,11 @@ func TestClusterSharedControlPlane(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create API key on A: %d", resp.StatusCode)
 	}
-	if _, err := admA.CreateTopic(ctx, 1, 1, nil, "cluster-logins"); err != nil {
+	if _, err := admA.CreateTopic(ctx, 1, -1, nil, logins); err != nil {
 		t.Fatal(err)
 	}
 	login := func(env *testkit.Env, opt kgo.Opt) error {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.Gateway().BootstrapAddrs()["SASL"]), opt, kgo.DefaultProduceTopic("cluster-logins"),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.Gateway().BootstrapAddrs()["SASL"]), opt, kgo.DefaultProduceTopic(logins),
 			kgo.RecordDeliveryTimeout(2*time.Second), kgo.RecordRetries(1))
 		if err != nil {
 			return err
@@ -265,8 +295,32 @@ func TestClusterSharedControlPlane(t *testing.T) {
 		} `json:"instances"`
 	}
 	json.Unmarshal(out, &st)
-	if code != 200 || st.ClusterID != "e2e" || len(st.Instances) != 3 || st.Instances[0].ID != "tg-b" || !st.Instances[0].Self {
+	if code != 200 || st.ClusterID != tollgateClusterID(t, up) || len(st.Instances) != 3 || st.Instances[0].ID != "tg-b" || !st.Instances[0].Self {
 		t.Fatalf("GET /api/v1/cluster on B: %d %s", code, out)
+	}
+
+	// On a real cluster, the Tollgate cluster's own topics are replicated
+	// by the brokers: every partition on three replicas.
+	if up.Real() {
+		md, err := kadm.NewClient(directClient(t, up.Kafka)).Metadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for name, td := range md.Topics {
+			if !strings.Contains(name, tollgateClusterID(t, up)) {
+				continue
+			}
+			found++
+			for _, p := range td.Partitions {
+				if len(p.Replicas) != 3 || len(p.ISR) < 2 {
+					t.Errorf("the Tollgate cluster's topic %s partition %d: replicas %v, ISR %v; want 3 replicas", name, p.Partition, p.Replicas, p.ISR)
+				}
+			}
+		}
+		if found < 2 {
+			t.Errorf("found %d topics of the Tollgate cluster %s on the real cluster, want its configuration and exchange topics", found, tollgateClusterID(t, up))
+		}
 	}
 }
 
