@@ -262,11 +262,22 @@ func usageValues(n int) [][]byte {
 // from the data dir; each minute also reached usage.topic once.
 func TestUsageLedgerMatchesClients(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, usageLedgerMatchesClients)
+}
+
+func usageLedgerMatchesClients(t *testing.T, up *testkit.Upstream) {
+	tFranz := up.Topic(t, "usage-franz")
+	tSarama := up.Topic(t, "usage-sarama")
+	tKafkago := up.Topic(t, "usage-kafkago")
+	tScratchID := up.Topic(t, "usage-scratch-id")
+	tScratch := up.Topic(t, "usage-scratch")
+	tValidate := up.Topic(t, "usage-validate-only")
+	tUsage := up.Topic(t, "tollgate-usage")
 	credFile, keys := writeCredentials(t, nil, "ops-admin", "reader")
 	readerKey := keys[1]
 	clock := &usageClock{}
 	dataDir := t.TempDir()
-	env := testkit.Start(t, app.Options{Now: clock.Now}, func(c *app.Config) {
+	env := up.Start(t, app.Options{Now: clock.Now}, func(c *app.Config) {
 		c.DataDir = dataDir
 		c.CredentialsFile = credFile
 		c.Authorization.QuotaAdmins = []string{"ops-admin"}
@@ -278,22 +289,22 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		alice := "alice"
 		c.Quotas = []app.QuotaEntry{{User: &alice, ProducerByteRate: ptrF(9000)}} // a 90 kB burst: ~100 kB are throttled ~1 s
 		c.Tenants = []app.TenantEntry{{Name: "retail", Principals: []string{"alice", "bob"}}}
-		c.Usage.Topic = "tollgate-usage"
+		c.Usage.Topic = tUsage
 	})
 	ctx := ctxT(t, 90*time.Second)
 	const n = 100 // records per client
 
 	// franz-go as alice: topics, mutations, produce (throttled), consume.
 	aliceWire, hooks := newWireCount(), &franzHooks{written: map[int16]int64{}, read: map[int16]int64{}}
-	franz, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(aliceWire.dial("127.0.0.3")), kgo.ClientID("usage-franz"),
-		kgo.WithHooks(hooks), kgo.DefaultProduceTopic("usage-franz"), kgo.ConsumeTopics("usage-franz"),
+	franz, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(aliceWire.dial("127.0.0.3")), kgo.ClientID(tFranz),
+		kgo.WithHooks(hooks), kgo.DefaultProduceTopic(tFranz), kgo.ConsumeTopics(tFranz),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(franz)
 	mustCreate := func(parts int32, topic string) {
-		r, err := adm.CreateTopic(ctx, parts, 1, nil, topic)
+		r, err := adm.CreateTopic(ctx, parts, -1, nil, topic)
 		if err == nil {
 			err = r.Err
 		}
@@ -301,33 +312,42 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 			t.Fatalf("create %s: %v", topic, err)
 		}
 	}
-	mustCreate(3, "usage-franz")
-	mustCreate(2, "usage-sarama")
-	mustCreate(1, "usage-kafkago")
-	mustCreate(5, "usage-scratch")
-	if r, err := adm.UpdatePartitions(ctx, 4, "usage-franz"); err != nil || r.Error() != nil {
+	mustCreate(3, tFranz)
+	mustCreate(2, tSarama)
+	mustCreate(1, tKafkago)
+	mustCreate(5, tScratch)
+	if r, err := adm.UpdatePartitions(ctx, 4, tFranz); err != nil || r.Error() != nil {
 		t.Fatalf("create partitions: %v %v", err, r.Error())
 	}
-	if r, _ := adm.CreateTopic(ctx, 3, 1, nil, "usage-franz"); r.Err == nil {
+	if r, _ := adm.CreateTopic(ctx, 3, -1, nil, tFranz); r.Err == nil {
 		t.Fatal("creating an existing topic succeeded")
 	}
-	if r, err := adm.ValidateCreateTopics(ctx, 7, 1, nil, "usage-validate-only"); err != nil || r.Error() != nil {
+	if r, err := adm.ValidateCreateTopics(ctx, 7, -1, nil, tValidate); err != nil || r.Error() != nil {
 		t.Fatalf("validate-only create: %v %v", err, r.Error())
 	}
-	if r, err := adm.DeleteTopics(ctx, "usage-scratch"); err != nil || r.Error() != nil {
+	if r, err := adm.DeleteTopics(ctx, tScratch); err != nil || r.Error() != nil {
 		t.Fatalf("delete topic: %v %v", err, r.Error())
 	}
 	// A topic deleted by id alone (DeleteTopics v6) counts its partitions
 	// like one deleted by name.
-	mustCreate(4, "usage-scratch-id")
-	byID, err := adm.ListTopics(ctx, "usage-scratch-id")
-	if err != nil {
-		t.Fatal(err)
+	mustCreate(4, tScratchID)
+	// A real broker learns of a new topic from the metadata log a moment
+	// after the controller made it: ask until one knows its id.
+	var byID kadm.TopicDetails
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		var err error
+		if byID, err = adm.ListTopics(ctx, tScratchID); err != nil {
+			t.Fatal(err)
+		}
+		if byID[tScratchID].ID != (kadm.TopicID{}) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	del.Version, del.TimeoutMillis = 6, 5000
 	delTopic := kmsg.NewDeleteTopicsRequestTopic()
-	delTopic.TopicID = byID["usage-scratch-id"].ID
+	delTopic.TopicID = byID[tScratchID].ID
 	del.Topics = append(del.Topics, delTopic)
 	if r, err := del.RequestWith(ctx, franz); err != nil || len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 {
 		t.Fatalf("delete topic by id: %v %+v", err, r)
@@ -353,7 +373,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	// sarama as bob.
 	bobWire := newWireCount()
 	scfg := saramaConfig(sarama.V3_6_0_0, &testkit.Dialer{})
-	scfg.ClientID = "usage-sarama"
+	scfg.ClientID = tSarama
 	scfg.Net.Proxy.Dialer = saramaUsageDialer{bobWire.dial("127.0.0.4")}
 	sc, err := sarama.NewClient([]string{env.Bootstrap}, scfg)
 	if err != nil {
@@ -365,7 +385,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	}
 	var msgs []*sarama.ProducerMessage
 	for i, v := range usageValues(n) {
-		msgs = append(msgs, &sarama.ProducerMessage{Topic: "usage-sarama", Partition: int32(i % 2), Value: sarama.ByteEncoder(v)})
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: tSarama, Partition: int32(i % 2), Value: sarama.ByteEncoder(v)})
 	}
 	if err := prod.SendMessages(msgs); err != nil {
 		t.Fatalf("sarama produce: %v", err)
@@ -376,7 +396,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p := int32(0); p < 2; p++ {
-		pc, err := cons.ConsumePartition("usage-sarama", p, sarama.OffsetOldest)
+		pc, err := cons.ConsumePartition(tSarama, p, sarama.OffsetOldest)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,8 +418,8 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	carolWire := newWireCount()
 	bg, cancel := context.WithCancel(context.Background())
 	tr := &kafka.Transport{Dial: carolWire.dial("127.0.0.5"), DialTimeout: 5 * time.Second, MetadataTTL: 200 * time.Millisecond,
-		ClientID: "usage-kafkago", Context: bg}
-	w := &kafka.Writer{Addr: kafka.TCP(env.Bootstrap), Topic: "usage-kafkago", Transport: tr, RequiredAcks: kafka.RequireAll,
+		ClientID: tKafkago, Context: bg}
+	w := &kafka.Writer{Addr: kafka.TCP(env.Bootstrap), Topic: tKafkago, Transport: tr, RequiredAcks: kafka.RequireAll,
 		BatchTimeout: time.Millisecond, BatchSize: 10}
 	var kmsgs []kafka.Message
 	for _, v := range usageValues(n) {
@@ -409,8 +429,8 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		t.Fatalf("kafka-go produce: %v", err)
 	}
 	w.Close()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{env.Bootstrap}, Topic: "usage-kafkago", Partition: 0, MaxWait: 100 * time.Millisecond,
-		Dialer: &kafka.Dialer{DialFunc: carolWire.dial("127.0.0.5"), Timeout: 5 * time.Second, ClientID: "usage-kafkago"}})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{env.Bootstrap}, Topic: tKafkago, Partition: 0, MaxWait: 100 * time.Millisecond,
+		Dialer: &kafka.Dialer{DialFunc: carolWire.dial("127.0.0.5"), Timeout: 5 * time.Second, ClientID: tKafkago}})
 	if err := r.SetOffset(kafka.FirstOffset); err != nil {
 		t.Fatal(err)
 	}
@@ -447,9 +467,9 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		w         *wireCount
 		mutations int64
 	}{
-		{"alice/usage-franz", aliceWire, aliceMutations},
-		{"bob/usage-sarama", bobWire, 0},
-		{"carol/usage-kafkago", carolWire, 0},
+		{"alice/"+tFranz, aliceWire, aliceMutations},
+		{"bob/"+tSarama, bobWire, 0},
+		{"carol/"+tKafkago, carolWire, 0},
 	} {
 		row, ok := rows[c.key]
 		if !ok {
@@ -474,7 +494,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		}
 		t.Logf("%s: ledger %+v; client produce %d fetch %d", c.key, row.Counters, wantProduce, wantFetch)
 	}
-	alice := rows["alice/usage-franz"]
+	alice := rows["alice/"+tFranz]
 	hooks.mu.Lock()
 	if alice.ProduceBytes != hooks.written[wire.KeyProduce] || alice.FetchBytes != hooks.read[wire.KeyFetch] {
 		t.Errorf("alice: ledger produce %d fetch %d; franz-go's own counters: %d and %d", alice.ProduceBytes, alice.FetchBytes, hooks.written[wire.KeyProduce], hooks.read[wire.KeyFetch])
@@ -483,7 +503,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		t.Errorf("alice: ledger throttle %d ms; franz-go was told %s in all", alice.ThrottleMs, hooks.throttle)
 	}
 	hooks.mu.Unlock()
-	if rows["bob/usage-sarama"].ThrottleMs != 0 || rows["carol/usage-kafkago"].ThrottleMs != 0 {
+	if rows["bob/"+tSarama].ThrottleMs != 0 || rows["carol/"+tKafkago].ThrottleMs != 0 {
 		t.Errorf("unthrottled clients with throttle time: %+v", rep.Rows)
 	}
 
@@ -549,7 +569,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 		t.Errorf("tollgate usage --data-dir: %d %q %v\n%s", code, errs, err, out)
 	}
 	code, out, _ = runCLI("--data-dir", dataDir, "--since", "1h", "--by", "client-id", "--format", "csv")
-	if !strings.Contains(out, fmt.Sprintf("\nusage-sarama,false,%d,", rows["bob/usage-sarama"].ProduceBytes)) {
+	if !strings.Contains(out, fmt.Sprintf("\n%s,false,%d,", tSarama, rows["bob/"+tSarama].ProduceBytes)) {
 		t.Errorf("tollgate usage --format csv: %d\n%s", code, out)
 	}
 
@@ -563,7 +583,7 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	if err != nil || len(lines) == 0 {
 		t.Fatalf("ledger minutes: %v %v", lines, err)
 	}
-	topicCl, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...), kgo.ConsumeTopics("tollgate-usage"),
+	topicCl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...), kgo.ConsumeTopics(tUsage),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -580,8 +600,8 @@ func TestUsageLedgerMatchesClients(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(lines, "\n") {
 		t.Errorf("usage.topic records:\n%s\nwant the ledger's minutes:\n%s", strings.Join(got, "\n"), strings.Join(lines, "\n"))
 	}
-	if cfg, err := kadm.NewClient(topicCl).DescribeTopicConfigs(ctx, "tollgate-usage"); err == nil {
-		if v, err := cfg.On("tollgate-usage", nil); err == nil {
+	if cfg, err := kadm.NewClient(topicCl).DescribeTopicConfigs(ctx, tUsage); err == nil {
+		if v, err := cfg.On(tUsage, nil); err == nil {
 			for _, c := range v.Configs {
 				if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "compact") {
 					t.Errorf("usage.topic cleanup.policy %v, want compact", c.MaybeValue())

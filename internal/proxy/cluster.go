@@ -13,8 +13,39 @@ import (
 // TopicPartitions asks upstream for the current partition count of each
 // topic; topics that do not exist are absent from the result. The
 // controller-mutation quota needs it for DeleteTopics and
-// CreatePartitions, which name topics, not partition counts.
+// CreatePartitions, which name topics, not partition counts. A topic
+// missing from the answer is asked again (lookupRetries): a broker learns
+// of a topic the controller just created a moment later than the broker
+// that created it, and a client may delete or grow it at once.
 func (g *Gateway) TopicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	var out map[string]int32
+	err := lookupRetries(ctx, func() (bool, error) {
+		var err error
+		out, err = g.topicPartitions(ctx, topics)
+		return len(out) == len(topics), err
+	})
+	return out, err
+}
+
+// lookupRetries runs lookup until it reports everything found, at most
+// three times, 50 then 100 ms apart; it returns the last error.
+func lookupRetries(ctx context.Context, lookup func() (bool, error)) error {
+	var err error
+	for i, wait := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 0} {
+		var all bool
+		if all, err = lookup(); all || i == 2 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return err
+}
+
+func (g *Gateway) topicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
@@ -36,8 +67,19 @@ func (g *Gateway) TopicPartitions(ctx context.Context, topics []string) (map[str
 
 // TopicPartitionsByID is TopicPartitions for topics named by id
 // (DeleteTopics v6+): Metadata v12+ names them by id. Ids the upstream
-// does not know are absent from the result. It never creates a topic.
+// does not know are absent from the result (asked again as
+// TopicPartitions does). It never creates a topic.
 func (g *Gateway) TopicPartitionsByID(ctx context.Context, ids [][16]byte) (map[[16]byte]int32, error) {
+	var out map[[16]byte]int32
+	err := lookupRetries(ctx, func() (bool, error) {
+		var err error
+		out, err = g.topicPartitionsByID(ctx, ids)
+		return len(out) == len(ids), err
+	})
+	return out, err
+}
+
+func (g *Gateway) topicPartitionsByID(ctx context.Context, ids [][16]byte) (map[[16]byte]int32, error) {
 	if g.meta == nil {
 		return nil, fmt.Errorf("the gateway has not started")
 	}
