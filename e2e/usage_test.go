@@ -467,9 +467,9 @@ func usageLedgerMatchesClients(t *testing.T, up *testkit.Upstream) {
 		w         *wireCount
 		mutations int64
 	}{
-		{"alice/"+tFranz, aliceWire, aliceMutations},
-		{"bob/"+tSarama, bobWire, 0},
-		{"carol/"+tKafkago, carolWire, 0},
+		{"alice/" + tFranz, aliceWire, aliceMutations},
+		{"bob/" + tSarama, bobWire, 0},
+		{"carol/" + tKafkago, carolWire, 0},
 	} {
 		row, ok := rows[c.key]
 		if !ok {
