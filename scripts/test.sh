@@ -68,6 +68,33 @@ if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
   $SUDO apt-get update -qq >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
 fi
+# Two more client families, into the same cache: the confluent-kafka Python
+# client (PyPI's wheel bundles its librdkafka) in a virtualenv, and kafkajs
+# from npm. e2e/clients_more_test.go runs them (TOLLGATE_REQUIRE_CLIENTS=1:
+# a missing one fails the test).
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/tollgate-test
+PY_DIR=$CACHE/py-confluent-kafka-2.16.1
+if [ ! -f "$PY_DIR/.tollgate-complete" ]; then
+  echo "== installing confluent-kafka 2.16.1 (PyPI) into $PY_DIR"
+  rm -rf "$PY_DIR"
+  if ! python3 -m venv "$PY_DIR" >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$PY_DIR"
+  fi
+  "$PY_DIR/bin/pip" install -q confluent-kafka==2.16.1
+  touch "$PY_DIR/.tollgate-complete"
+fi
+JS_DIR=$CACHE/kafkajs-2.2.4
+if [ ! -f "$JS_DIR/.tollgate-complete" ]; then
+  echo "== installing kafkajs 2.2.4 (npm) into $JS_DIR"
+  mkdir -p "$JS_DIR"
+  npm install -s --prefix "$JS_DIR" kafkajs@2.2.4 >/dev/null
+  touch "$JS_DIR/.tollgate-complete"
+fi
+export TOLLGATE_PYTHON=$PY_DIR/bin/python TOLLGATE_KAFKAJS=$JS_DIR TOLLGATE_REQUIRE_CLIENTS=1
+
 echo "== Apache Kafka's jars"
 if ! go run ./internal/testkit/kafka/kafkadev -fetch; then
   echo "== could not fetch Apache Kafka's jars from Maven Central (see above); the real-cluster tests need them" >&2
