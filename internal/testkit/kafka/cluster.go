@@ -671,13 +671,9 @@ func (c *Cluster) Stop() {
 }
 
 // Java runs a class of the release's jars (a Kafka tool: ConfigCommand,
-// ProducerPerformance, ...) with args, in dir, with a small heap.
+// ProducerPerformance, ...) with args, in dir, with a small heap (Tool).
 func (c *Cluster) Java(dir, main string, args ...string) *exec.Cmd {
-	cmd := exec.Command(c.java, append([]string{
-		"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
-		"-Djava.awt.headless=true", "-cp", filepath.Join(c.Classpath, "*"), main}, args...)...)
-	cmd.Dir = dir
-	return cmd
+	return toolCmd(c.java, c.Classpath, dir, main, args...)
 }
 
 // AdminOpts are franz-go options for a client of the cluster straight

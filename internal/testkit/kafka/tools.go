@@ -29,6 +29,17 @@ func Tool(version, dir, main string, args ...string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	if strings.HasSuffix(main, ".java") && !filepath.IsAbs(main) {
+		// Relative to the caller's directory, not dir.
+		if main, err = filepath.Abs(main); err != nil {
+			return nil, err
+		}
+	}
+	return toolCmd(java, cp, dir, main, args...), nil
+}
+
+// toolCmd is Tool's command line, for a known java and classpath.
+func toolCmd(java, cp, dir, main string, args ...string) *exec.Cmd {
 	jvm := []string{
 		"-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
 		"-Djava.awt.headless=true",
@@ -36,14 +47,8 @@ func Tool(version, dir, main string, args ...string) (*exec.Cmd, error) {
 	if l := filepath.Join(dir, ToolLog4j2); fileExists(l) {
 		jvm = append(jvm, "-Dlog4j2.configurationFile="+l)
 	}
-	if strings.HasSuffix(main, ".java") && !filepath.IsAbs(main) {
-		// Relative to the caller's directory, not dir.
-		if main, err = filepath.Abs(main); err != nil {
-			return nil, err
-		}
-	}
 	jvm = append(jvm, "-cp", filepath.Join(cp, "*"), main)
 	cmd := exec.Command(java, append(jvm, args...)...)
 	cmd.Dir = dir
-	return cmd, nil
+	return cmd
 }
