@@ -26,6 +26,7 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 // Restarts: the gateway killed (kill -9) and restarted under load, and what
@@ -193,12 +194,22 @@ func apiCall(t *testing.T, method, url, key string, body any) (int, []byte) {
 func TestRestartKill9UnderLoad(t *testing.T) {
 	// Not parallel: bounds the wall time of the kill and restart.
 	bin := buildTollgate(t, t.TempDir())
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { restartKill9UnderLoad(t, up, bin) })
+}
+
+func restartKill9UnderLoad(t *testing.T, up *testkit.Upstream, bin string) {
 	started := time.Now()
-	cluster, err := devcluster.Start(devcluster.Config{})
-	if err != nil {
-		t.Fatal(err)
+	var upstreamAddrs []string
+	if up.Real() {
+		upstreamAddrs = up.Kafka.Bootstrap(kafka.Plaintext)
+	} else {
+		cluster, err := devcluster.Start(devcluster.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cluster.Close()
+		upstreamAddrs = cluster.Addrs()
 	}
-	defer cluster.Close()
 	ctx := ctxT(t, 60*time.Second)
 	defer http.DefaultClient.CloseIdleConnections()
 
@@ -227,7 +238,7 @@ authorization:
 credentials_file: %s
 log:
   format: json
-`, filepath.Join(dir, "data"), boot, base+2, base+1, strings.Join(cluster.Addrs(), ", "), credFile)
+`, filepath.Join(dir, "data"), boot, base+2, base+1, strings.Join(upstreamAddrs, ", "), credFile)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -255,12 +266,12 @@ log:
 	}
 
 	// Load: a producer and a consumer group through the gateway.
-	const topic = "kill9"
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+	topic := up.Topic(t, "kill9")
+	if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
 	prod := newRestartClient(t, boot, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(0))
-	cons := newRestartClient(t, boot, kgo.ConsumeTopics(topic), kgo.ConsumerGroup("kill9-g"),
+	cons := newRestartClient(t, boot, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(up.GroupID(t, "kill9-g")),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	var (
 		seenMu   sync.Mutex
@@ -300,7 +311,7 @@ log:
 
 	// Every acknowledged record: in the cluster, and consumed through the
 	// gateway.
-	stored := readAll(t, ctx, topic, kgo.SeedBrokers(cluster.Addrs()...))
+	stored := readAll(t, ctx, topic, kgo.SeedBrokers(upstreamAddrs...))
 	if missing := acks.missingFrom(stored); len(missing) > 0 {
 		t.Errorf("%d acknowledged records are not in the topic, e.g. %v", len(missing), missing[:min(5, len(missing))])
 	}

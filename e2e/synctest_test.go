@@ -20,6 +20,7 @@ import (
 // only when everything is idle, so a 30 s sleep costs no real time.
 // Throttling tests build on this.
 func TestSynctestSmoke(t *testing.T) {
+	testkit.SkipIfRealOnly(t)
 	// Not parallel: bounds the real time the bubble takes.
 	realStart := time.Now()
 	var virtual time.Duration
@@ -119,6 +120,7 @@ func (p produceThrottle) Throttle(proxy.Conn, *proxy.Request, int) time.Duration
 // the first waits out the previous response's 2 s throttle, exactly, in no
 // real time.
 func TestSynctestThrottleVirtualTime(t *testing.T) {
+	testkit.SkipIfRealOnly(t)
 	// Not parallel: bounds the real time the bubble takes.
 	realStart := time.Now()
 	synctest.Test(t, func(t *testing.T) {

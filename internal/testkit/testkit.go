@@ -45,7 +45,12 @@ func Start(t testing.TB, opts app.Options, edit ...func(*app.Config)) *Env {
 // skipIfRealOnly skips a test that has no real-cluster row when the run
 // is the real-cluster-only pass (TOLLGATE_UPSTREAMS=kafka): its kfake row
 // ran in the pass before.
-func skipIfRealOnly(t testing.TB) {
+func skipIfRealOnly(t testing.TB) { SkipIfRealOnly(t) }
+
+// SkipIfRealOnly is skipIfRealOnly for a test that checks more after its
+// synctest bubble (a skip inside the bubble ends the bubble's test, not
+// the outer one).
+func SkipIfRealOnly(t testing.TB) {
 	t.Helper()
 	if RealOnly() {
 		t.Skip("kfake only; this pass runs the real cluster's rows (TOLLGATE_UPSTREAMS=kafka)")

@@ -61,12 +61,16 @@ func EachUpstream(t *testing.T, f func(t *testing.T, up *Upstream)) {
 		case "kfake":
 			t.Run("kfake", func(t *testing.T) { f(t, &Upstream{Name: "kfake"}) })
 		case "kafka":
-			t.Run("kafka-"+kafka.DefaultVersion(), func(t *testing.T) {
-				c, err := kafka.Shared()
+			c, err := kafka.Shared()
+			name := "kafka-" + kafka.DefaultVersion()
+			if err == nil {
+				name = "kafka-" + c.Version // an attached cluster's own
+			}
+			t.Run(name, func(t *testing.T) {
 				if err != nil {
 					t.Fatalf("the real Kafka cluster: %v", err)
 				}
-				f(t, &Upstream{Name: "kafka-" + c.Version, Kafka: c})
+				f(t, &Upstream{Name: name, Kafka: c})
 			})
 		default:
 			t.Fatalf("TOLLGATE_UPSTREAMS: unknown upstream %q (kfake, kafka)", name)

@@ -54,6 +54,16 @@ func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool, o
 		return fmt.Errorf("%w: ApiVersions v%d: %v", ErrMalformed, resp.Version, err)
 	}
 	Clamp(resp, drop)
+	if resp.ErrorCode != 0 {
+		// KIP-511's answer to a version the broker does not know (a
+		// client newer than the broker: ApiVersions v5 to Kafka 3.9) lists
+		// ApiVersions alone, so that the client retries at that version;
+		// the ranges of the APIs Tollgate answers belong in the answer to
+		// the retry. Added here, they made franz-go take the error answer
+		// as the whole list and send versions the broker did not have.
+		ReplaceBody(buf, 4, resp)
+		return nil
+	}
 	for _, o := range override {
 		i := slices.IndexFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == o.ApiKey })
 		if i < 0 {
