@@ -108,9 +108,12 @@ echo "== go test (race): kfake and Apache Kafka 4.4.0"
 go test -race -count=1 -timeout 20m ./...
 
 # The real-cluster rows once more, against the 3.9 line (the tests with no
-# real row skip themselves in this pass: they ran above).
+# real row skip themselves in this pass: they ran above). The broker-fault
+# test and the real-time quota measurements run against 4.4 only: they take
+# minutes, and what they measure is Tollgate's, not the broker line's.
 echo "== go test (race): the real-cluster rows against Apache Kafka 3.9.2"
-TOLLGATE_KAFKA_VERSION=3.9.2 TOLLGATE_UPSTREAMS=kafka go test -race -count=1 -timeout 15m ./e2e
+TOLLGATE_KAFKA_VERSION=3.9.2 TOLLGATE_UPSTREAMS=kafka go test -race -count=1 -timeout 15m \
+  -skip 'TestRealBrokerFaults|RealTime' ./e2e
 
 if [ -n "$NRD_PID" ]; then
   # The telemetry test has waited for it; this only says how it went.

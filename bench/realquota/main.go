@@ -35,6 +35,7 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
+	"github.com/tollgate/tollgate/internal/testkit/proc"
 )
 
 var (
@@ -51,6 +52,13 @@ func main() {
 	c, err := kafka.Start(kafka.Config{Version: *version})
 	must(err)
 	defer c.Stop()
+	var rss int64
+	for _, n := range c.Nodes() {
+		kb, _ := proc.RSSKiB(n.PID())
+		rss += kb
+	}
+	fmt.Printf("Apache Kafka %s: 3 nodes serving %v after the first JVM started (format included), %d MiB resident together\n",
+		c.Version, c.Started.Round(time.Millisecond), rss/1024)
 	fmt.Printf("Apache Kafka %s, 3 nodes; Q = %.0f B/s on one client-id; %v warm-up, %v measured; %d partitions, %d-byte records, acks=all, no compression\n",
 		c.Version, *q, *warmup, *measure, *parts, *recSize)
 
