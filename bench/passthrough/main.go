@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -315,6 +316,9 @@ func quotaBlock(way string) string {
 const unreachedQuotas = "quotas:\n  - default_client_id: true\n    producer_byte_rate: 10000000000\n    consumer_byte_rate: 10000000000\n"
 
 func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	if len(s)%2 == 1 {
@@ -340,9 +344,11 @@ func report(ways []string, res map[string][]result, lat map[string][]time.Durati
 	for _, w := range ways {
 		fmt.Printf("| %s | %.1f | %.1f | %.2f | %.2f | %.2f |\n", w, get(w, prod), get(w, cons), get(w, prod)/dp, get(w, cons)/dc, get(w, cpu))
 	}
-	fp, fc := get("forwarder", prod), get("forwarder", cons)
-	fmt.Printf("\ntollgate ÷ forwarder: produce %.3f, consume %.3f; CPU per MiB %.2f×\n",
-		get("tollgate", prod)/fp, get("tollgate", cons)/fc, get("tollgate", cpu)/get("forwarder", cpu))
+	if len(res["forwarder"]) > 0 {
+		fp, fc := get("forwarder", prod), get("forwarder", cons)
+		fmt.Printf("\ntollgate ÷ forwarder: produce %.3f, consume %.3f; CPU per MiB %.2f×\n",
+			get("tollgate", prod)/fp, get("tollgate", cons)/fc, get("tollgate", cpu)/get("forwarder", cpu))
+	}
 	fmt.Printf("\nrequests per MiB moved through tollgate: produce %.2f, fetch %.2f\n",
 		get("tollgate", func(r result) float64 { return r.prodReqPerMiB }), get("tollgate", func(r result) float64 { return r.fetchReqPerMiB }))
 	if len(res["tollgate+quotas"]) > 0 {

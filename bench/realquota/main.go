@@ -111,6 +111,7 @@ func startTollgate(c *kafka.Cluster) (*app.App, error) {
 		Upstream:  app.UpstreamConfig{Bootstrap: c.Bootstrap(kafka.Plaintext)},
 		DataDir:   dir,
 	}
+	cfg.Authorization.QuotaAdmins = []string{"ANONYMOUS"} // the bench sets its quota as kafka-configs would
 	return app.Start(context.Background(), cfg, app.Options{Logger: slog.New(slog.DiscardHandler)})
 }
 
@@ -145,10 +146,13 @@ func setBrokerQuota(c *kafka.Cluster, id string, v float64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	op := kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: v, Remove: v == 0}
-	_, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
 		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
 		Ops:    []kadm.AlterClientQuotaOp{op},
 	}})
+	if err == nil && res[0].Err != nil {
+		err = fmt.Errorf("the brokers' AlterClientQuotas: %w", res[0].Err)
+	}
 	if err == nil && v > 0 {
 		time.Sleep(2 * time.Second) // the brokers apply it from the metadata log
 	}
@@ -165,10 +169,13 @@ func setTollgateQuota(gw *app.App, id string, v float64) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+	res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
 		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
 		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
 	}})
+	if err == nil && res[0].Err != nil {
+		err = fmt.Errorf("Tollgate's AlterClientQuotas: %w", res[0].Err)
+	}
 	return err
 }
 
