@@ -27,6 +27,12 @@ const tlsMappingRules = "RULE:^CN=([a-zA-Z0-9.]*?),OU=(.*)$/$1/L,DEFAULT"
 // principal, and a SASL_SSL listener terminating SCRAM over TLS.
 func TestTLSMutualAndSASLSSL(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, tlsMutualAndSASLSSL)
+}
+
+func tlsMutualAndSASLSSL(t *testing.T, up *testkit.Upstream) {
+	tAlice, tBob, tAfter := up.Topic(t, "auth-tls-alice"), up.Topic(t, "auth-tls-bob"), up.Topic(t, "auth-tls-alice-after")
+	tSASLSSL := up.Topic(t, "auth-saslssl")
 	ca := testpki.NewCA(t, "Tollgate Test CA")
 	server := ca.Server(t, "tollgate")
 	alice := ca.Client(t, pkix.Name{CommonName: "Alice.Client", OrganizationalUnit: []string{"Engineering"}, Organization: []string{"Tollgate"}})
@@ -45,7 +51,7 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 		}
 	}
 
-	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+	env := up.Start(t, app.Options{}, func(c *app.Config) {
 		c.Listeners = []proxy.ListenerConfig{
 			{
 				Name: "SSL", Bootstrap: "127.0.0.1:0", SecurityProtocol: "SSL",
@@ -67,11 +73,11 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 	t.Run("mTLS principal", func(t *testing.T) {
 		start := time.Now()
 		tc := ca.ClientConfig(alice.TLS)
-		createAuthTopics(t, ctx, franzOpts(sslBoot, tc, "", "", ""), "auth-tls-alice", "auth-tls-bob")
-		franzProduceConsume(t, ctx, sslBoot, tc, "", "", "", "auth-tls-alice", 20)
+		createAuthTopics(t, ctx, franzOpts(sslBoot, tc, "", "", ""), tAlice, tBob)
+		franzProduceConsume(t, ctx, sslBoot, tc, "", "", "", tAlice, 20)
 		// A subject the rule does not match falls through to DEFAULT: the
 		// whole DN.
-		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(bob.TLS), "", "", "", "auth-tls-bob", 20)
+		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(bob.TLS), "", "", "", tBob, 20)
 		for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
 			users := usageUsers(env, k)
 			if users["alice.client"] == nil || users["CN=Bob,O=Tollgate"] == nil || len(users) != 2 {
@@ -121,17 +127,17 @@ func TestTLSMutualAndSASLSSL(t *testing.T) {
 			t.Errorf("a refused connection got a bucket: %v", users)
 		}
 		// The good client still works.
-		createAuthTopics(t, ctx, franzOpts(sslBoot, ca.ClientConfig(alice.TLS), "", "", ""), "auth-tls-alice-after")
-		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(alice.TLS), "", "", "", "auth-tls-alice-after", 5)
+		createAuthTopics(t, ctx, franzOpts(sslBoot, ca.ClientConfig(alice.TLS), "", "", ""), tAfter)
+		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(alice.TLS), "", "", "", tAfter, 5)
 	})
 
 	t.Run("SASL_SSL SCRAM over TLS", func(t *testing.T) {
 		tc := ca.ClientConfig()
 		createAuthTopics(t, ctx, franzOpts(saslSSLBoot, tc, "SCRAM-SHA-512", "alice", "alice-secret"),
-			"auth-saslssl-franz-go", "auth-saslssl-sarama", "auth-saslssl-kafka-go")
+			tSASLSSL+"-franz-go", tSASLSSL+"-sarama", tSASLSSL+"-kafka-go")
 		for _, c := range authClients {
 			start := time.Now()
-			c.run(t, ctx, saslSSLBoot, tc, "SCRAM-SHA-512", "alice", "alice-secret", "auth-saslssl-"+c.name, 20)
+			c.run(t, ctx, saslSSLBoot, tc, "SCRAM-SHA-512", "alice", "alice-secret", tSASLSSL+"-"+c.name, 20)
 			t.Logf("%s over SASL_SSL with SCRAM-SHA-512: %v", c.name, time.Since(start).Round(time.Millisecond))
 		}
 		waitLog(t, env, time.Second, "msg=authenticated ", "listener=SASL_SSL", "principal=User:alice", "mechanism=SCRAM-SHA-512")

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ import (
 
 	"github.com/tollgate/tollgate/internal/accept"
 	"github.com/tollgate/tollgate/internal/devcluster"
+	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 	"github.com/tollgate/tollgate/internal/testkit/proc"
 )
 
@@ -38,8 +41,8 @@ import (
 // this process, with a service manager's notify socket.
 type handoverRig struct {
 	bin, live, cfg, dir string
-	cluster             *devcluster.Cluster
-	base                int // bootstrap; admin port base+1; brokers base+2...
+	upstream            []string // the brokers' addresses
+	base                int      // bootstrap; admin port base+1; brokers base+2...
 	boot, admin         string
 	ports               []int // every listening port: bootstrap, admin, brokers
 	cmd                 *exec.Cmd
@@ -51,22 +54,43 @@ type handoverRig struct {
 
 func newHandoverRig(t *testing.T, bin string) *handoverRig {
 	t.Helper()
+	return newHandoverRigOn(t, &testkit.Upstream{Name: "kfake"}, bin)
+}
+
+// newHandoverRigOn is newHandoverRig in front of up: a kfake cluster of
+// the rig's own, or the shared real cluster.
+func newHandoverRigOn(t *testing.T, up *testkit.Upstream, bin string) *handoverRig {
+	t.Helper()
 	dir := t.TempDir()
 	r := &handoverRig{bin: bin, dir: dir, live: filepath.Join(dir, "bin", "tollgate"), cfg: filepath.Join(dir, "tollgate.yaml"),
 		stdout: filepath.Join(dir, "stdout.log"), stderr: filepath.Join(dir, "stderr.log"), notes: make(chan string, 16)}
 	os.MkdirAll(filepath.Dir(r.live), 0o755)
 	r.install(t, bin)
-	cluster, err := devcluster.Start(devcluster.Config{})
-	if err != nil {
-		t.Fatal(err)
+	if up.Real() {
+		r.upstream = up.Kafka.Bootstrap(kafka.Plaintext)
+	} else {
+		cluster, err := devcluster.Start(devcluster.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cluster.Close)
+		r.upstream = cluster.Addrs()
 	}
-	t.Cleanup(cluster.Close)
-	r.cluster = cluster
-	r.base = freePorts(t, 5)
+	// Broker ports are broker_port_base (base+2) + node id: kfake's
+	// nodes are 0-2, the real cluster's 1-3.
+	nodes := []int{0, 1, 2}
+	if up.Real() {
+		nodes = nil
+		for _, n := range up.Kafka.Nodes() {
+			nodes = append(nodes, int(n.ID))
+		}
+	}
+	r.base = freePorts(t, 3+slices.Max(nodes))
 	r.boot = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base))
 	r.admin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base+1))
-	for i := range 5 {
-		r.ports = append(r.ports, r.base+i)
+	r.ports = []int{r.base, r.base + 1}
+	for _, id := range nodes {
+		r.ports = append(r.ports, r.base+2+id)
 	}
 	r.writeConfig(t, "")
 	// The service manager's side of sd_notify.
@@ -129,7 +153,7 @@ authorization:
 shutdown_timeout: 10s
 log:
   format: json
-%s`, filepath.Join(r.dir, "data"), r.boot, r.base+2, r.base+1, strings.Join(r.cluster.Addrs(), ", "), extra)
+%s`, filepath.Join(r.dir, "data"), r.boot, r.base+2, r.base+1, strings.Join(r.upstream, ", "), extra)
 	tmp := r.cfg + ".new"
 	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -384,8 +408,12 @@ func storedQuota(t *testing.T, ctx context.Context, adm *kadm.Client, user strin
 func TestHandoverUpgradeRefusesNothing(t *testing.T) {
 	// Not parallel: bounds wall time, and counts dials.
 	bin := buildTollgate(t, t.TempDir())
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { handoverUpgradeRefusesNothing(t, up, bin) })
+}
+
+func handoverUpgradeRefusesNothing(t *testing.T, up *testkit.Upstream, bin string) {
 	started := time.Now()
-	r := newHandoverRig(t, bin)
+	r := newHandoverRigOn(t, up, bin)
 	r.start(t)
 	ctx := ctxT(t, 90*time.Second)
 	defer http.DefaultClient.CloseIdleConnections()
@@ -396,8 +424,8 @@ func TestHandoverUpgradeRefusesNothing(t *testing.T) {
 
 	adm := kadm.NewClient(newRestartClient(t, r.boot))
 	alterQuota(t, ctx, adm, "before", 111)
-	const topic = "handover"
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+	topic := up.Topic(t, "handover")
+	if _, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
 	prod := newRestartClient(t, r.boot, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerLinger(0))
@@ -406,7 +434,7 @@ func TestHandoverUpgradeRefusesNothing(t *testing.T) {
 	pdone := produceUntil(ctx, prod, topic, "rec", 100000, stopProd, acks)
 	waitUntil(t, "records acknowledged before the handover", 10*time.Millisecond, 20*time.Second, func() bool { return acks.count() >= 300 })
 
-	brokerPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base+2))
+	brokerPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.ports[2]))
 	loops, stopDials := startDialing([]string{r.boot, brokerPort}, 5000)
 	defer stopDials()
 	waitUntil(t, "dials before the handover", time.Millisecond, 10*time.Second, func() bool { return loops[r.boot].count() >= 100 })
@@ -452,7 +480,7 @@ func TestHandoverUpgradeRefusesNothing(t *testing.T) {
 	if acks.errs > 0 {
 		t.Errorf("%d records failed", acks.errs)
 	}
-	stored := readAll(t, ctx, topic, kgo.SeedBrokers(r.cluster.Addrs()...))
+	stored := readAll(t, ctx, topic, kgo.SeedBrokers(r.upstream...))
 	if missing := acks.missingFrom(stored); len(missing) > 0 {
 		t.Errorf("%d acknowledged records are not in the topic, e.g. %v", len(missing), missing[:min(5, len(missing))])
 	}

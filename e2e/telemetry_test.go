@@ -40,8 +40,14 @@ import (
 // once.
 func telemetryEnv(t *testing.T, cid string) *testkit.Env {
 	t.Helper()
+	return telemetryEnvOn(t, &testkit.Upstream{Name: "kfake"}, cid)
+}
+
+// telemetryEnvOn is telemetryEnv in front of up.
+func telemetryEnvOn(t *testing.T, up *testkit.Upstream, cid string) *testkit.Env {
+	t.Helper()
 	user, rate, burst := "ANONYMOUS", float64(256<<10), 1.0
-	return testkit.Start(t, app.Options{}, func(c *app.Config) {
+	return up.Start(t, app.Options{}, func(c *app.Config) {
 		c.Telemetry.PushInterval = time.Second
 		c.Authorization.AllowAnonymousDescribe = true // the JSON API, read without a key
 		c.Quotas = []app.QuotaEntry{{User: &user, ClientID: &cid, ProducerByteRate: &rate, BurstSeconds: &burst}}
@@ -189,10 +195,14 @@ func telemetryRequests(t *testing.T, env *testkit.Env) string {
 // the terminating push its Close sends included, is accepted.
 func TestTelemetryFranzGo(t *testing.T) {
 	t.Parallel()
-	const cid = "tg-franz"
-	env := telemetryEnv(t, cid)
+	testkit.EachUpstream(t, telemetryFranzGo)
+}
+
+func telemetryFranzGo(t *testing.T, up *testkit.Upstream) {
+	cid := up.Topic(t, "tg-franz")
+	env := telemetryEnvOn(t, up, cid)
 	ctx := ctxT(t, 90*time.Second)
-	prod := newClient(t, env, nil, kgo.ClientID(cid), kgo.DefaultProduceTopic("telemetry-franz"), kgo.AllowAutoTopicCreation(),
+	prod := newClient(t, env, nil, kgo.ClientID(cid), kgo.DefaultProduceTopic(up.Topic(t, "telemetry-franz")), kgo.AllowAutoTopicCreation(),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(16<<10))
 	trafficCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
