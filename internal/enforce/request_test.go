@@ -168,11 +168,11 @@ func TestRequestQuotaCharges(t *testing.T) {
 		cut     bool                                 // the request's body is cut short
 	}{
 		{"Metadata: all of it", kmsg.NewPtrMetadataRequest(), 0, 7 * time.Millisecond, 7 * time.Millisecond, nil, false},
-		{"Fetch long poll expired: beyond max_wait", fetchReq(500, 1), 500 * time.Millisecond, 503 * time.Millisecond, 3 * time.Millisecond, nil, false},
+		{"Fetch long poll expired: beyond max_wait and its slack", fetchReq(500, 1), 500 * time.Millisecond, 553 * time.Millisecond, 3 * time.Millisecond, nil, false},
 		{"Fetch answered with data before max_wait: nothing", fetchReq(500, 1), 500 * time.Millisecond, 40 * time.Millisecond, 0, nil, false},
 		{"Fetch min_bytes 0 is never held: all of it", fetchReq(30_000, 0), 30 * time.Second, 40 * time.Millisecond, 40 * time.Millisecond, nil, false},
 		{"Fetch max_wait 0: all of it", fetchReq(0, 1), 0, 2 * time.Millisecond, 2 * time.Millisecond, nil, false},
-		{"Produce acks=all: beyond timeout_ms", produceReq(-1), time.Second, 1020 * time.Millisecond, 20 * time.Millisecond, nil, false},
+		{"Produce acks=all: beyond timeout_ms and its slack", produceReq(-1), time.Second, 1120 * time.Millisecond, 20 * time.Millisecond, nil, false},
 		{"Produce acks=all within timeout_ms: nothing", produceReq(-1), time.Second, 20 * time.Millisecond, 0, nil, false},
 		{"Produce acks=1: all of it", produceReq(1), time.Second, 20 * time.Millisecond, 20 * time.Millisecond, nil, false},
 		{"JoinGroup v9 joined: the rebalance is not charged", joinReq(9, "m-1"), 0, 3 * time.Second, 0, joined(0), false},
@@ -182,8 +182,8 @@ func TestRequestQuotaCharges(t *testing.T) {
 			joined(kerr.UnknownMemberID.Code), false},
 		{"JoinGroup whose answer cannot be read: charged", joinReq(9, "m-1"), 0, 4 * time.Millisecond, 4 * time.Millisecond, garbled, false},
 		{"JoinGroup that cannot be read: forwarded, charged", joinReq(9, "m-1"), 0, 4 * time.Millisecond, 4 * time.Millisecond, nil, true},
-		{"JoinGroup v0: the session timeout is its rebalance", joinReq(0, ""), 0, 45_010 * time.Millisecond, 10 * time.Millisecond, joined(0), false},
-		{"ShareFetch beyond max_wait", shareReq(1), 500 * time.Millisecond, 505 * time.Millisecond, 5 * time.Millisecond, nil, false},
+		{"JoinGroup v0: the session timeout is its rebalance", joinReq(0, ""), 0, 45_110 * time.Millisecond, 10 * time.Millisecond, joined(0), false},
+		{"ShareFetch beyond max_wait and its slack", shareReq(1), 500 * time.Millisecond, 555 * time.Millisecond, 5 * time.Millisecond, nil, false},
 		{"ShareFetch min_bytes 0: all of it", shareReq(0), 500 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

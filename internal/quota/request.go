@@ -25,9 +25,14 @@ import "time"
 //   - A request that lets the broker wait — a Fetch or ShareFetch with
 //     max_wait_ms > 0 and min_bytes > 0, a Produce with acks=all for its
 //     timeout_ms, a JoinGroup that joins for its rebalance — is charged
-//     only its time beyond that wait: the gateway cannot tell waiting from
-//     working, and charging the wait would throttle every long-polling
-//     consumer.
+//     only its time beyond that wait and a little more (WaitSlack): the
+//     gateway cannot tell waiting from working, and charging the wait would
+//     throttle every long-polling consumer. A broker answers an expired
+//     wait a little after it expires — its purgatory's reaper, then a
+//     network thread: not handler-thread time — by a few ms on a quiet
+//     machine, tens on a loaded one (a real Kafka 4.4 on two busy cores:
+//     10–15 ms past a 1 s max_wait, which throttled a consumer tailing a
+//     quiet topic under request_percentage 1).
 //   - The first answer on a connection is not charged: its request also
 //     waited for the gateway to open its own upstream connection.
 
@@ -62,5 +67,18 @@ func (m *RequestMeter) Charge(fwd, now time.Time, wait time.Duration) time.Durat
 	if first || busy <= 0 {
 		return 0
 	}
-	return busy - min(busy, max(wait, 0))
+	return busy - min(busy, max(wait, 0)+WaitSlack(wait))
+}
+
+// WaitSlack is how late past a request's wait its answer may pass and
+// still count as the wait's: a tenth of the wait, at most 100 ms; none for
+// a request that lets the broker wait for nothing. (The wait is the
+// client's to choose, and what the broker does within it is not charged
+// anyway, so the slack gives a client nothing it could not have by asking
+// for a longer wait.)
+func WaitSlack(wait time.Duration) time.Duration {
+	if wait <= 0 {
+		return 0
+	}
+	return min(wait/10, 100*time.Millisecond)
 }

@@ -131,14 +131,20 @@ func TestRequestMeter(t *testing.T) {
 			// not 2, 4 and 6 ms.
 			{10, 12, 0, 2 * time.Millisecond}, {10, 14, 0, 2 * time.Millisecond}, {10, 16, 0, 2 * time.Millisecond},
 		}},
-		{"a long poll that expired: only the time beyond max_wait", []step{
-			{0, 1, 0, 0}, {10, 513, 500 * time.Millisecond, 3 * time.Millisecond},
+		{"a long poll that expired: only the time beyond max_wait and its slack", []step{
+			{0, 1, 0, 0}, {10, 563, 500 * time.Millisecond, 3 * time.Millisecond},
+		}},
+		{"an answer a tenth of the wait late is the wait's", []step{
+			{0, 1, 0, 0}, {10, 560, 500 * time.Millisecond, 0},
+		}},
+		{"the slack is 100 ms at most", []step{
+			{0, 1, 0, 0}, {10, 5113, 5 * time.Second, 3 * time.Millisecond},
 		}},
 		{"a long poll answered with data before max_wait: nothing", []step{
 			{0, 1, 0, 0}, {10, 200, 500 * time.Millisecond, 0},
 		}},
 		{"a wait is subtracted from its own request only", []step{
-			{0, 1, 0, 0}, {10, 510, 500 * time.Millisecond, 0}, {10, 530, 0, 20 * time.Millisecond},
+			{0, 1, 0, 0}, {10, 560, 500 * time.Millisecond, 0}, {10, 580, 0, 20 * time.Millisecond},
 		}},
 		{"not forwarded: nothing, and the next one is still measured", []step{
 			{0, 1, 0, 0}, {-1, 5, 0, 0}, {10, 12, 0, 2 * time.Millisecond},
