@@ -145,3 +145,76 @@ func TestDescribeBrokerConfigsHideUpstreamAddresses(t *testing.T) {
 		t.Fatalf("saw %d of the 2 configs set upstream", seen)
 	}
 }
+
+// A broker's own configs through the gateway, on both upstreams, as they
+// are (nothing set by the test): no config value and no synonym names any
+// address of the upstream — the real brokers' listeners, advertised
+// listeners and controller quorum voters are full of them — and
+// advertised.listeners, where the broker has one, names the gateway.
+func TestDescribeBrokerConfigsHideAddressesAsTheyAre(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		ctx := ctxT(t, 30*time.Second)
+		secret := map[string]bool{}
+		for _, a := range env.UpstreamAddrs() {
+			secret[a] = true
+		}
+		if up.Real() {
+			for _, n := range up.Kafka.Nodes() {
+				for _, a := range []string{n.Plaintext, n.SASL, n.SSL, n.Controller} {
+					secret[a] = true
+				}
+			}
+		}
+		adm := kadm.NewClient(newClient(t, env, nil))
+		md, err := adm.BrokerMetadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up.Real() {
+			// Asked straight, the broker does name its addresses: the
+			// check below is not empty.
+			named := 0
+			direct, err := kadm.NewClient(directClient(t, up.Kafka)).DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID)
+			if err != nil || len(direct) != 1 {
+				t.Fatalf("describe straight to the broker: %v", err)
+			}
+			for _, c := range direct[0].Configs {
+				for a := range secret {
+					if strings.Contains(c.MaybeValue(), a) {
+						named++
+					}
+				}
+			}
+			if named < 3 {
+				t.Fatalf("straight to the broker, %d config values name its addresses; want listeners, advertised.listeners and the voters", named)
+			}
+		}
+		for _, b := range md.Brokers {
+			rs, err := adm.DescribeBrokerConfigs(ctx, b.NodeID)
+			if err != nil || len(rs) != 1 || rs[0].Err != nil {
+				t.Fatalf("describe broker %d: %v %+v", b.NodeID, err, rs)
+			}
+			gw := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			leaks := func(key, v string) {
+				for a := range secret {
+					if strings.Contains(v, a) {
+						t.Errorf("broker %d's %s = %q names the upstream's %s", b.NodeID, key, v, a)
+					}
+				}
+			}
+			for _, c := range rs[0].Configs {
+				leaks(c.Key, c.MaybeValue())
+				for _, s := range c.Synonyms {
+					if s.Value != nil {
+						leaks(c.Key+" (synonym "+s.Key+")", *s.Value)
+					}
+				}
+				if c.Key == "advertised.listeners" && c.Value != nil && !strings.Contains(*c.Value, gw) {
+					t.Errorf("broker %d's advertised.listeners = %q, want the gateway's %s", b.NodeID, *c.Value, gw)
+				}
+			}
+		}
+	})
+}
