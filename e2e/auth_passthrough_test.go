@@ -214,21 +214,28 @@ func deref(s *string) string {
 // every upstream connection of theirs logs in as the service identity.
 func TestSASLTerminateToSASLUpstream(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, saslTerminateToSASLUpstream)
+}
+
+func saslTerminateToSASLUpstream(t *testing.T, up *testkit.Upstream) {
 	creds, _ := writeCredentials(t, map[string]string{"carol": "carol-secret"})
-	env := testkit.Start(t, app.Options{DevClusterOpts: []kfake.Opt{
+	env := up.Start(t, app.Options{DevClusterOpts: []kfake.Opt{
 		kfake.EnableSASL(),
-		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"),
+		kfake.Superuser("SCRAM-SHA-256", "admin", kafka.Users["admin"]),
 	}}, func(c *app.Config) {
+		if up.Real() {
+			c.Upstream.Bootstrap = up.Kafka.Bootstrap(kafka.SASL)
+		}
 		c.Listeners[0].Name = "SASL_PLAINTEXT"
 		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
 		c.CredentialsFile = creds
-		c.Upstream.SASL = &app.UpstreamSASL{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: "admin"}
+		c.Upstream.SASL = &app.UpstreamSASL{Mechanism: "SCRAM-SHA-256", Username: "admin", Password: kafka.Users["admin"]}
 		c.Quotas = []app.QuotaEntry{{DefaultUser: true, ProducerByteRate: ptrF(1 << 30)}}
 	})
 	ctx := ctxT(t, 30*time.Second)
 	var topics []string
 	for _, c := range authClients {
-		topics = append(topics, "auth-terminate-upstream-"+c.name)
+		topics = append(topics, up.Topic(t, "auth-terminate-upstream")+"-"+c.name)
 	}
 	createAuthTopics(t, ctx, franzOpts(env.Bootstrap, nil, "SCRAM-SHA-512", "carol", "carol-secret"), topics...)
 	for i, c := range authClients {
