@@ -114,7 +114,26 @@ type Node struct {
 }
 
 // Start formats and starts a cluster and waits until every node serves.
+// With free ports and a temporary Dir, a start whose node exits is tried on
+// other ports, three times in all: the ports were free when picked, but
+// another process (a second test binary starting its own cluster) may
+// take one before the JVM binds it.
 func Start(cfg Config) (*Cluster, error) {
+	var errs []error
+	for range 3 {
+		c, err := start(cfg)
+		if err == nil || cfg.BasePort != 0 || cfg.Dir != "" || !errors.Is(err, errNodeExited) {
+			return c, err
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// errNodeExited is a node's JVM exiting while the cluster starts.
+var errNodeExited = errors.New("a kafka node exited while starting")
+
+func start(cfg Config) (*Cluster, error) {
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion()
 	}
@@ -457,7 +476,7 @@ func (c *Cluster) waitServing(d time.Duration) error {
 		running := map[int32]bool{}
 		for _, n := range c.Nodes() {
 			if n.cmd != nil && n.hasExited() {
-				return fmt.Errorf("kafka node %d exited while starting; the end of %s:\n%s", n.ID, n.log, n.tailLog(30))
+				return fmt.Errorf("%w: node %d; the end of %s:\n%s", errNodeExited, n.ID, n.log, n.tailLog(30))
 			}
 			if n.cmd != nil {
 				running[n.ID] = true
