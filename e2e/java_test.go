@@ -36,6 +36,22 @@ func javaVersion(up *testkit.Upstream) string {
 	return kafka.DefaultVersion()
 }
 
+// javaLog4j is javaLog4j2 for Kafka 3.x's reload4j.
+func javaLog4j(dials string) string {
+	return `log4j.rootLogger=WARN, err
+log4j.appender.err=org.apache.log4j.ConsoleAppender
+log4j.appender.err.Target=System.err
+log4j.appender.err.layout=org.apache.log4j.PatternLayout
+log4j.appender.err.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.dials=org.apache.log4j.FileAppender
+log4j.appender.dials.File=` + dials + `
+log4j.appender.dials.layout=org.apache.log4j.PatternLayout
+log4j.appender.dials.layout.ConversionPattern=%m%n
+log4j.logger.org.apache.kafka.clients.NetworkClient=DEBUG, dials
+log4j.additivity.org.apache.kafka.clients.NetworkClient=false
+`
+}
+
 // javaLog4j2 routes a JVM's log: NetworkClient's DEBUG lines to dials
 // (read by javaDials), everything else at WARN to stderr, so that stdout
 // is the program's own.
@@ -75,6 +91,9 @@ func runJava(t *testing.T, up *testkit.Upstream, timeout time.Duration, stdin, m
 	dir := t.TempDir()
 	dials := filepath.Join(dir, "dials.log")
 	if err := os.WriteFile(filepath.Join(dir, kafka.ToolLog4j2), []byte(javaLog4j2(dials)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, kafka.ToolLog4j), []byte(javaLog4j(dials)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd, err := kafka.Tool(javaVersion(up), dir, main, args...)

@@ -11,6 +11,10 @@ import (
 // default configuration prints errors on stdout, among a tool's output.
 const ToolLog4j2 = "log4j2.properties"
 
+// ToolLog4j is the same for Kafka 3.x, which logs with reload4j (log4j
+// 1.x's API): dir/log4j.properties, if it exists.
+const ToolLog4j = "log4j.properties"
+
 // Tool is the command line of a JVM running main with args, in dir, with
 // the small heap Cluster.Java uses, and version's jars (Classpath: copied
 // the first time) on its classpath: main is a class of the jars (a Kafka
@@ -46,6 +50,9 @@ func toolCmd(java, cp, dir, main string, args ...string) *exec.Cmd {
 	}
 	if l := filepath.Join(dir, ToolLog4j2); fileExists(l) {
 		jvm = append(jvm, "-Dlog4j2.configurationFile="+l)
+	}
+	if l := filepath.Join(dir, ToolLog4j); fileExists(l) {
+		jvm = append(jvm, "-Dlog4j.configuration=file:"+l)
 	}
 	jvm = append(jvm, "-cp", filepath.Join(cp, "*"), main)
 	cmd := exec.Command(java, append(jvm, args...)...)
