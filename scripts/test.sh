@@ -111,13 +111,9 @@ go test -race -count=1 -timeout 20m ./...
 # real row skip themselves in this pass: they ran above). The broker-fault
 # test and the real-time quota measurements run against 4.4 only: they take
 # minutes, and what they measure is Tollgate's, not the broker line's.
-# Three rows differ on 3.9 and are open (issue "Meet the real thing"): a
-# legacy AlterConfigs on the cluster default (TestBrokerConfigsLive), the
-# usage topic's records (TestUsageLedgerMatchesClients), and sarama's first
-# send racing a new topic's metadata (TestSarama).
 echo "== go test (race): the real-cluster rows against Apache Kafka 3.9.2"
 TOLLGATE_KAFKA_VERSION=3.9.2 TOLLGATE_UPSTREAMS=kafka go test -race -count=1 -timeout 15m \
-  -skip 'TestRealBrokerFaults|RealTime|TestBrokerConfigsLive|TestUsageLedgerMatchesClients|TestSarama' ./e2e
+  -skip 'TestRealBrokerFaults|RealTime' ./e2e
 
 if [ -n "$NRD_PID" ]; then
   # The telemetry test has waited for it; this only says how it went.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
@@ -126,7 +127,11 @@ func (e *Env) UpstreamAddrs() []string {
 // SpreadLeaders makes the partitions of topic led by more than one broker,
 // partition p by broker p mod 3 where the upstream lets a test choose
 // (kfake); a real cluster's assignment already spreads them, which it
-// checks. It returns the leader of each partition.
+// checks. It returns the leader of each partition once every broker says
+// the same of it: a KRaft broker applies the metadata log on its own, so
+// a topic just created can be unknown to its own leader while another
+// broker already names it (what Kafka's own tests wait for with
+// TestUtils.waitForPartitionMetadata).
 func (e *Env) SpreadLeaders(t testing.TB, topic string, partitions int32) map[int32]int32 {
 	t.Helper()
 	if e.Upstream == nil || !e.Upstream.Real() {
@@ -145,26 +150,55 @@ func (e *Env) SpreadLeaders(t testing.TB, topic string, partitions int32) map[in
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for {
-		md, err := adm.Metadata(ctx, topic)
-		leaders := map[int32]int32{}
-		brokers := map[int32]bool{}
-		if err == nil {
-			for _, p := range md.Topics[topic].Partitions {
-				if p.Leader >= 0 {
-					leaders[p.Partition] = p.Leader
-					brokers[p.Leader] = true
-				}
-			}
-		}
-		if int32(len(leaders)) == partitions && (len(brokers) >= min(3, int(partitions))) {
+		leaders, brokers, err := agreedLeaders(ctx, cl, adm, topic)
+		if err == nil && int32(len(leaders)) == partitions && len(brokers) >= min(3, int(partitions)) {
 			return leaders
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("partitions of %s led by %v, want every partition led and %d brokers leading (%v)", topic, leaders, min(3, int(partitions)), err)
+			t.Fatalf("partitions of %s led by %v, want every partition led, every broker agreeing and %d brokers leading (%v)", topic, leaders, min(3, int(partitions)), err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
+// agreedLeaders asks every broker of the cluster for topic's leaders and
+// returns them if all answer the same, with the set of leading brokers.
+func agreedLeaders(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string) (map[int32]int32, map[int32]bool, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := map[int32]int32{}
+	brokers := map[int32]bool{}
+	for _, p := range md.Topics[topic].Partitions {
+		if p.Err == nil && p.Leader >= 0 {
+			want[p.Partition] = p.Leader
+			brokers[p.Leader] = true
+		}
+	}
+	for _, b := range md.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return want, brokers, err
+		}
+		got := 0
+		for _, rt := range resp.Topics {
+			for _, p := range rt.Partitions {
+				if p.ErrorCode != 0 || want[p.Partition] != p.Leader {
+					return want, brokers, fmt.Errorf("broker %d: partition %d led by %d (error %d), the first answer said %d", b.NodeID, p.Partition, p.Leader, p.ErrorCode, want[p.Partition])
+				}
+				got++
+			}
+		}
+		if got != len(want) {
+			return want, brokers, fmt.Errorf("broker %d knows %d partitions of %s, not %d", b.NodeID, got, topic, len(want))
+		}
+	}
+	return want, brokers, nil
+}
 // String is the upstream's name.
 func (u *Upstream) String() string { return fmt.Sprint(u.Name) }
