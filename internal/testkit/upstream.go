@@ -200,5 +200,6 @@ func agreedLeaders(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic 
 	}
 	return want, brokers, nil
 }
+
 // String is the upstream's name.
 func (u *Upstream) String() string { return fmt.Sprint(u.Name) }
