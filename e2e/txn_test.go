@@ -260,3 +260,90 @@ func txnCheckSeq(t *testing.T, name string, recs []*kgo.Record, partitions int, 
 		t.Errorf("%s: %d records, want %d", name, len(recs), partitions*len(txns)*per)
 	}
 }
+
+// Transactions and idempotence across a throttle: a transactional producer
+// and an idempotent one (franz-go's idempotent producer, one request in
+// flight per broker: its only mode), both
+// under a producer_byte_rate the gateway enforces (held and throttled:
+// three times the burst is sent). Every committed record arrives exactly
+// once and in order, the aborted transaction's never reach a
+// read_committed consumer, and no producer meets OUT_OF_ORDER_SEQUENCE or a
+// duplicate — the holds keep each connection's requests in order.
+func TestTransactionsThrottled(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, transactionsThrottled)
+}
+
+func transactionsThrottled(t *testing.T, up *testkit.Upstream) {
+	env := startControlOn(t, up)
+	ctx := ctxT(t, 120*time.Second)
+	const partitions, perTxn, q = 3, 30, 24 << 10
+	txnTopic, idemTopic := up.Topic(t, "txnq"), up.Topic(t, "idemq")
+	freshTopics(t, up, txnTopic, idemTopic)
+	adm := adminAs(t, env, "127.0.0.2")
+	created, err := adm.CreateTopics(ctx, partitions, -1, nil, txnTopic, idemTopic)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+	for _, topic := range []string{txnTopic, idemTopic} {
+		env.SpreadLeaders(t, topic, partitions)
+	}
+	cid := "txn-throttled"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: &cid}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: q}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("quota: %v %+v", err, res)
+	}
+	// 1.5 KiB a record: the transactions pass the burst (ten seconds of q),
+	// the idempotent producer then runs in the debt.
+	pad := kgo.RecordHeader{Key: "pad", Value: make([]byte, 1536)}
+	recs := func(name string) []*kgo.Record {
+		var out []*kgo.Record
+		for i := 0; i < perTxn; i++ {
+			for p := int32(0); p < partitions; p++ {
+				out = append(out, &kgo.Record{Partition: p, Key: []byte(name), Value: fmt.Appendf(nil, "%s-%d-%d", name, p, i), Headers: []kgo.RecordHeader{pad}})
+			}
+		}
+		return out
+	}
+
+	txnHooks, idemHooks := &counted{}, &counted{}
+	prod := newClient(t, env, nil, kgo.ClientID(cid), kgo.WithHooks(txnHooks),
+		kgo.TransactionalID(up.Topic(t, "tollgate-txnq")), kgo.TransactionTimeout(60*time.Second),
+		kgo.DefaultProduceTopic(txnTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for _, x := range []struct {
+		name string
+		end  kgo.TransactionEndTry
+	}{{"c1", kgo.TryCommit}, {"a2", kgo.TryAbort}, {"c3", kgo.TryCommit}} {
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatalf("begin %s: %v", x.name, err)
+		}
+		if err := prod.ProduceSync(ctx, recs(x.name)...).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", x.name, err)
+		}
+		if err := prod.EndTransaction(ctx, x.end); err != nil {
+			t.Fatalf("end %s: %v", x.name, err)
+		}
+	}
+	idem := newClient(t, env, nil, kgo.ClientID(cid), kgo.WithHooks(idemHooks),
+		kgo.DefaultProduceTopic(idemTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(8<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := idem.ProduceSync(ctx, recs("i1")...).FirstErr(); err != nil {
+		t.Fatalf("idempotent produce: %v", err)
+	}
+	if txnHooks.throttles.Load() == 0 || idemHooks.throttles.Load() == 0 {
+		t.Errorf("throttles seen: transactional %d, idempotent %d; want both throttled", txnHooks.throttles.Load(), idemHooks.throttles.Load())
+	}
+
+	committed := txnReadAll(t, ctx, env, nil, txnTopic, partitions*2*perTxn, kgo.ReadCommitted())
+	txnCheckSeq(t, "read_committed "+txnTopic, committed, partitions, []string{"c1", "c3"}, "", perTxn)
+	all := txnReadAll(t, ctx, env, nil, idemTopic, partitions*perTxn, kgo.ReadUncommitted())
+	txnCheckSeq(t, idemTopic, all, partitions, []string{"i1"}, "", perTxn)
+}
