@@ -23,7 +23,8 @@ import (
 // controlled shutdown), and one broker stopped with SIGSTOP for longer than the
 // gateway's upstream request timeout and the controller's session
 // timeout (it is fenced; its leaderships move). Producers and consumers
-// recover through the gateway without help, every acknowledged record is
+// recover through the gateway without help (the group coordinator moves
+// with the restarts: NOT_COORDINATOR passes through), every acknowledged record is
 // consumed afterwards, and the quota holds: the achieved rate before the
 // faults and after them is Q.
 //
@@ -68,6 +69,12 @@ func realBrokerFaults(t *testing.T, up *testkit.Upstream) {
 	// before the next: the node leading most partitions first, killed
 	// with SIGKILL; the others stopped with SIGTERM (Kafka's controlled
 	// shutdown moves their leaderships first).
+	// Every node is restarted, so the group's coordinator moves too: the
+	// consumer meets NOT_COORDINATOR and finds the new one through the
+	// gateway's FindCoordinator.
+	kadm.NewClient(newClient(t, env, nil)).FindGroupCoordinators(ctx, group).Each(func(c kadm.FindCoordinatorResponse) {
+		t.Logf("group %s coordinated by node %d (err %v)", group, c.NodeID, c.Err)
+	})
 	victim := leaderOfMost(t, ctx, up.Kafka, topic)
 	order := []int32{victim}
 	for _, n := range up.Kafka.Nodes() {
