@@ -1,20 +1,13 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/enforce"
@@ -38,7 +31,7 @@ const usageFlushEvery = time.Second
 type usageRun struct {
 	l    *usage.Ledger
 	mut  *usageMutations
-	pub  *usagePublisher
+	pub  *usage.Publisher
 	now  func() time.Time
 	log  *slog.Logger
 	stop chan struct{}
@@ -79,7 +72,7 @@ func (a *App) openUsage(upstream []string) error {
 			return fmt.Errorf("usage.topic: %w", err)
 		}
 		u.pub = pub
-		written = pub.enqueue
+		written = pub.Written
 	}
 	l, err := usage.Open(usage.Options{
 		Dir:       dir,
@@ -95,14 +88,14 @@ func (a *App) openUsage(upstream []string) error {
 	}, u.now())
 	if err != nil {
 		if u.pub != nil {
-			u.pub.close(context.Background(), false)
+			u.pub.Close(context.Background())
 		}
 		return err
 	}
 	u.l = l
 	u.mut = &usageMutations{l: l, now: u.now, log: a.log}
 	if u.pub != nil {
-		if err := u.pub.catchUp(); err != nil {
+		if err := u.pub.CatchUp(); err != nil {
 			a.log.Warn("usage.topic: cannot read the minutes left to produce", "err", err)
 		}
 	}
@@ -149,7 +142,7 @@ func (a *App) startUsage(topics enforce.Topics) {
 	u.started = true
 	go u.loop()
 	if u.pub != nil {
-		go u.pub.run()
+		u.pub.Start()
 	}
 }
 
@@ -204,7 +197,7 @@ func (a *App) stopUsage(ctx context.Context) error {
 		if u.pub != nil {
 			ctx, cancel := context.WithTimeout(ctx, usageDrain)
 			defer cancel()
-			u.pub.close(ctx, u.started)
+			u.pub.Close(ctx)
 		}
 	})
 	return u.err
@@ -434,219 +427,10 @@ func (f *usageMutations) partitions(ctx context.Context, topics []string) map[st
 	return m
 }
 
-// usagePublisher produces each written minute to usage.topic, in order,
-// with acks=all, keyed "<instance>/<minute>" so that a compacted topic
-// keeps one record per minute. <dir>/topic-published holds the last minute
-// produced: a minute not produced before a stop is produced after the next
-// start (a minute produced twice has the same key).
-type usagePublisher struct {
-	cl       *kgo.Client
-	topic    string
-	instance string
-	dir      string
-	log      *slog.Logger
-
-	mu    sync.Mutex
-	queue []usageRecord
-	full  bool // records were left out of the queue (produced after a restart)
-	wake  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
-	// ctx ends when close gives up waiting: an in-flight produce stops.
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-type usageRecord struct {
-	minute time.Time
-	value  []byte
-}
-
-// usageQueueMax bounds the minutes waiting for the topic (a week).
-const usageQueueMax = 7 * 24 * 60
-
-const usageMarker = "topic-published"
-
-func (a *App) newUsagePublisher(upstream []string, dir, topic, instance string) (*usagePublisher, error) {
+func (a *App) newUsagePublisher(upstream []string, dir, topic, instance string) (*usage.Publisher, error) {
 	opts, err := a.upstreamClientOpts(upstream, "tollgate-usage")
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &usagePublisher{cl: cl, topic: topic, instance: instance, dir: dir, log: a.log,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), ctx: ctx, cancel: cancel}, nil
-}
-
-// enqueue is the ledger's Written hook: it must not block.
-func (p *usagePublisher) enqueue(m *usage.Minute, line []byte) {
-	p.mu.Lock()
-	// Once full, nothing more is queued until a restart: the marker must
-	// not move past a minute left out (the next start reads the files
-	// from the marker on, in order).
-	if p.full || len(p.queue) >= usageQueueMax {
-		if !p.full {
-			p.log.Warn("usage.topic: too many minutes waiting for the topic; the rest are produced after a restart", "waiting", len(p.queue))
-		}
-		p.full = true
-		p.mu.Unlock()
-		return
-	}
-	p.queue = append(p.queue, usageRecord{minute: m.Minute, value: bytes.Clone(bytes.TrimSuffix(line, []byte("\n")))})
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// catchUp queues the minutes written after the last one produced.
-func (p *usagePublisher) catchUp() error {
-	after := time.Time{}
-	b, err := os.ReadFile(filepath.Join(p.dir, usageMarker))
-	if err == nil {
-		if after, err = time.Parse(time.RFC3339, strings.TrimSpace(string(b))); err != nil {
-			return fmt.Errorf("%s: %w", usageMarker, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return usage.Minutes(p.dir, after, func(m *usage.Minute, line []byte) error {
-		p.enqueue(m, line)
-		return nil
-	})
-}
-
-func (p *usagePublisher) run() {
-	defer close(p.done)
-	p.ensureTopic()
-	backoff := time.Second
-	failing := false
-	for {
-		p.mu.Lock()
-		var next *usageRecord
-		if len(p.queue) > 0 {
-			next = &p.queue[0]
-		}
-		p.mu.Unlock()
-		stopping := false
-		select {
-		case <-p.stop:
-			stopping = true
-		default:
-		}
-		if next == nil {
-			if stopping {
-				return
-			}
-			select {
-			case <-p.stop:
-			case <-p.wake:
-			}
-			continue
-		}
-		err := p.produce(next)
-		switch {
-		case err != nil && stopping:
-			return // produced after the next start
-		case err != nil:
-			if !failing {
-				p.log.Error("usage.topic: cannot produce; retrying", "topic", p.topic, "minute", next.minute, "err", err)
-			}
-			failing = true
-			select {
-			case <-p.stop:
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-		case failing:
-			p.log.Info("usage.topic: producing again", "topic", p.topic)
-			failing, backoff = false, time.Second
-		}
-	}
-}
-
-// produce sends one minute and moves the marker past it.
-func (p *usagePublisher) produce(r *usageRecord) error {
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-	defer cancel()
-	key := p.instance + "/" + r.minute.Format(time.RFC3339)
-	if err := p.cl.ProduceSync(ctx, &kgo.Record{Key: []byte(key), Value: r.value}).FirstErr(); err != nil {
-		return err
-	}
-	if err := writeFileSync(filepath.Join(p.dir, usageMarker), []byte(r.minute.Format(time.RFC3339)+"\n")); err != nil {
-		p.log.Warn("usage.topic: cannot record the last minute produced (it may be produced again after a restart)", "err", err)
-	}
-	p.mu.Lock()
-	p.queue[0] = usageRecord{}
-	p.queue = p.queue[1:]
-	p.mu.Unlock()
-	return nil
-}
-
-// ensureTopic creates the topic compacted if it does not exist; a broker
-// that refuses (no permission) leaves it to the operator. A stop that
-// cannot wait cuts it short (p.ctx).
-func (p *usagePublisher) ensureTopic() {
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-	defer cancel()
-	compact := "compact"
-	resp, err := kadm.NewClient(p.cl).CreateTopic(ctx, -1, -1, map[string]*string{"cleanup.policy": &compact}, p.topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		p.log.Warn("usage.topic: cannot create the topic; create it with cleanup.policy=compact", "topic", p.topic, "err", err)
-	}
-}
-
-// close stops the publisher once it has produced what is queued, or when
-// ctx ends (what is left is produced after the next start).
-func (p *usagePublisher) close(ctx context.Context, started bool) {
-	if started {
-		close(p.stop)
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			p.cancel()
-			<-p.done
-		}
-	}
-	p.cancel()
-	p.cl.Close()
-}
-
-// writeFileSync replaces path's content with data durably (a temporary
-// file, fsync, rename, fsync of the directory).
-func writeFileSync(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return usage.NewPublisher(usage.PublisherOptions{Dir: dir, Topic: topic, Instance: instance, Client: opts, Log: a.log})
 }
