@@ -58,9 +58,10 @@ type Deps struct {
 // passes the filters top to bottom and its response bottom to top, so the
 // filters nearest the client (ApiVersions, broker addresses) see every
 // response last, after the control plane has merged its part in, and the
-// quota filter, nearest the broker but for the reserved topics' filter,
-// charges only what is forwarded (what the reserved topics' filter answers
-// itself gives back what the quota filter reserved for it).
+// quota filter, nearest the broker but for the reserved topics' filter and
+// the usage ledger's counter, charges only what is forwarded (what the
+// reserved topics' filter answers itself gives back what the quota filter
+// reserved for it).
 func Chain(d Deps) proxy.Chain {
 	if d.Log == nil {
 		d.Log = slog.Default()
