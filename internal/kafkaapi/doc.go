@@ -15,6 +15,7 @@
 // (usage.go), on an interface the ledger (package usage) implements.
 //
 // kafkaapi sits between the data path and the control side: it imports
-// proxy, wire and control (the admin APIs are answered from the control
+// proxy, wire, enforce (a mutation request's partition counts, for the
+// usage ledger) and control (the admin APIs are answered from the control
 // plane), never app.
 package kafkaapi
