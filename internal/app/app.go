@@ -154,10 +154,11 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		func(context.Context) error { return a.openControl(a.upstream) },
 		func(context.Context) error { return a.refreshQuotas() },
 		func(context.Context) error { return a.openUsage(a.upstream) },
+		a.listenHTTP, // before the cluster's exchange, which reports its address
 		func(context.Context) error { return a.startCluster(a.upstream) },
 		a.startGateway,
 		a.startWatch,
-		a.startAdmin,
+		a.serveHTTP,
 	} {
 		if err := step(ctx); err != nil {
 			a.Stop(context.Background())
@@ -348,20 +349,6 @@ func (a *App) startWatch(context.Context) error {
 	return nil
 }
 
-// startAdmin opens the admin HTTP port, if configured.
-func (a *App) startAdmin(context.Context) error {
-	if a.cfg.HTTP.Address == "" {
-		return nil
-	}
-	if err := a.startHTTP(); err != nil {
-		return err
-	}
-	if a.cluster != nil {
-		a.cluster.x.SetAddr(a.HTTPAddr())
-	}
-	return nil
-}
-
 // reservedTopics are the topics Tollgate keeps its own state in on the
 // upstream cluster: requests through the gateway never reach them
 // (kafkaapi's reserved-topics filter). audit.topic and usage.topic are
@@ -523,6 +510,8 @@ func (a *App) shutdown(ctx context.Context) error {
 		if err := a.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	} else if a.httpLn != nil {
+		a.httpLn.Close() // opened, never served: a later step failed
 	}
 	a.closeDev()
 	if a.audit != nil {
