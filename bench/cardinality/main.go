@@ -131,8 +131,8 @@ func setup(a quota.ByteRateAlgorithm, series int, now func() time.Time) (*quota.
 	var q quota.Quotas
 	check(q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1e9))
 	eng.SetQuotas(q)
-	pol := enforce.New(eng, nil)
-	pol.Now = now
+	pol, err := enforce.New(enforce.Config{Engine: eng, Now: now})
+	check(err)
 	m := metrics.New()
 	m.RegisterQuotasAt(eng, series, now)
 	return eng, pol, m

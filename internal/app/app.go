@@ -53,9 +53,10 @@ type App struct {
 	admit       *admission.Limiter
 	mu          sync.Mutex
 	admSettings admission.Settings
-	quotaFilter *enforce.Filter
-	stop        chan struct{}
-	done        chan struct{}
+	upstream    []string      // the upstream's bootstrap addresses (or the embedded cluster's)
+	stop        chan struct{} // closed to stop the config watcher (reload.go)
+	done        chan struct{} // closed once it has stopped
+	watching    bool          // startWatch ran: done will be closed
 	dev         *devcluster.Cluster
 	gw          *proxy.Gateway
 	metrics     *metrics.Metrics
@@ -140,8 +141,39 @@ func NewLogger(c LogConfig, w *os.File) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, ho))
 }
 
-// Start runs everything the config asks for.
+// Start runs everything the config asks for. Its steps run in order; when
+// one fails, Stop undoes what the steps before it started.
 func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
+	a, err := newApp(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func(context.Context) error{
+		a.startUpstream,
+		a.takeDataDir,
+		func(context.Context) error { return a.openControl(a.upstream) },
+		func(context.Context) error { return a.refreshQuotas() },
+		func(context.Context) error { return a.openUsage(a.upstream) },
+		a.listenHTTP, // before the cluster's exchange, which reports its address
+		func(context.Context) error { return a.startCluster(a.upstream) },
+		a.startGateway,
+		a.startWatch,
+		a.serveHTTP,
+	} {
+		if err := step(ctx); err != nil {
+			a.Stop(context.Background())
+			return nil, err
+		}
+	}
+	for name, addr := range a.gw.BootstrapAddrs() {
+		a.log.Info("tollgate ready", "listener", name, "bootstrap", addr)
+	}
+	return a, nil
+}
+
+// newApp builds what needs nothing outside the process: the quota engine,
+// the connection admission, the metrics, the clients' telemetry.
+func newApp(cfg Config, o Options) (*App, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -163,10 +195,6 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		return nil, err
 	}
 	a.engine = eng
-	a.quotaFilter = enforce.New(eng, a.log)
-	if o.Now != nil {
-		a.quotaFilter.Now = o.Now
-	}
 	a.metrics.RegisterQuotas(eng, cfg.Quota.metricsMaxBuckets())
 	a.metrics.RegisterTenants(eng, time.Now)
 	if cfg.Telemetry.On() {
@@ -186,43 +214,95 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 	a.metrics.RegisterAdmission(lim)
 	a.logins = auth.NewLoginLimiter(cfg.Authentication.limit())
 	a.loginRefused = a.metrics.RegisterLoginLimiter(a.logins.Tracked, a.logins.Evicted)
-	upstream := cfg.Upstream.Bootstrap
-	if len(upstream) == 0 {
-		dev, err := devcluster.Start(cfg.DevCluster, o.DevClusterOpts...)
-		if err != nil {
-			return nil, err
-		}
-		a.dev = dev
-		upstream = dev.Addrs()
-		a.log.Info("embedded development cluster started", "brokers", len(upstream), "addrs", upstream)
+	return a, nil
+}
+
+// startUpstream starts the embedded cluster when no upstream is
+// configured.
+func (a *App) startUpstream(context.Context) error {
+	a.upstream = a.cfg.Upstream.Bootstrap
+	if len(a.upstream) > 0 {
+		return nil
 	}
-	if o.Inherited != nil {
-		// Everything before needs nothing of data_dir, which the
-		// predecessor holds until now.
-		if err := o.Inherited.TakeDataDir(ctx); err != nil {
-			a.closeAll()
-			return nil, err
-		}
+	dev, err := devcluster.Start(a.cfg.DevCluster, a.opts.DevClusterOpts...)
+	if err != nil {
+		return err
 	}
-	if err := a.openControl(upstream); err != nil {
-		a.closeAll()
+	a.dev = dev
+	a.upstream = dev.Addrs()
+	a.log.Info("embedded development cluster started", "brokers", len(a.upstream), "addrs", a.upstream)
+	return nil
+}
+
+// takeDataDir waits, after a handover, for the predecessor to release
+// data_dir: every step before needs nothing of it.
+func (a *App) takeDataDir(ctx context.Context) error {
+	if a.opts.Inherited == nil {
+		return nil
+	}
+	return a.opts.Inherited.TakeDataDir(ctx)
+}
+
+// startGateway builds the filter chain and the gateway, and starts it.
+func (a *App) startGateway(ctx context.Context) error {
+	chain, err := a.chain()
+	if err != nil {
+		return err
+	}
+	popts, err := a.gatewayOptions(chain)
+	if err != nil {
+		return err
+	}
+	gw, err := proxy.New(a.proxyConfig(), popts...)
+	if err != nil {
+		return err
+	}
+	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning, gw.AcceptorStalls)
+	a.startUsage() // before Start: the first requests may come as soon as the listeners accept
+	// Before Start too: the chain's lookups go through it (gatewayTopics),
+	// and a credential change may close its sessions from the first one on.
+	a.gw = gw
+	if err := gw.Start(ctx); err != nil {
+		a.gw = nil
+		return err
+	}
+	return nil
+}
+
+// chain is the filter chain: kafkaapi's, then Options.Filters.
+func (a *App) chain() (proxy.Chain, error) {
+	qf, err := enforce.New(enforce.Config{
+		Engine:     a.engine,
+		Topics:     gatewayTopics{a},
+		Names:      gatewayTopics{a}, // per-topic quotas: topics named by id
+		TopicUsage: a.topicUsage(),
+		Now:        a.opts.Now,
+		Log:        a.log,
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := a.refreshQuotas(); err != nil {
-		a.closeAll()
-		return nil, err
-	}
-	if err := a.openUsage(upstream); err != nil {
-		a.closeAll()
-		return nil, err
-	}
-	if err := a.startCluster(upstream); err != nil {
-		a.closeAll()
-		return nil, err
-	}
-	pcfg := proxy.Config{
+	chain := kafkaapi.Chain(kafkaapi.Deps{
+		Log:           a.log,
+		ClientQuotas:  a.ctl,
+		Credentials:   a.creds,
+		BrokerConfigs: a.brokers,
+		Quota:         qf,
+		Reserved:      a.reservedTopics(),
+		Topics:        gatewayTopics{a},
+		Telemetry:     a.telemetry,
+		Usage:         a.usageLedger(),
+		Partitions:    gatewayTopics{a},
+		Now:           a.clock(),
+	})
+	return append(chain, a.opts.Filters...), nil
+}
+
+func (a *App) proxyConfig() proxy.Config {
+	cfg := &a.cfg
+	return proxy.Config{
 		Listeners:          cfg.Listeners,
-		Upstream:           upstream,
+		Upstream:           a.upstream,
 		MaxRequestSize:     cfg.Socket.RequestMaxBytes,
 		MaxInFlight:        cfg.Socket.MaxInFlight,
 		MaxResponseSize:    cfg.Socket.ResponseMaxBytes,
@@ -233,70 +313,40 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		DialTimeout:        cfg.Upstream.DialTimeout,
 		MetadataRefresh:    cfg.Upstream.MetadataRefresh,
 	}
-	chain := kafkaapi.Chain(kafkaapi.Deps{
-		Log:           a.log,
-		ClientQuotas:  a.ctl,
-		Credentials:   a.creds,
-		BrokerConfigs: a.brokers,
-		Quota:         a.quotaFilter,
-		Reserved:      a.reservedTopics(),
-		Topics:        gatewayTopics{a},
-		Telemetry:     a.telemetry,
-		Now:           a.clock(),
-	})
-	chain = append(append(chain, a.usageFilters()...), o.Filters...)
-	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithHooks(&observer{a}), proxy.WithChain(chain), proxy.WithAdmission(lim)}, o.ProxyOpts...)
+}
+
+// gatewayOptions are the gateway's options: its chain, hooks, admission,
+// security, and Options' own.
+func (a *App) gatewayOptions(chain proxy.Chain) ([]proxy.Option, error) {
+	o := a.opts
+	popts := append([]proxy.Option{proxy.WithLogger(a.log), proxy.WithHooks(&observer{a}), proxy.WithChain(chain), proxy.WithAdmission(a.admit)}, o.ProxyOpts...)
 	popts = append(popts, a.usageHooks()...)
 	if o.UpstreamDial != nil {
 		popts = append(popts, proxy.WithDialFunc(o.UpstreamDial))
 	}
 	secOpts, err := a.securityOptions()
 	if err != nil {
-		a.closeAll()
 		return nil, err
 	}
 	popts = append(popts, secOpts...)
-	if o.AcceptorExe != "" && cfg.Socket.UseAcceptorProcess() {
+	if o.AcceptorExe != "" && a.cfg.Socket.UseAcceptorProcess() {
 		popts = append(popts, proxy.WithAcceptorProcess(o.AcceptorExe))
 	}
 	if o.Inherited != nil {
 		popts = append(popts, proxy.WithInherited(o.Inherited))
 	}
-	gw, err := proxy.New(pcfg, popts...)
-	if err != nil {
-		a.closeAll()
-		return nil, err
-	}
-	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning, gw.AcceptorStalls)
-	// Before Start: the first CreateTopics may arrive as soon as the
-	// listeners accept.
-	a.quotaFilter.Topics = gw
-	a.quotaFilter.Names = gw // per-topic quotas: topics named by id
-	a.startUsage(gw)
-	a.gw = gw // before Start too: a credential change may close its sessions from the first one on
-	if err := gw.Start(ctx); err != nil {
-		a.gw = nil
-		a.closeAll()
-		return nil, err
-	}
+	return popts, nil
+}
+
+// startWatch follows the config file, if there is one.
+func (a *App) startWatch(context.Context) error {
 	if a.path != "" {
-		go a.watch(o.WatchInterval)
+		go a.watch(a.opts.WatchInterval)
 	} else {
 		close(a.done)
 	}
-	if cfg.HTTP.Address != "" {
-		if err := a.startHTTP(); err != nil {
-			a.Stop(context.Background())
-			return nil, err
-		}
-		if a.cluster != nil {
-			a.cluster.x.SetAddr(a.HTTPAddr())
-		}
-	}
-	for name, addr := range gw.BootstrapAddrs() {
-		a.log.Info("tollgate ready", "listener", name, "bootstrap", addr)
-	}
-	return a, nil
+	a.watching = true
+	return nil
 }
 
 // reservedTopics are the topics Tollgate keeps its own state in on the
@@ -319,17 +369,53 @@ func (a *App) reservedTopics() []string {
 	return out
 }
 
-// gatewayTopics resolves the reserved topics' ids through the gateway's
-// metadata client; the chain is built before the gateway, which is set
-// before it accepts the first connection.
+// gatewayTopics answers the chain's lookups (the reserved topics' ids,
+// the mutation requests' partition counts, per-topic quotas' topic names)
+// through the gateway's metadata client: the chain is built before the
+// gateway, which is set before it accepts the first connection.
 type gatewayTopics struct{ a *App }
+
+var errNoGateway = errors.New("the gateway is not running")
 
 func (g gatewayTopics) TopicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
 	gw := g.a.gw
 	if gw == nil {
-		return nil, errors.New("the gateway is not running")
+		return nil, errNoGateway
 	}
 	return gw.TopicIDs(ctx, topics)
+}
+
+func (g gatewayTopics) TopicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	gw := g.a.gw
+	if gw == nil {
+		return nil, errNoGateway
+	}
+	return gw.TopicPartitions(ctx, topics)
+}
+
+func (g gatewayTopics) TopicPartitionsByID(ctx context.Context, ids [][16]byte) (map[[16]byte]int32, error) {
+	gw := g.a.gw
+	if gw == nil {
+		return nil, errNoGateway
+	}
+	return gw.TopicPartitionsByID(ctx, ids)
+}
+
+// DefaultPartitions is 0 (taken as 1) without a gateway.
+func (g gatewayTopics) DefaultPartitions(ctx context.Context) int32 {
+	gw := g.a.gw
+	if gw == nil {
+		return 0
+	}
+	return gw.DefaultPartitions(ctx)
+}
+
+func (g gatewayTopics) TopicNames(ctx context.Context) (map[[16]byte]string, error) {
+	gw := g.a.gw
+	if gw == nil {
+		return nil, errNoGateway
+	}
+	return gw.TopicNames(ctx)
 }
 
 // ipRate is the connection_creation_rate that applies to ip: the exact
@@ -393,13 +479,24 @@ func (a *App) Bootstrap() string { return a.gw.Bootstrap() }
 func (a *App) Stop(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.ShutdownTimeout)
 	defer cancel()
+	return a.shutdown(ctx)
+}
+
+// shutdown stops what Start started, in order, whichever of its steps
+// ran: the config watcher, the gateway (its sessions drained within ctx),
+// the usage ledger, the Tollgate cluster, the admin port, the embedded
+// cluster, the audit log and the store. It is Stop's path and a failed
+// Start's; a second call does nothing more.
+func (a *App) shutdown(ctx context.Context) error {
 	var errs []error
-	select {
-	case <-a.stop:
-	default:
-		close(a.stop)
+	if a.watching {
+		select {
+		case <-a.stop:
+		default:
+			close(a.stop)
+		}
+		<-a.done
 	}
-	<-a.done
 	if a.gw != nil {
 		if err := a.gw.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gateway shutdown: %w", err))
@@ -413,15 +510,9 @@ func (a *App) Stop(ctx context.Context) error {
 		if err := a.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	} else if a.httpLn != nil {
+		a.httpLn.Close() // opened, never served: a later step failed
 	}
-	a.closeAll()
-	return errors.Join(errs...)
-}
-
-// closeAll closes the embedded cluster, the audit log and the store.
-func (a *App) closeAll() {
-	a.stopCluster()
-	a.stopUsage(context.Background())
 	a.closeDev()
 	if a.audit != nil {
 		a.audit.Close()
@@ -431,6 +522,7 @@ func (a *App) closeAll() {
 		a.store.Close()
 		a.store = nil
 	}
+	return errors.Join(errs...)
 }
 
 func (a *App) closeDev() {

@@ -188,7 +188,7 @@ func (a *App) startCluster(upstream []string) error {
 	learn := time.Duration(max(qs.WindowNum, 11)) * max(qs.WindowSize, time.Second)
 	r.x = cluster.NewExchange(cluster.ExchangeConfig{
 		Self: cluster.Member{ID: instance, Incarnation: now.UnixMilli(), Version: a.opts.Version,
-			Digest: quotaDigest(a.cfg.Quotas)},
+			Addr: a.HTTPAddr(), Digest: quotaDigest(a.cfg.Quotas)},
 		Interval:       c.interval(),
 		SessionTimeout: c.sessionTimeout(),
 		LearnFor:       learn,

@@ -195,20 +195,7 @@ func (c *Config) setDefaults() {
 // Validate checks the whole configuration offline.
 func (c *Config) Validate() error {
 	var errs []error
-	if len(c.Listeners) == 0 {
-		errs = append(errs, errors.New("listeners: at least one listener is required"))
-	}
-	seen := map[string]bool{}
-	for i := range c.Listeners {
-		if err := c.Listeners[i].Validate(); err != nil {
-			errs = append(errs, err)
-		}
-		if n := c.Listeners[i].Name; seen[n] {
-			errs = append(errs, fmt.Errorf("listener %s is defined twice", n))
-		} else {
-			seen[n] = true
-		}
-	}
+	errs = append(errs, c.validateListeners()...)
 	if err := c.DevCluster.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -224,32 +211,7 @@ func (c *Config) Validate() error {
 	if err := c.Cluster.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	switch c.Log.Format {
-	case "", "text", "json":
-	default:
-		errs = append(errs, fmt.Errorf("log.format %q: want text or json", c.Log.Format))
-	}
-	if c.Log.Level != "" {
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
-			errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
-		}
-	}
-	if c.Socket.RequestMaxBytes < 0 {
-		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))
-	}
-	if c.Socket.ResponseMaxBytes < 0 {
-		errs = append(errs, fmt.Errorf("socket.response_max_bytes %d must be positive", c.Socket.ResponseMaxBytes))
-	}
-	if c.Socket.SASLMaxReceiveSize < 0 {
-		errs = append(errs, fmt.Errorf("socket.sasl_max_receive_size %d must be positive", c.Socket.SASLMaxReceiveSize))
-	}
-	if c.Socket.HandshakeTimeout < 0 {
-		errs = append(errs, errors.New("socket.handshake_timeout must not be negative"))
-	}
-	if c.Socket.MaxInFlight < 0 {
-		errs = append(errs, fmt.Errorf("socket.max_in_flight %d must be positive", c.Socket.MaxInFlight))
-	}
+	errs = append(errs, c.validateLogAndSocket()...)
 	if c.Upstream.SASL != nil {
 		if _, err := c.Upstream.SASL.mechanism(); err != nil {
 			errs = append(errs, err)
@@ -287,6 +249,59 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("quota: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// validateListeners checks the listeners: at least one, each valid, no
+// name twice.
+func (c *Config) validateListeners() []error {
+	var errs []error
+	if len(c.Listeners) == 0 {
+		errs = append(errs, errors.New("listeners: at least one listener is required"))
+	}
+	seen := map[string]bool{}
+	for i := range c.Listeners {
+		if err := c.Listeners[i].Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if n := c.Listeners[i].Name; seen[n] {
+			errs = append(errs, fmt.Errorf("listener %s is defined twice", n))
+		} else {
+			seen[n] = true
+		}
+	}
+	return errs
+}
+
+// validateLogAndSocket checks the log and socket sections.
+func (c *Config) validateLogAndSocket() []error {
+	var errs []error
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format %q: want text or json", c.Log.Format))
+	}
+	if c.Log.Level != "" {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
+			errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
+		}
+	}
+	if c.Socket.RequestMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))
+	}
+	if c.Socket.ResponseMaxBytes < 0 {
+		errs = append(errs, fmt.Errorf("socket.response_max_bytes %d must be positive", c.Socket.ResponseMaxBytes))
+	}
+	if c.Socket.SASLMaxReceiveSize < 0 {
+		errs = append(errs, fmt.Errorf("socket.sasl_max_receive_size %d must be positive", c.Socket.SASLMaxReceiveSize))
+	}
+	if c.Socket.HandshakeTimeout < 0 {
+		errs = append(errs, errors.New("socket.handshake_timeout must not be negative"))
+	}
+	if c.Socket.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("socket.max_in_flight %d must be positive", c.Socket.MaxInFlight))
+	}
+	return errs
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+): `)

@@ -1,13 +1,10 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/control"
@@ -259,36 +256,14 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 	return control.Overlay(nil, out)
 }
 
-// topicSink produces audit events to a topic on the upstream cluster.
-type topicSink struct {
-	cl    *kgo.Client
-	topic string
-}
-
 // newTopicSink connects to the upstream cluster as the gateway's metadata
 // client does: through Options.UpstreamDial if set, with upstream.tls and
 // upstream.sasl — the audit topic is on the same cluster, behind the same
 // listener security.
-func (a *App) newTopicSink(upstream []string, topic string) (*topicSink, error) {
+func (a *App) newTopicSink(upstream []string, topic string) (*audit.TopicSink, error) {
 	opts, err := a.upstreamClientOpts(upstream, "tollgate-audit")
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, kgo.AllowAutoTopicCreation(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &topicSink{cl: cl, topic: topic}, nil
+	return audit.NewTopicSink(topic, opts...)
 }
-
-func (t *topicSink) Name() string { return "topic:" + t.topic }
-
-func (t *topicSink) Write(ctx context.Context, e *audit.Event, data []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	rec := &kgo.Record{Key: []byte(e.ID), Value: append([]byte(nil), data...)}
-	return t.cl.ProduceSync(ctx, rec).FirstErr()
-}
-
-func (t *topicSink) Close() error { t.cl.Close(); return nil }

@@ -2,10 +2,14 @@ package app
 
 import (
 	"bufio"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -42,6 +46,15 @@ func TestImportRule(t *testing.T) {
 		}
 	}
 
+	// The composition root holds no Kafka logic: no file of it reads or
+	// writes Kafka messages (kmsg); the filters, sinks and publishers that
+	// do live in the packages that own them.
+	for _, f := range appImports(t) {
+		if f.path == kmsgPath {
+			t.Errorf("internal/app/%s imports %s: Kafka logic belongs to the packages below the root (docs/design.md)", f.file, kmsgPath)
+		}
+	}
+
 	// Nothing below the composition root imports it: only the commands,
 	// the test harness, the tests and the benchmarks may.
 	mayImportApp := []string{"cmd/", "internal/testkit", "e2e", "bench/", "packaging"}
@@ -53,6 +66,36 @@ func TestImportRule(t *testing.T) {
 			t.Errorf("%s imports internal/app: nothing below the composition root may", pkg)
 		}
 	}
+}
+
+const kmsgPath = "github.com/twmb/franz-go/pkg/kmsg"
+
+type fileImport struct{ file, path string }
+
+// appImports lists what each Go file of internal/app imports, tests
+// included.
+func appImports(t *testing.T) []fileImport {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fileImport
+	fs := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fs, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range f.Imports {
+			p, _ := strconv.Unquote(im.Path.Value)
+			out = append(out, fileImport{name, p})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("internal/app has no imports")
+	}
+	return out
 }
 
 type importRule struct {

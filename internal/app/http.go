@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -150,18 +151,18 @@ func newHTTPServer(c HTTPConfig, h http.Handler, log *slog.Logger) *http.Server 
 	}
 }
 
-func (a *App) startHTTP() error {
+// listenHTTP opens the admin port (taking it over from a predecessor
+// when there is one) before the components that report its address are
+// built (a Tollgate cluster's exchange); serveHTTP serves it once the
+// gateway runs.
+func (a *App) listenHTTP(context.Context) error {
 	c := a.cfg.HTTP
-	rules := c.SSLPrincipalMappingRules
-	if rules == "" {
-		rules = "DEFAULT"
-	}
-	mapper, err := auth.ParseMappingRules(rules)
-	if err != nil {
-		return fmt.Errorf("http.ssl_principal_mapping_rules: %w", err)
+	if c.Address == "" {
+		return nil
 	}
 	var st *auth.ServerTLS
 	if c.TLS != nil {
+		var err error
 		if st, err = auth.NewServerTLS(*c.TLS); err != nil {
 			return fmt.Errorf("http.%w", err)
 		}
@@ -178,6 +179,24 @@ func (a *App) startHTTP() error {
 	a.httpTCP = ln
 	if st != nil {
 		ln = tls.NewListener(ln, st.Config())
+	}
+	a.httpLn = ln
+	return nil
+}
+
+// serveHTTP serves the admin port listenHTTP opened.
+func (a *App) serveHTTP(context.Context) error {
+	if a.httpLn == nil {
+		return nil
+	}
+	c := a.cfg.HTTP
+	rules := c.SSLPrincipalMappingRules
+	if rules == "" {
+		rules = "DEFAULT"
+	}
+	mapper, err := auth.ParseMappingRules(rules)
+	if err != nil {
+		return fmt.Errorf("http.ssl_principal_mapping_rules: %w", err)
 	}
 	h := httpapi.Handler(httpapi.Sources{
 		Engine:    a.engine,
@@ -211,9 +230,8 @@ func (a *App) startHTTP() error {
 			},
 		},
 	})
-	a.httpLn = ln
 	a.httpSrv = newHTTPServer(c, h, a.log)
-	go a.httpSrv.Serve(ln)
+	go a.httpSrv.Serve(a.httpLn)
 	a.log.Info("admin HTTP port open", "url", a.HTTPURL())
 	return nil
 }

@@ -13,8 +13,8 @@
 //     explicitly, or a named resource); and each key's old and new value,
 //     null when the key is or becomes unset;
 //   - the sinks: a JSON-lines file (O_APPEND, one event per line, fsync'd
-//     before Write returns), stdout or any io.Writer, and the Sink interface
-//     a Kafka-topic sink can implement later;
+//     before Write returns), stdout or any io.Writer, and a Kafka topic on
+//     the upstream cluster (topic.go: produced with acks=all, synchronous);
 //   - the Logger, which fans an event out to its sinks and keeps the most
 //     recent events in bounded rings for the HTTP API (denials in a ring of
 //     their own, so that they never push the changes out);

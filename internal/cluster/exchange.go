@@ -150,15 +150,6 @@ func NewExchange(cfg ExchangeConfig) *Exchange {
 		members: map[string]*memberState{self.ID: {Member: self}}}
 }
 
-// SetAddr sets the admin address this instance reports (known only once
-// its admin port listens).
-func (x *Exchange) SetAddr(addr string) {
-	x.mu.Lock()
-	x.cfg.Self.Addr = addr
-	x.members[x.cfg.Self.ID].Addr = addr
-	x.mu.Unlock()
-}
-
 // Interval returns the exchange interval.
 func (x *Exchange) Interval() time.Duration { return x.cfg.Interval }
 

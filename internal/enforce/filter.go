@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -21,12 +22,13 @@ type Topics interface {
 	DefaultPartitions(ctx context.Context) int32
 }
 
-// Filter is the quota filter of a gateway's chain. Each connection gets its
-// own instance (ForConn) holding quota.Client handles, so that steady
-// traffic skips the engine's lookups.
-type Filter struct {
+// Config is what a quota filter is built from; New checks it.
+type Config struct {
+	// Engine holds the quotas (required).
 	Engine *quota.Engine
-	// Topics is the gateway; set it before the gateway starts accepting.
+	// Topics answers what the mutation quota must know of the cluster:
+	// the gateway's metadata lookups (nil: no topic's current partition
+	// count is known, and the broker's num.partitions is taken as 1).
 	Topics Topics
 	// Names lists the upstream's topic ids and names, for per-topic
 	// quotas on requests that name topics by id (the gateway; nil: ids
@@ -39,18 +41,42 @@ type Filter struct {
 	TopicUsage func(user, clientID string, topic []byte, produce bool, n int, now time.Time)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Log is where lookups that fail are reported (default slog.Default).
 	Log *slog.Logger
+}
+
+// Filter is the quota filter of a gateway's chain. Each connection gets its
+// own instance (ForConn) holding quota.Client handles, so that steady
+// traffic skips the engine's lookups. It is built complete by New and
+// never changed after.
+type Filter struct {
+	engine     *quota.Engine
+	names      TopicNames
+	topicUsage func(user, clientID string, topic []byte, produce bool, n int, now time.Time)
+	now        func() time.Time
+	log        *slog.Logger
+	mut        *Mutations // a mutation request's partition counts (mutation.go)
 
 	ids topicIDs // topic id → name, for per-topic quotas (topic.go)
 }
 
-// New returns a filter enforcing eng's quotas.
-func New(eng *quota.Engine, log *slog.Logger) *Filter {
-	if log == nil {
-		log = slog.Default()
+// New returns a filter enforcing c.Engine's quotas.
+func New(c Config) (*Filter, error) {
+	if c.Engine == nil {
+		return nil, errors.New("quota filter: no quota engine")
 	}
-	return &Filter{Engine: eng, Now: time.Now, Log: log}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return &Filter{engine: c.Engine, names: c.Names, topicUsage: c.TopicUsage, now: c.Now, log: c.Log,
+		mut: NewMutations(c.Topics, c.Log)}, nil
 }
+
+// Engine is the engine whose quotas the filter enforces.
+func (f *Filter) Engine() *quota.Engine { return f.engine }
 
 // Name implements proxy.Filter.
 func (f *Filter) Name() string { return "quota" }
@@ -130,8 +156,8 @@ func (q *conn) Keys() []int16 { return q.f.Keys() }
 // request_percentage bucket is throttled waits for the bucket's deadline,
 // on whichever connection it came (the byte rates hold theirs likewise).
 func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
-	now := q.f.Now()
-	cl := q.req.client(q.f.Engine, c, r.ClientID)
+	now := q.f.now()
+	cl := q.req.client(q.f.engine, c, r.ClientID)
 	held := cl.Hold(quota.RequestPercentage, now)
 	noteWait(r)
 	v := q.charge(cl, r, now, held)
@@ -207,8 +233,8 @@ func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time, hel
 // response its request's upstream time (request_percentage); the
 // response carries the larger throttle, as in Kafka.
 func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration {
-	now := q.f.Now()
-	cl := q.resp.client(q.f.Engine, c, r.ClientID)
+	now := q.f.now()
+	cl := q.resp.client(q.f.engine, c, r.ClientID)
 	var t time.Duration
 	switch r.Key {
 	case wire.KeyProduce:
@@ -235,12 +261,12 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 	if res == 0 {
 		return
 	}
-	cl := q.f.Engine.Client(c.Info().Principal.Name, r.ClientID)
+	cl := q.f.engine.Client(c.Info().Principal.Name, r.ClientID)
 	switch r.Key {
 	case wire.KeyFetch, wire.KeyShareFetch:
-		cl.ReleaseFetch(res, q.f.Now())
+		cl.ReleaseFetch(res, q.f.now())
 	case wire.KeyProduce:
-		cl.ReleaseProduce(res, q.f.Now())
+		cl.ReleaseProduce(res, q.f.now())
 	}
 }
 

@@ -18,6 +18,11 @@ import (
 // benchPolicy is the quota policy with key configured for every client-id
 // and never reached.
 func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Filter {
+	return benchPolicyClock(b, alg, key, nil)
+}
+
+// benchPolicyClock is benchPolicy on the clock now (nil: time.Now).
+func benchPolicyClock(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key, now func() time.Time) *Filter {
 	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
 	if err != nil {
 		b.Fatal(err)
@@ -27,7 +32,17 @@ func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Filt
 		b.Fatal(err)
 	}
 	eng.SetQuotas(q)
-	return New(eng, nil)
+	return benchFilter(b, Config{Engine: eng, Now: now})
+}
+
+// benchFilter is New(c), which must succeed.
+func benchFilter(b *testing.B, c Config) *Filter {
+	b.Helper()
+	f, err := New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
 }
 
 // connOf returns an ANONYMOUS connection and the filter's instance for it,
@@ -89,11 +104,10 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 	for _, n := range []int{1, 100_000} {
 		for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 			b.Run("buckets="+strconv.Itoa(n)+"/alg="+alg.String(), func(b *testing.B) {
-				p := benchPolicy(b, alg, quota.ProducerByteRate)
 				// An explicit clock, 1 µs a request: no 30 s expiry sweep
 				// lands in the loop, and the numbers repeat.
 				now := time.UnixMilli(1_700_000_000_123)
-				p.Now = func() time.Time { return now }
+				p := benchPolicyClock(b, alg, quota.ProducerByteRate, func() time.Time { return now })
 				// One connection per client-id, each with its filter
 				// instance, as clients are.
 				ci := &proxytest.Conn{ConnInfo: principal.ConnInfo{Principal: principal.AnonymousPrincipal}}
@@ -114,7 +128,7 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 						now = now.Add(time.Microsecond)
 					}
 				}
-				if got := p.Engine.Stats()[quota.ProducerByteRate].Buckets; got != n {
+				if got := p.Engine().Stats()[quota.ProducerByteRate].Buckets; got != n {
 					b.Fatalf("%d buckets, want %d", got, n)
 				}
 				b.ReportAllocs()
@@ -219,7 +233,7 @@ func withTenants(b *testing.B, p *Filter) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	p.Engine.SetTenants(s, time.Now())
+	p.Engine().SetTenants(s, time.Now())
 }
 
 // BenchmarkPolicyProduceTenant is BenchmarkPolicyProduce with tenants
@@ -286,7 +300,7 @@ func BenchmarkPolicyTopics(b *testing.B) {
 					}
 				}
 				eng.SetQuotas(qs)
-				p := New(eng, nil)
+				p := benchFilter(b, Config{Engine: eng})
 				ci, q := connOf(p)
 				f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("bench"))
 				var req kmsg.Request

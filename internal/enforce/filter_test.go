@@ -44,6 +44,13 @@ func defaultClient(k quota.Key, v float64) quotaSet {
 // and the gateway's shared deadline, and an explicit clock.
 func newFilter(t *testing.T, qs ...quotaSet) (*Filter, *clock) {
 	t.Helper()
+	return newFilterWith(t, Config{}, qs...)
+}
+
+// newFilterWith is newFilter with c's lookups (its Engine and Now are
+// newFilter's).
+func newFilterWith(t *testing.T, c Config, qs ...quotaSet) (*Filter, *clock) {
+	t.Helper()
 	eng, err := quota.NewEngine(quota.EngineConfig{
 		SharedDeadline: true, ByteRate: quota.ByteRateTokenBucket,
 		ControllerWindowNum: 1, ControllerWindowSize: time.Second,
@@ -58,9 +65,12 @@ func newFilter(t *testing.T, qs ...quotaSet) (*Filter, *clock) {
 		}
 	}
 	eng.SetQuotas(q)
-	f := New(eng, nil)
 	clk := &clock{now: t0}
-	f.Now = clk.Now
+	c.Engine, c.Now = eng, clk.Now
+	f, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return f, clk
 }
 
@@ -126,7 +136,7 @@ func dropped(f proxy.Filter, c proxy.Conn, r *proxy.Request) { f.(proxy.DropHook
 // usage is the rate of the bucket of (key, user, client-id) at now, and
 // whether the bucket exists.
 func usage(f *Filter, now time.Time, k quota.Key, user, clientID string) (float64, bool) {
-	for _, u := range f.Engine.Usage(now) {
+	for _, u := range f.Engine().Usage(now) {
 		if u.Key == k && u.User == user && u.ClientID == clientID {
 			return u.Rate, true
 		}
@@ -428,10 +438,9 @@ func (tp *topics) DefaultPartitions(context.Context) int32 {
 // (a burst of 10) for every client-id.
 func mutationFilter(t *testing.T) (*Filter, *topics) {
 	t.Helper()
-	f, _ := newFilter(t, defaultClient(quota.ControllerMutationRate, 10))
 	tp := &topics{counts: map[string]int32{"a": 6, "b": 6, "c": 6, "d": 2}, dflt: 3,
 		byID: map[[16]byte]int32{{1, 2, 3}: 2, {4}: 6, {5}: 6, {6}: 6}}
-	f.Topics = tp
+	f, _ := newFilterWith(t, Config{Topics: tp}, defaultClient(quota.ControllerMutationRate, 10))
 	return f, tp
 }
 
@@ -715,9 +724,8 @@ func TestMutationCreateTopicsPartitionCount(t *testing.T) {
 // Without a controller_mutation_rate quota the requests are not even
 // decoded.
 func TestMutationWithoutQuota(t *testing.T) {
-	f, _ := newFilter(t, defaultClient(quota.ProducerByteRate, 100))
 	tp := &topics{}
-	f.Topics = tp
+	f, _ := newFilterWith(t, Config{Topics: tp}, defaultClient(quota.ProducerByteRate, 100))
 	v, fwd, _ := mutation(t, f, deleteTopics(5, "a", "b"))
 	if !forwarded(v) || len(fwd) != 2 || len(tp.asked) != 0 {
 		t.Errorf("verdict %+v forwarded %v, partitions asked %v", v, fwd, tp.asked)
@@ -752,7 +760,7 @@ func TestNoQuota(t *testing.T) {
 			t.Fatalf("throttled %v", got)
 		}
 	}
-	if got := f.Engine.Quotas(); got.Enabled(quota.ProducerByteRate) {
+	if got := f.Engine().Quotas(); got.Enabled(quota.ProducerByteRate) {
 		t.Fatal("a producer quota is enabled")
 	}
 }

@@ -174,7 +174,7 @@ func (w *topicWalk) topic(name []byte, id [16]byte) []byte {
 		return name
 	}
 	f := w.q.f
-	return f.ids.name(id, w.now, f.Names, f.Log)
+	return f.ids.name(id, w.now, f.names, f.log)
 }
 
 // VisitTopic implements wire.TopicVisitor.
@@ -188,7 +188,7 @@ func (w *topicWalk) VisitTopic(name []byte, id [16]byte, records int) {
 		w.out = max(w.out, w.cl.HoldTopic(w.key, n, w.now))
 	case records >= 0:
 		w.out = max(w.out, w.cl.RecordTopic(w.key, n, records, w.now))
-		if u := w.q.f.TopicUsage; u != nil {
+		if u := w.q.f.topicUsage; u != nil {
 			user, cid := w.cl.Names()
 			u(user, cid, n, w.key == quota.ProducerByteRate, records, w.now)
 		}
@@ -218,7 +218,7 @@ func (w *topicWalk) start(cl *quota.Client, key quota.Key, now time.Time, mode w
 // whole, as it is forwarded when it is streamed (the returned TopicBytes).
 // It returns the request's hold and the per-topic throttle decided now.
 func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, hold time.Duration) (time.Duration, time.Duration, func([]byte, [16]byte, int)) {
-	if !q.f.Engine.TopicQuotas(quota.ProducerByteRate) {
+	if !q.f.engine.TopicQuotas(quota.ProducerByteRate) {
 		return hold, 0, nil
 	}
 	w := q.reqWalk.start(cl, quota.ProducerByteRate, now, walkHold)
@@ -239,7 +239,7 @@ func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, 
 // streamProduce charges one topic of a streamed Produce as it is forwarded
 // (proxy.Verdict.TopicBytes; the session's reader).
 func (q *conn) streamProduce(name []byte, id [16]byte, n int) {
-	now := q.f.Now()
+	now := q.f.now()
 	w := q.reqWalk.start(q.reqCl, quota.ProducerByteRate, now, walkCharge)
 	w.VisitTopic(name, id, n)
 	q.noteProduce(now, w.out)
@@ -266,7 +266,7 @@ func (q *conn) noteProduce(at time.Time, t time.Duration) {
 // returns the request's hold, and the TopicBytes that charges a streamed
 // response.
 func (q *conn) fetchTopics(cl *quota.Client, r *proxy.Request, now time.Time, hold time.Duration) (time.Duration, func([]byte, [16]byte, int)) {
-	if !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return hold, nil
 	}
 	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
@@ -280,7 +280,7 @@ func (q *conn) fetchTopics(cl *quota.Client, r *proxy.Request, now time.Time, ho
 // fetchResponseTopics charges the topics of a Fetch response read whole
 // (OnResponse; the responder) and keeps the throttle for Throttle.
 func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
-	if !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return
 	}
 	p := r.Buf.B[4:]
@@ -288,8 +288,8 @@ func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 	if err != nil {
 		return
 	}
-	cl := q.resp.client(q.f.Engine, c, r.Req.ClientID)
-	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.Now(), walkCharge)
+	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
+	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
 	wire.FetchResponseTopics(p, off, r.Req.Version, w)
 	q.respTopic = max(q.respTopic, w.out)
 }
@@ -298,7 +298,7 @@ func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 // its throttled per-topic buckets, given the client quota's hold. Its
 // answer is charged per topic by shareFetchResponseTopics.
 func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, now time.Time, hold time.Duration) time.Duration {
-	if !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return hold
 	}
 	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
@@ -314,7 +314,7 @@ func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, n
 // rewritten by the gateway), and decoded only when a per-topic consumer
 // quota exists.
 func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
-	if !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return
 	}
 	resp, ok := r.Decode()
@@ -325,8 +325,8 @@ func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 	if !ok {
 		return
 	}
-	cl := q.resp.client(q.f.Engine, c, r.Req.ClientID)
-	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.Now(), walkCharge)
+	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
+	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
 	for _, t := range sf.Topics {
 		n := 0
 		for _, p := range t.Partitions {
@@ -341,7 +341,7 @@ func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 // (proxy.Verdict.TopicBytes; the responder). Its throttle_time_ms is
 // written already: the debt throttles the connection's next Fetch.
 func (q *conn) streamFetch(name []byte, id [16]byte, n int) {
-	now := q.f.Now()
+	now := q.f.now()
 	w := q.respWalk.start(q.respCl, quota.ConsumerByteRate, now, walkCharge)
 	if w.cl == nil {
 		return
@@ -376,7 +376,7 @@ func (q *conn) topicThrottle(key int16, now time.Time) time.Duration {
 // learnTopicIDs learns the topic ids of a Metadata answer (OnResponse),
 // when some per-topic quota exists.
 func (q *conn) learnTopicIDs(r *proxy.Response) {
-	if !q.f.Engine.TopicQuotas(quota.ProducerByteRate) && !q.f.Engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(quota.ProducerByteRate) && !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return
 	}
 	resp, ok := r.Decode()

@@ -62,7 +62,7 @@ func TestProducePerTopic(t *testing.T) {
 		t.Errorf("a request carrying the limited topic held %v, want the rest of its throttle, 4s", v.Hold)
 	}
 	var topicBuckets int
-	for _, u := range f.Engine.Usage(clk.now) {
+	for _, u := range f.Engine().Usage(clk.now) {
 		if u.Topic != "" {
 			topicBuckets++
 			if u.Topic != "limited" {
@@ -275,8 +275,7 @@ func TestPerTopicByID(t *testing.T) {
 	// Not learnt: resolved in the background (in a bubble, so that the
 	// test waits for it deterministically), at most once a second.
 	synctest.Test(t, func(t *testing.T) {
-		f2, clk2 := newFilter(t, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100})
-		f2.Names = n
+		f2, clk2 := newFilterWith(t, Config{Names: n}, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100})
 		c2, q2 := newConn(f2, anonymous)
 		for range 50 {
 			onRequest(q2, c2, produceTopics(t, 13, 1, map[string]int{"other": 10}, map[string][16]byte{"other": {'?'}}))

@@ -14,7 +14,9 @@ import (
 // -1). From v6 (KIP-599 strict mode) topics past an exhausted quota are
 // answered THROTTLING_QUOTA_EXCEEDED by Tollgate, in request order, and
 // only the others are forwarded; below v6 everything is forwarded and the
-// connection throttled (permissive mode).
+// connection throttled (permissive mode). Counted by the usage ledger
+// (usage.go): the partitions of each topic created, as the response says
+// from v5, else as the quota filter counted them.
 //
 // Reserved topics (reserved.go): one of Tollgate's own topics is never
 // created through the gateway — answered TOPIC_AUTHORIZATION_FAILED

@@ -11,7 +11,8 @@ import (
 // Forwarded. Charged by the quota filter (enforce/mutation.go) to
 // controller_mutation_rate: the partitions each topic had (read from the
 // upstream's metadata, by name or, for a topic named by id alone, by id). Strict mode from v5, permissive below, as in
-// CreateTopics.
+// CreateTopics. Counted by the usage ledger (usage.go): the partitions of
+// each topic deleted, from the same lookup.
 //
 // Reserved topics (reserved.go): one of Tollgate's own topics is never
 // deleted through the gateway — answered TOPIC_AUTHORIZATION_FAILED with

@@ -11,7 +11,9 @@ import (
 // Forwarded. Charged by the quota filter (enforce/mutation.go) to
 // controller_mutation_rate: the partitions each topic gains (the new count
 // less the current one, read from the upstream's metadata). Strict mode
-// from v3, permissive below, as in CreateTopics.
+// from v3, permissive below, as in CreateTopics. Counted by the usage
+// ledger (usage.go): the partitions each topic gained, from the same
+// lookup.
 //
 // Reserved topics (reserved.go): one of Tollgate's own topics never gains
 // partitions through the gateway — answered TOPIC_AUTHORIZATION_FAILED, as

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/telemetry"
 )
@@ -40,7 +41,16 @@ type Deps struct {
 	// (KIP-714), which ApiVersions then advertises; nil leaves them to
 	// the upstream cluster.
 	Telemetry *telemetry.Manager
-	// Now is the telemetry clock (default time.Now).
+	// Usage, when set, is the usage ledger: the chain ends with the
+	// filter that counts the partitions of the mutation requests the
+	// broker accepted (usage.go).
+	Usage Ledger
+	// Partitions answers the partition counts Usage needs when the quota
+	// filter has not looked them up (the gateway's metadata lookups, as
+	// the quota filter's enforce.Config.Topics); a request's counts are
+	// looked up once, whichever filter needs them first.
+	Partitions enforce.Topics
+	// Now is the telemetry and usage clock (default time.Now).
 	Now func() time.Time
 }
 
@@ -48,9 +58,10 @@ type Deps struct {
 // passes the filters top to bottom and its response bottom to top, so the
 // filters nearest the client (ApiVersions, broker addresses) see every
 // response last, after the control plane has merged its part in, and the
-// quota filter, nearest the broker but for the reserved topics' filter,
-// charges only what is forwarded (what the reserved topics' filter answers
-// itself gives back what the quota filter reserved for it).
+// quota filter, nearest the broker but for the reserved topics' filter and
+// the usage ledger's counter, charges only what is forwarded (what the
+// reserved topics' filter answers itself gives back what the quota filter
+// reserved for it).
 func Chain(d Deps) proxy.Chain {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -86,6 +97,10 @@ func Chain(d Deps) proxy.Chain {
 		// After the quota filter: the Fetch it rewrites keeps the quota
 		// filter's max_bytes clamp, patched in place before.
 		c = append(c, r) // 0–3, 8, 19–21, 23, 24, 28, 32, 33, 37, 44, 61, 75, 78: Tollgate's own topics refused
+	}
+	if d.Usage != nil {
+		// Last: it counts only what is forwarded.
+		c = append(c, newUsageMutations(d.Usage, d.Partitions, d.Log, d.Now)) // 19, 20, 37: the partitions the broker changed, for the usage ledger
 	}
 	return c
 }

@@ -30,12 +30,16 @@ func fullDeps(t *testing.T) Deps {
 	if err != nil {
 		t.Fatal(err)
 	}
+	qf, err := enforce.New(enforce.Config{Engine: eng})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return Deps{
 		Log:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ClientQuotas:  cp.quotas,
 		Credentials:   cp.creds,
 		BrokerConfigs: cp.brokers,
-		Quota:         enforce.New(eng, nil),
+		Quota:         qf,
 		Reserved:      []string{"tollgate-audit", "tollgate-usage"},
 		Telemetry:     telemetry.New(telemetry.Config{}.Options()),
 	}

@@ -11,8 +11,11 @@
 // forwarded API for request_percentage) lives in package enforce; the SASL
 // gate (SaslHandshake, SaslAuthenticate) in package proxy, because it decides
 // whether a request may reach the filters at all; their files here say so.
+// The usage ledger's ServeHook and mutation counter are here too
+// (usage.go), on an interface the ledger (package usage) implements.
 //
 // kafkaapi sits between the data path and the control side: it imports
-// proxy, wire and control (the admin APIs are answered from the control
+// proxy, wire, enforce (a mutation request's partition counts, for the
+// usage ledger) and control (the admin APIs are answered from the control
 // plane), never app.
 package kafkaapi

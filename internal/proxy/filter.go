@@ -98,6 +98,13 @@ type Request struct {
 	// answered by the gateway): with the time its response passes, the
 	// time the upstream took to answer it.
 	Forwarded time.Time
+	// Shared is what a filter looked up about the request, kept for the
+	// later filters and for the response hooks, so that nothing is asked
+	// twice (a mutation request's partition counts, enforce.Mutations:
+	// the quota and the usage ledger count the same partitions from one
+	// Metadata round trip). Nil at the start of each request; one kind of
+	// value per API key.
+	Shared any
 
 	decoded kmsg.Request // Decode's result, shared by the chain
 }
@@ -208,7 +215,8 @@ type Verdict struct {
 // Response is an upstream response read whole, as response hooks see it.
 // It is valid during the hook call only.
 type Response struct {
-	// Req is the request it answers (its Payload is gone).
+	// Req is the request it answers (its Payload is gone; Shared is
+	// kept).
 	Req *Request
 	// Buf is the frame, size prefix included. Hooks rewrite it through
 	// Edit, or in place with the wire package's functions.

@@ -33,7 +33,7 @@ func BenchmarkSessionProduceQuotas(b *testing.B) {
 				b.Fatal(err)
 			}
 			eng.SetQuotas(q)
-			proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Quota: enforce.New(eng, nil)})))
+			proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Quota: benchQuotaFilter(b, eng)})))
 			// The requests went through a live, bounded bucket.
 			var bounded bool
 			for _, u := range eng.Usage(time.Now()) {
@@ -62,7 +62,7 @@ func BenchmarkSessionProduceTopics(b *testing.B) {
 		}
 	}
 	eng.SetQuotas(q)
-	proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Quota: enforce.New(eng, nil)})))
+	proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Quota: benchQuotaFilter(b, eng)})))
 	var topic bool
 	for _, u := range eng.Usage(time.Now()) {
 		topic = topic || (u.Topic == "bench" && u.Rate > 0)
@@ -87,4 +87,14 @@ func BenchmarkSessionProduceReserved(b *testing.B) {
 	b.Run("reserved=2", func(b *testing.B) {
 		proxy.BenchSessionProduce(b, proxy.WithChain(kafkaapi.Chain(kafkaapi.Deps{Reserved: []string{"tollgate-audit", "tollgate-usage"}})))
 	})
+}
+
+// benchQuotaFilter is the quota filter on eng.
+func benchQuotaFilter(b *testing.B, eng *quota.Engine) *enforce.Filter {
+	b.Helper()
+	f, err := enforce.New(enforce.Config{Engine: eng})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
 }

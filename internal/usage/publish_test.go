@@ -1,9 +1,7 @@
-package app
+package usage
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,14 +13,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/devcluster"
-	"github.com/tollgate/tollgate/internal/usage"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // ledgerMinutes writes n minutes from t0 into dir.
 func ledgerMinutes(t *testing.T, dir string, t0 time.Time, n int) {
 	t.Helper()
-	l, err := usage.Open(usage.Options{Dir: dir, Instance: "gw-1", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, t0)
+	l, err := Open(Options{Dir: dir, Instance: "gw-1", Log: quiet()}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,22 +42,21 @@ func TestUsagePublisherCatchesUp(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	ledgerMinutes(t, dir, t0, 3)
-	marker := filepath.Join(dir, usageMarker)
+	marker := filepath.Join(dir, PublishedMarker)
 	if err := writeFileSync(marker, []byte(t0.Format(time.RFC3339)+"\n")); err != nil {
 		t.Fatal(err)
 	}
-	a := &App{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	p, err := a.newUsagePublisher(dev.Addrs(), dir, "usage", "gw-1")
+	p, err := NewPublisher(PublisherOptions{Dir: dir, Topic: "usage", Instance: "gw-1", Client: []kgo.Opt{kgo.SeedBrokers(dev.Addrs()...)}, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.catchUp(); err != nil {
+	if err := p.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
-	go p.run()
+	p.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p.close(ctx, true) // produces what is queued first
+	p.Close(ctx) // produces what is queued first
 	b, _ := os.ReadFile(marker)
 	if got := strings.TrimSpace(string(b)); got != t0.Add(2*time.Minute).Format(time.RFC3339) {
 		t.Fatalf("marker %s after the catch-up", got)
@@ -103,20 +99,18 @@ func TestUsagePublisherStopsWithoutCluster(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	ledgerMinutes(t, dir, t0, 2)
-	a := &App{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	a.cfg.Upstream.DialTimeout = time.Second
-	p, err := a.newUsagePublisher([]string{addr}, dir, "usage", "gw-1")
+	p, err := NewPublisher(PublisherOptions{Dir: dir, Topic: "usage", Instance: "gw-1", Client: []kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(time.Second)}, Log: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.catchUp(); err != nil {
+	if err := p.CatchUp(); err != nil {
 		t.Fatal(err)
 	}
-	go p.run()
+	p.Start()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	p.close(ctx, true)
-	if _, err := os.Stat(filepath.Join(dir, usageMarker)); !os.IsNotExist(err) {
+	p.Close(ctx)
+	if _, err := os.Stat(filepath.Join(dir, PublishedMarker)); !os.IsNotExist(err) {
 		t.Fatalf("marker written without a cluster: %v", err)
 	}
 }
