@@ -9,14 +9,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/testkit"
 )
 
 // audit.topic: every event is also produced to a topic on the upstream
 // cluster, before the alteration's response.
 func TestAuditTopicSink(t *testing.T) {
 	t.Parallel()
-	env := startControl(t, func(c *app.Config) {
-		c.Audit.Topic = "tollgate-audit"
+	testkit.EachUpstream(t, auditTopicSink)
+}
+
+func auditTopicSink(t *testing.T, up *testkit.Upstream) {
+	topic := up.Topic(t, "tollgate-audit")
+	freshTopics(t, up, topic)
+	env := startControlOn(t, up, func(c *app.Config) {
+		c.Audit.Topic = topic
 		c.Audit.Required = true
 	})
 	ctx := ctxT(t, 30*time.Second)
@@ -30,7 +37,7 @@ func TestAuditTopicSink(t *testing.T) {
 		t.Fatalf("alter: %v %+v", err, res)
 	}
 	// Read the topic straight from the upstream cluster.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...), kgo.ConsumeTopics("tollgate-audit"),
+	cons, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

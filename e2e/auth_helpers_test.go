@@ -40,13 +40,8 @@ import (
 // key per entry of keyIdentities, whose plaintexts it returns.
 func startTerminate(t *testing.T, users map[string]string, keyIdentities []string, edit ...func(*app.Config)) (*testkit.Env, []string) {
 	t.Helper()
-	creds, keys := writeCredentials(t, users, keyIdentities...)
-	env := testkit.Start(t, app.Options{}, append([]func(*app.Config){func(c *app.Config) {
-		c.Listeners[0].Name = "SASL_PLAINTEXT"
-		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
-		c.CredentialsFile = creds
-	}}, edit...)...)
-	return env, keys
+	testkit.SkipIfRealOnly(t)
+	return startTerminateOn(t, &testkit.Upstream{Name: "kfake"}, users, keyIdentities, edit...)
 }
 
 // writeCredentials writes a credentials file with SCRAM users and API keys

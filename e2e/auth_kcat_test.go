@@ -55,16 +55,19 @@ func TestSASLApiVersionsAdvertisesHandshakeRange(t *testing.T) {
 func TestSASLKcat(t *testing.T) {
 	t.Parallel()
 	kcatPath(t)
-	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
-	ctx := ctxT(t, 60*time.Second)
-	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256"} {
-		t.Run(mech, func(t *testing.T) { testKcatSASL(t, ctx, env, mech) })
-	}
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env, _ := startTerminateOn(t, up, map[string]string{"alice": "alice-secret"}, nil)
+		ctx := ctxT(t, 60*time.Second)
+		for _, mech := range []string{"PLAIN", "SCRAM-SHA-256"} {
+			t.Run(mech, func(t *testing.T) { testKcatSASL(t, ctx, env, up, mech) })
+		}
+	})
 }
 
-func testKcatSASL(t *testing.T, ctx context.Context, env *testkit.Env, mech string) {
+func testKcatSASL(t *testing.T, ctx context.Context, env *testkit.Env, up *testkit.Upstream, mech string) {
 	const n = 25
-	topic := "auth-kcat-" + strings.ToLower(mech)
+	topic := up.Topic(t, "auth-kcat-"+strings.ToLower(mech))
+	freshTopics(t, up, topic)
 	createAuthTopics(t, ctx, franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"), topic)
 	sasl := []string{"-b", env.Bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech,
 		"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/testkit"
 )
 
 // Quotas follow the authenticated principal, not the client-id: under a
@@ -22,12 +23,18 @@ import (
 func TestAuthQuotaFollowsPrincipal(t *testing.T) {
 	// Not parallel: measures byte rates in real time and bounds the run's wall
 	// time.
-	env, keys := startTerminate(t, map[string]string{"alice": "alice-secret", "bob": "bob-secret"}, []string{"team-a", "team-a"},
+	testkit.EachUpstream(t, authQuotaFollowsPrincipal)
+}
+
+func authQuotaFollowsPrincipal(t *testing.T, up *testkit.Upstream) {
+	env, keys := startTerminateOn(t, up, map[string]string{"alice": "alice-secret", "bob": "bob-secret"}, []string{"team-a", "team-a"},
 		func(c *app.Config) {
 			c.Quotas = []app.QuotaEntry{{DefaultUser: true, ProducerByteRate: ptrF(1 << 30)}}
 		})
 	ctx := ctxT(t, 30*time.Second)
-	const topic, clientID = "auth-quota", "shared-app"
+	const clientID = "shared-app"
+	topic := up.Topic(t, "auth-quota")
+	freshTopics(t, up, topic)
 	createAuthTopics(t, ctx, franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"), topic)
 	start := time.Now()
 

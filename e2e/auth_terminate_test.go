@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/testkit"
 )
 
 // SASL terminated at Tollgate (SASL_PLAINTEXT listener, credentials file):
@@ -12,9 +14,13 @@ import (
 // SCRAM-SHA-512, and every login binds User:alice with its mechanism.
 func TestAuthTerminateClients(t *testing.T) {
 	t.Parallel()
-	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
+	testkit.EachUpstream(t, authTerminateClients)
+}
+
+func authTerminateClients(t *testing.T, up *testkit.Upstream) {
+	env, _ := startTerminateOn(t, up, map[string]string{"alice": "alice-secret"}, nil)
 	ctx := ctxT(t, 60*time.Second)
-	runAuthMatrix(t, ctx, env.Bootstrap, "alice", "alice-secret")
+	runAuthMatrixTopics(t, ctx, env.Bootstrap, "alice", "alice-secret", up.Topic(t, "auth-term"))
 	for _, mech := range authMechanisms {
 		waitLog(t, env, time.Second, `msg=authenticated `, "principal=User:alice", "mechanism="+mech)
 	}
