@@ -22,7 +22,10 @@ import (
 // nothing.
 func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
 	t.Parallel()
-	env := testkit.Start(t, app.Options{})
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { idleConnectionsOpenNoUpstream(t, up.Start(t, app.Options{})) })
+}
+
+func idleConnectionsOpenNoUpstream(t *testing.T, env *testkit.Env) {
 	const metric = `tollgate_upstream_connections_opened_total{listener="PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
 	before := opened()
@@ -55,7 +58,12 @@ func TestIdleConnectionsOpenNoUpstream(t *testing.T) {
 // gets.
 func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 	t.Parallel()
-	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
+	testkit.EachUpstream(t, unauthenticatedClientsOpenNoUpstream)
+}
+
+func unauthenticatedClientsOpenNoUpstream(t *testing.T, up *testkit.Upstream) {
+	env, _ := startTerminateOn(t, up, map[string]string{"alice": "alice-secret"}, nil)
+	topic := up.Topic(t, "lazy")
 	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
 	ctx := ctxT(t, 30*time.Second)
@@ -72,7 +80,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 	}
 	// A real client logs in and produces.
 	good := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"),
-		kgo.DefaultProduceTopic("lazy"), kgo.AllowAutoTopicCreation())...)
+		kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
 	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +110,7 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 	}
 	// Good clients still work.
 	again := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"),
-		kgo.DefaultProduceTopic("lazy"))...)
+		kgo.DefaultProduceTopic(topic))...)
 	if err := again.ProduceSync(ctx, &kgo.Record{Value: []byte("y")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,12 +121,16 @@ func TestUnauthenticatedClientsOpenNoUpstream(t *testing.T) {
 // to judge, and the broker says REBOOTSTRAP_REQUIRED.
 func TestPreLoginApiVersionsV5(t *testing.T) {
 	t.Parallel()
-	env, _ := startTerminate(t, map[string]string{"alice": "alice-secret"}, nil)
+	testkit.EachUpstream(t, preLoginApiVersionsV5)
+}
+
+func preLoginApiVersionsV5(t *testing.T, up *testkit.Upstream) {
+	env, _ := startTerminateOn(t, up, map[string]string{"alice": "alice-secret"}, nil)
 	const metric = `tollgate_upstream_connections_opened_total{listener="SASL_PLAINTEXT"}`
 	opened := func() float64 { return scrapeMetricOr(t, env, metric, 0) }
 	ctx := ctxT(t, 30*time.Second)
 	good := franzClient(t, append(franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"),
-		kgo.DefaultProduceTopic("v5"), kgo.AllowAutoTopicCreation())...)
+		kgo.DefaultProduceTopic(up.Topic(t, "v5")), kgo.AllowAutoTopicCreation())...)
 	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,14 @@ import (
 // long-polling fetch) get its response.
 func TestShutdownFinishesInFlight(t *testing.T) {
 	// Not parallel: bounds the shutdown's wall time.
-	env := testkit.Start(t, app.Options{})
+	testkit.EachUpstream(t, shutdownFinishesInFlight)
+}
+
+func shutdownFinishesInFlight(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{})
 	ctx := ctxT(t, 30*time.Second)
-	cl := newClient(t, env, nil, kgo.DefaultProduceTopic("drain"), kgo.AllowAutoTopicCreation())
+	drain := up.Topic(t, "drain")
+	cl := newClient(t, env, nil, kgo.DefaultProduceTopic(drain), kgo.AllowAutoTopicCreation())
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +34,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	}
 	var leader int32 = -1
 	for _, tp := range md.Topics {
-		if tp.Topic != nil && *tp.Topic == "drain" {
+		if tp.Topic != nil && *tp.Topic == drain {
 			leader = tp.Partitions[0].Leader
 		}
 	}
@@ -38,7 +43,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	fetch.MinBytes = 1 << 20 // more than there is: the broker waits the full 1.5 s
 	fetch.MaxBytes = 1 << 20
 	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = "drain"
+	ft.Topic = drain
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.Partition = 0
 	fp.PartitionMaxBytes = 1 << 20
