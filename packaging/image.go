@@ -50,33 +50,7 @@ const nonroot = 65532
 // for that architecture). filesDir is packaging/files; caBundle is the CA
 // file to include ("" to leave it out).
 func Image(bin, arch, filesDir, caBundle string, b Build) (v1.Image, error) {
-	cfg, err := os.ReadFile(filepath.Join(filesDir, "image.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	binary, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
-	}
-	l := newLayer(b.Time)
-	l.dir("etc", 0o755, 0)
-	l.file("etc/passwd", 0o644, 0, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"))
-	l.file("etc/group", 0o644, 0, []byte("root:x:0:\nnonroot:x:65532:\n"))
-	// Go's resolver reads it to order /etc/hosts before DNS.
-	l.file("etc/nsswitch.conf", 0o644, 0, []byte("hosts: files dns\n"))
-	if caBundle != "" {
-		ca, err := os.ReadFile(caBundle)
-		if err != nil {
-			return nil, fmt.Errorf("CA bundle: %w", err)
-		}
-		l.file(strings.TrimPrefix(CABundle, "/"), 0o644, 0, ca)
-	}
-	l.file(strings.TrimPrefix(ImageConfig, "/"), 0o644, 0, cfg)
-	l.file(strings.TrimPrefix(ImageBinary, "/"), 0o755, 0, binary)
-	l.dir(strings.TrimPrefix(ImageDataDir, "/"), 0o700, nonroot)
-	l.dir("home/nonroot", 0o700, nonroot)
-	l.dir("tmp", 0o777|fs.ModeSticky, 0)
-	data, err := l.bytes()
+	data, err := rootFS(bin, filesDir, caBundle, b)
 	if err != nil {
 		return nil, err
 	}
@@ -103,18 +77,68 @@ func Image(bin, arch, filesDir, caBundle string, b Build) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = arch, "linux"
 	cf.Created = v1.Time{Time: b.Time}
-	labels := map[string]string{
+	labels := imageLabels(b)
+	cf.Config = imageConfig(labels)
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, labels).(v1.Image), nil
+}
+
+// rootFS is the image's one layer, a tar: the users and groups, the
+// resolver's order, the CA bundle (unless caBundle is ""), the config of
+// filesDir, the binary bin, and the directories it writes to.
+func rootFS(bin, filesDir, caBundle string, b Build) ([]byte, error) {
+	cfg, err := os.ReadFile(filepath.Join(filesDir, "image.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	binary, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	l := newLayer(b.Time)
+	l.dir("etc", 0o755, 0)
+	l.file("etc/passwd", 0o644, 0, []byte("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"))
+	l.file("etc/group", 0o644, 0, []byte("root:x:0:\nnonroot:x:65532:\n"))
+	// Go's resolver reads it to order /etc/hosts before DNS.
+	l.file("etc/nsswitch.conf", 0o644, 0, []byte("hosts: files dns\n"))
+	if caBundle != "" {
+		ca, err := os.ReadFile(caBundle)
+		if err != nil {
+			return nil, fmt.Errorf("CA bundle: %w", err)
+		}
+		l.file(strings.TrimPrefix(CABundle, "/"), 0o644, 0, ca)
+	}
+	l.file(strings.TrimPrefix(ImageConfig, "/"), 0o644, 0, cfg)
+	l.file(strings.TrimPrefix(ImageBinary, "/"), 0o755, 0, binary)
+	l.dir(strings.TrimPrefix(ImageDataDir, "/"), 0o700, nonroot)
+	l.dir("home/nonroot", 0o700, nonroot)
+	l.dir("tmp", 0o777|fs.ModeSticky, 0)
+	return l.bytes()
+}
+
+// imageLabels are the OCI labels of the image of b, also its manifest's
+// annotations.
+func imageLabels(b Build) map[string]string {
+	return map[string]string{
 		"org.opencontainers.image.title":       "tollgate",
 		"org.opencontainers.image.description": "Kafka-protocol quota gateway",
 		"org.opencontainers.image.version":     b.Version,
 		"org.opencontainers.image.revision":    b.Commit,
 		"org.opencontainers.image.created":     b.Date(),
 	}
+}
+
+// imageConfig is how the image runs: as nonroot, `tollgate serve` on the
+// image's config, in the data directory, with its ports and health check.
+func imageConfig(labels map[string]string) v1.Config {
 	exposed := map[string]struct{}{}
 	for _, p := range ImagePorts {
 		exposed[p] = struct{}{}
 	}
-	cf.Config = v1.Config{
+	return v1.Config{
 		User:         ImageUser,
 		Entrypoint:   []string{ImageBinary},
 		Cmd:          []string{"serve", "--config", ImageConfig},
@@ -134,11 +158,6 @@ func Image(bin, arch, filesDir, caBundle string, b Build) (v1.Image, error) {
 			Retries:     3,
 		},
 	}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.Annotations(img, labels).(v1.Image), nil
 }
 
 // layer builds a tar with fixed times and owners, parents first.

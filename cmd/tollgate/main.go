@@ -141,6 +141,29 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1
 	}
+	announceReady(a, inh, stdout, stderr)
+	if awaitEnd(ctx, ctl, a, binary, self) {
+		fmt.Fprintln(stdout, "Handed over to a new process: finishing in-flight requests...")
+		stop()
+		if err := a.Stop(context.Background()); err != nil {
+			fmt.Fprintln(stderr, "tollgate:", err)
+			return 1
+		}
+		return 0
+	}
+	stop()
+	sdNotify("STOPPING=1")
+	fmt.Fprintln(stdout, "Shutting down: finishing in-flight requests...")
+	if err := a.Stop(context.Background()); err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 1
+	}
+	return 0
+}
+
+// announceReady tells the user, systemd and, after a handover, the old
+// process that a is serving.
+func announceReady(a *app.App, inh *accept.Inherited, stdout, stderr io.Writer) {
 	fmt.Fprintf(stdout, "Tollgate is ready. Bootstrap servers: %s\n", a.Bootstrap())
 	if u := a.HTTPURL(); u != "" {
 		fmt.Fprintf(stdout, "Dashboard: %s/  Metrics: %s/metrics\n", u, u)
@@ -160,6 +183,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		inh.Close()
 	}
+}
+
+// awaitEnd serves until ctx is done or a handover succeeds, reloading the
+// config on SIGHUP; it reports whether a handover did.
+func awaitEnd(ctx context.Context, ctl <-chan os.Signal, a *app.App, binary runningBinary, self string) bool {
 	for ctx.Err() == nil {
 		select {
 		case sig := <-ctl:
@@ -178,24 +206,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 				sdNotify("STATUS=" + statusServing + " (the last handover failed: see the log)")
 				continue
 			}
-			fmt.Fprintln(stdout, "Handed over to a new process: finishing in-flight requests...")
-			stop()
-			if err := a.Stop(context.Background()); err != nil {
-				fmt.Fprintln(stderr, "tollgate:", err)
-				return 1
-			}
-			return 0
+			return true
 		case <-ctx.Done():
 		}
 	}
-	stop()
-	sdNotify("STOPPING=1")
-	fmt.Fprintln(stdout, "Shutting down: finishing in-flight requests...")
-	if err := a.Stop(context.Background()); err != nil {
-		fmt.Fprintln(stderr, "tollgate:", err)
-		return 1
-	}
-	return 0
+	return false
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {

@@ -377,24 +377,11 @@ func (l *Limiter) AdmitIP(t *Ticket, ip netip.Addr, c *Conn, now time.Time) Deci
 	e := l.entry(ip)
 
 	// Step 2: per-IP rate.
-	if e.rateLimit != Unlimited {
-		if !e.hasSensor {
-			e.hasSensor = true
-			e.sensor.restart(l.win)
-		}
-		e.sensor.bound = float64(e.rateLimit)
-		if tip := e.sensor.recordThrottle(l.win, nowMs); tip > 0 {
-			e.sensor.unrecord(nowMs)
-			if !protected {
-				l.gatewayRate.unrecord(nowMs)
-			}
-			ln.rate.unrecord(nowMs)
-			d := time.Duration(tip) * time.Millisecond
-			ln.c.ipAcceptThrottle.add(d)
-			ln.c.parkedIPRate++
-			l.top.add(ip, true)
-			return Decision{Verdict: Park, Reason: ReasonIPRate, Until: now.Add(d), Delay: d}
-		}
+	if d := l.ipRateThrottle(e, ln, protected, nowMs); d > 0 {
+		ln.c.ipAcceptThrottle.add(d)
+		ln.c.parkedIPRate++
+		l.top.add(ip, true)
+		return Decision{Verdict: Park, Reason: ReasonIPRate, Until: now.Add(d), Delay: d}
 	}
 
 	// Step 3: count.
@@ -413,13 +400,43 @@ func (l *Limiter) AdmitIP(t *Ticket, ip netip.Addr, c *Conn, now time.Time) Deci
 		return Decision{Verdict: Reject, Reason: ReasonIPCount}
 	}
 
+	l.register(c, ln, e, ip, now)
+	return Decision{Verdict: Accept}
+}
+
+// ipRateThrottle is step 2 of §5.2: unless the ip's rate is Unlimited, it
+// records the connection into the ip's sensor; on a throttle it un-records
+// it from the ip, gateway (unless protected) and listener sensors and
+// returns the throttle. Zero means the ip's rate lets the connection pass.
+func (l *Limiter) ipRateThrottle(e *ipEntry, ln *listener, protected bool, nowMs int64) time.Duration {
+	if e.rateLimit == Unlimited {
+		return 0
+	}
+	if !e.hasSensor {
+		e.hasSensor = true
+		e.sensor.restart(l.win)
+	}
+	e.sensor.bound = float64(e.rateLimit)
+	tip := e.sensor.recordThrottle(l.win, nowMs)
+	if tip <= 0 {
+		return 0
+	}
+	e.sensor.unrecord(nowMs)
+	if !protected {
+		l.gatewayRate.unrecord(nowMs)
+	}
+	ln.rate.unrecord(nowMs)
+	return time.Duration(tip) * time.Millisecond
+}
+
+// register makes c the accepted connection of ip on ln, active now.
+func (l *Limiter) register(c *Conn, ln *listener, e *ipEntry, ip netip.Addr, now time.Time) {
 	c.ln, c.entry, c.ip, c.shedding = ln, e, ip, false
 	c.lastActive.Store(now.UnixNano())
 	c.slot = len(l.conns)
 	l.conns = append(l.conns, c)
 	ln.c.accepted++
 	l.maybeSignalShed()
-	return Decision{Verdict: Accept}
 }
 
 // Cancel abandons a ticket that AdmitIP has not finished (e.g. the listener

@@ -95,6 +95,17 @@ func DefaultSettings() Settings {
 // Validate reports every invalid value at once (errors.Join). Messages follow
 // Kafka's where Kafka has one.
 func (s *Settings) Validate() error {
+	errs := s.countErrors()
+	errs = append(errs, s.listenerErrors()...)
+	errs = append(errs, s.ipRateErrors()...)
+	if s.TopIPs < 0 {
+		errs = append(errs, fmt.Errorf("TopIPs must not be negative, got %d", s.TopIPs))
+	}
+	return errors.Join(errs...)
+}
+
+// countErrors checks the gateway-wide settings and the per-ip overrides.
+func (s *Settings) countErrors() []error {
 	var errs []error
 	atLeast := func(name string, v, lo int) {
 		switch {
@@ -122,7 +133,13 @@ func (s *Settings) Validate() error {
 		}
 		atLeast("max.connections.per.ip.overrides["+a.String()+"]", n, 0)
 	}
+	return errs
+}
 
+// listenerErrors checks each listener's settings, and that no two
+// listeners share a name.
+func (s *Settings) listenerErrors() []error {
+	var errs []error
 	seen := make(map[string]bool, len(s.Listeners))
 	for _, l := range s.Listeners {
 		if l.Name == "" {
@@ -141,7 +158,13 @@ func (s *Settings) Validate() error {
 			errs = append(errs, fmt.Errorf("listener.name.%s.max.connection.creation.rate: Invalid max.connection.creation.rate %d", key, l.MaxConnectionCreationRate))
 		}
 	}
+	return errs
+}
 
+// ipRateErrors checks the default ip rate and each ip entity's: its rate,
+// and that it is one masked range no other entity names.
+func (s *Settings) ipRateErrors() []error {
+	var errs []error
 	// ConnectionQuotas accepts an ip rate of 0 (every connection is parked for
 	// the full cap); only the KRaft admin API insists on > 0, so 0 passes here.
 	ipRate := func(entity string, v int) {
@@ -173,10 +196,7 @@ func (s *Settings) Validate() error {
 		}
 		normalized[n] = p
 	}
-	if s.TopIPs < 0 {
-		errs = append(errs, fmt.Errorf("TopIPs must not be negative, got %d", s.TopIPs))
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Set applies one Kafka-named setting given as a string, the way it appears in

@@ -376,47 +376,15 @@ func (x *Exchange) handle(b []byte, now time.Time) {
 		x.mu.Unlock()
 		return
 	}
-	var ev *Event
 	if r.Instance == x.cfg.Self.ID {
-		if r.Incarnation == x.cfg.Self.Incarnation {
-			x.heard = now
-			x.members[x.cfg.Self.ID].LastSeen = now
-			x.mu.Unlock()
-			return
-		}
-		x.stats.Rejected++
-		x.mu.Unlock()
-		x.emit(Event{Kind: "conflict", Member: Member{ID: r.Instance, Incarnation: r.Incarnation, Version: r.Version, Addr: r.Addr}})
+		x.fromSelfLocked(&r, now)
 		return
 	}
-	m, ok := x.members[r.Instance]
-	switch {
-	case !ok:
-		if r.Leaving {
-			x.mu.Unlock()
-			return
-		}
-		m = &memberState{Member: Member{ID: r.Instance, Incarnation: r.Incarnation, Joined: now}}
-		x.members[r.Instance] = m
-		ev = &Event{Kind: "join"}
-	case r.Incarnation > m.Incarnation:
-		m.Incarnation, m.seq, m.totals = r.Incarnation, 0, nil
-		ev = &Event{Kind: "restart"}
-	case r.Incarnation < m.Incarnation || r.Seq < m.seq || (r.Seq == m.seq && r.Part == 0):
-		// An older process, or a report already applied.
-		x.mu.Unlock()
-		return
-	}
-	m.seq = r.Seq
-	m.Version, m.Addr, m.Digest, m.LastSeen = r.Version, r.Addr, r.Digest, now
-	if r.Leaving {
-		delete(x.members, r.Instance)
-		delete(x.heardFrom, r.Instance)
-		ev = &Event{Kind: "leave", Reason: "left"}
-	}
-	member := m.Member
-	m.catchUp(r.Usage, now)
+	member, ev, ok := x.noteMemberLocked(&r, now)
 	x.mu.Unlock()
+	if !ok {
+		return
+	}
 	if len(r.Usage) > 0 {
 		x.cfg.Ledger.ApplyRemote(r.Usage, now)
 	}
@@ -438,6 +406,57 @@ func (x *Exchange) handle(b []byte, now time.Time) {
 		}
 		x.renewLocked(now, false)
 	}
+}
+
+// fromSelfLocked takes a report that names this instance: its own, back
+// (the exchange works), or another process's under the same id, a
+// conflict. x.mu is held and is released.
+func (x *Exchange) fromSelfLocked(r *Report, now time.Time) {
+	if r.Incarnation == x.cfg.Self.Incarnation {
+		x.heard = now
+		x.members[x.cfg.Self.ID].LastSeen = now
+		x.mu.Unlock()
+		return
+	}
+	x.stats.Rejected++
+	x.mu.Unlock()
+	x.emit(Event{Kind: "conflict", Member: Member{ID: r.Instance, Incarnation: r.Incarnation, Version: r.Version, Addr: r.Addr}})
+}
+
+// noteMemberLocked records what another instance's report says of it (a
+// join, a restart, a leave; its version, address and digest) and turns its
+// usage into what is not yet applied. It returns the member as it is now
+// and the event the report makes, if any; false if the report is one to
+// ignore (an older process, a report already applied, a leave from an
+// instance never seen). x.mu is held.
+func (x *Exchange) noteMemberLocked(r *Report, now time.Time) (Member, *Event, bool) {
+	var ev *Event
+	m, ok := x.members[r.Instance]
+	switch {
+	case !ok:
+		if r.Leaving {
+			return Member{}, nil, false
+		}
+		m = &memberState{Member: Member{ID: r.Instance, Incarnation: r.Incarnation, Joined: now}}
+		x.members[r.Instance] = m
+		ev = &Event{Kind: "join"}
+	case r.Incarnation > m.Incarnation:
+		m.Incarnation, m.seq, m.totals = r.Incarnation, 0, nil
+		ev = &Event{Kind: "restart"}
+	case r.Incarnation < m.Incarnation || r.Seq < m.seq || (r.Seq == m.seq && r.Part == 0):
+		// An older process, or a report already applied.
+		return Member{}, nil, false
+	}
+	m.seq = r.Seq
+	m.Version, m.Addr, m.Digest, m.LastSeen = r.Version, r.Addr, r.Digest, now
+	if r.Leaving {
+		delete(x.members, r.Instance)
+		delete(x.heardFrom, r.Instance)
+		ev = &Event{Kind: "leave", Reason: "left"}
+	}
+	member := m.Member
+	m.catchUp(r.Usage, now)
+	return member, ev, true
 }
 
 // catchUp turns each entry's Value into what the receiver has not yet

@@ -290,76 +290,24 @@ func replicationFor(ctx context.Context, adm *kadm.Client, rf int16, isr int, to
 // follow reads the topic from its start to its end into the cache in one
 // replacement, then applies every later batch as it arrives.
 func (l *Log) follow(ctx context.Context) error {
-	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	ends, err := l.adm.ListEndOffsets(tctx, l.cfg.Topic)
-	cancel()
+	hwm, err := l.endOffset(ctx)
 	if err != nil {
 		return err
 	}
-	end, ok := ends.Lookup(l.cfg.Topic, 0)
-	if !ok {
-		return fmt.Errorf("cluster: no end offset for %s", l.cfg.Topic)
-	}
-	if end.Err != nil {
-		return end.Err
-	}
-	hwm := end.Offset
-
-	// Reading has its own client, made afresh for every read from the
-	// start: the producer's idempotence state must never be reset with it
-	// (a producer whose sequence numbers restart under the same producer
-	// id has its next batch taken for a duplicate and dropped).
-	reader, err := kgo.NewClient(append(append([]kgo.Opt{}, l.cfg.Opts...),
-		kgo.ClientID("tollgate-cluster-config"),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}}),
-		kgo.FetchMaxWait(time.Second))...)
+	reader, err := l.openReader()
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		reader.Close()
-		return kgo.ErrClientClosed
-	}
-	l.reader = reader
-	l.mu.Unlock()
-	// Exactly one of this and Close closes the reader (kgo's Close must
-	// not run twice at once).
-	defer func() {
-		l.mu.Lock()
-		mine := l.reader == reader
-		if mine {
-			l.reader = nil
-		}
-		l.mu.Unlock()
-		if mine {
-			reader.Close()
-		}
-	}()
+	defer l.closeReader(reader)
 
 	state := map[string][]byte{}
 	var pos int64
 	replaying := true
 	if hwm == 0 {
-		// A new Tollgate cluster: the first instance's state seeds it.
-		seed, err := l.cfg.Cache.LogSeed(l.cfg.Topic)
-		if err != nil {
+		if err := l.startEmpty(ctx); err != nil {
 			return err
 		}
-		if len(seed) > 0 {
-			if err := l.produce(ctx, seed); err != nil {
-				return fmt.Errorf("cluster: seeding %s with this instance's %d stored records: %w", l.cfg.Topic, len(seed), err)
-			}
-			l.log.Info("seeded the shared configuration topic with this instance's stored state", "topic", l.cfg.Topic, "records", len(seed))
-			return errReseeded
-		}
-		if err := l.cfg.Cache.ReplaceLog(l.cfg.Topic, nil, 0); err != nil {
-			return err
-		}
-		l.advance(0)
 		replaying = false
-		l.log.Info("shared configuration topic read", "topic", l.cfg.Topic, "records", 0)
 	}
 	var batch []store.LogRecord
 	for {
@@ -370,16 +318,7 @@ func (l *Log) follow(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if ferr == nil {
-				ferr = err
-			}
-		})
-		if ferr != nil && !errors.Is(ferr, context.Canceled) {
-			l.setErr(ferr)
-			l.log.Warn("reading the shared configuration topic", "topic", l.cfg.Topic, "err", ferr)
-		}
+		l.noteFetchError(fs)
 		batch = batch[:0]
 		fs.EachRecord(func(r *kgo.Record) {
 			pos = r.Offset + 1
@@ -397,17 +336,11 @@ func (l *Log) follow(ctx context.Context) error {
 			if pos < hwm {
 				continue
 			}
-			recs := make([]store.LogRecord, 0, len(state))
-			for k, v := range state {
-				recs = append(recs, store.LogRecord{Key: []byte(k), Value: v})
-			}
-			if err := l.cfg.Cache.ReplaceLog(l.cfg.Topic, recs, pos); err != nil {
+			if err := l.replace(state, pos); err != nil {
 				return err
 			}
 			replaying = false
 			state = nil
-			l.advance(pos)
-			l.log.Info("shared configuration topic read", "topic", l.cfg.Topic, "records", len(recs), "next_offset", pos)
 			continue
 		}
 		if len(batch) == 0 {
@@ -418,6 +351,117 @@ func (l *Log) follow(ctx context.Context) error {
 		}
 		l.advance(pos)
 	}
+}
+
+// endOffset is the topic's end offset now: where reading from the start
+// has read it all.
+func (l *Log) endOffset(ctx context.Context) (int64, error) {
+	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	ends, err := l.adm.ListEndOffsets(tctx, l.cfg.Topic)
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	end, ok := ends.Lookup(l.cfg.Topic, 0)
+	if !ok {
+		return 0, fmt.Errorf("cluster: no end offset for %s", l.cfg.Topic)
+	}
+	if end.Err != nil {
+		return 0, end.Err
+	}
+	return end.Offset, nil
+}
+
+// openReader makes the client that reads the topic from its start, and
+// makes it the one Close closes.
+//
+// Reading has its own client, made afresh for every read from the start:
+// the producer's idempotence state must never be reset with it (a
+// producer whose sequence numbers restart under the same producer id has
+// its next batch taken for a duplicate and dropped).
+func (l *Log) openReader() (*kgo.Client, error) {
+	reader, err := kgo.NewClient(append(append([]kgo.Opt{}, l.cfg.Opts...),
+		kgo.ClientID("tollgate-cluster-config"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.cfg.Topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(time.Second))...)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		reader.Close()
+		return nil, kgo.ErrClientClosed
+	}
+	l.reader = reader
+	l.mu.Unlock()
+	return reader, nil
+}
+
+// closeReader closes reader unless Close has: exactly one of the two
+// does (kgo's Close must not run twice at once).
+func (l *Log) closeReader(reader *kgo.Client) {
+	l.mu.Lock()
+	mine := l.reader == reader
+	if mine {
+		l.reader = nil
+	}
+	l.mu.Unlock()
+	if mine {
+		reader.Close()
+	}
+}
+
+// startEmpty begins a new Tollgate cluster, whose topic is empty: the
+// first instance's state seeds it (errReseeded: read it again), or, with
+// nothing stored, the cache starts empty.
+func (l *Log) startEmpty(ctx context.Context) error {
+	seed, err := l.cfg.Cache.LogSeed(l.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	if len(seed) > 0 {
+		if err := l.produce(ctx, seed); err != nil {
+			return fmt.Errorf("cluster: seeding %s with this instance's %d stored records: %w", l.cfg.Topic, len(seed), err)
+		}
+		l.log.Info("seeded the shared configuration topic with this instance's stored state", "topic", l.cfg.Topic, "records", len(seed))
+		return errReseeded
+	}
+	if err := l.cfg.Cache.ReplaceLog(l.cfg.Topic, nil, 0); err != nil {
+		return err
+	}
+	l.advance(0)
+	l.log.Info("shared configuration topic read", "topic", l.cfg.Topic, "records", 0)
+	return nil
+}
+
+// noteFetchError keeps and logs the first error of a poll, if any.
+func (l *Log) noteFetchError(fs kgo.Fetches) {
+	var ferr error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if ferr == nil {
+			ferr = err
+		}
+	})
+	if ferr != nil && !errors.Is(ferr, context.Canceled) {
+		l.setErr(ferr)
+		l.log.Warn("reading the shared configuration topic", "topic", l.cfg.Topic, "err", ferr)
+	}
+}
+
+// replace makes the cache what the topic read from its start says (state,
+// key → value), next to read at pos.
+func (l *Log) replace(state map[string][]byte, pos int64) error {
+	recs := make([]store.LogRecord, 0, len(state))
+	for k, v := range state {
+		recs = append(recs, store.LogRecord{Key: []byte(k), Value: v})
+	}
+	if err := l.cfg.Cache.ReplaceLog(l.cfg.Topic, recs, pos); err != nil {
+		return err
+	}
+	l.advance(pos)
+	l.log.Info("shared configuration topic read", "topic", l.cfg.Topic, "records", len(recs), "next_offset", pos)
+	return nil
 }
 
 // Append writes recs as one batch and returns once this instance applied

@@ -21,22 +21,7 @@ func consume(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 		return false, err
 	}
 	st := newStats(time.Now())
-	reset := kgo.NewOffset().AtEnd()
-	if cfg.fromBeginning {
-		reset = kgo.NewOffset().AtStart()
-	}
-	opts = append(opts,
-		kgo.ConsumeTopics(cfg.topic),
-		kgo.ConsumeResetOffset(reset),
-		kgo.FetchMaxWait(500*time.Millisecond), // Kafka's fetch.max.wait.ms
-		// Counts fetch responses (key 1) and every throttle: this client
-		// sends no other request that Tollgate throttles.
-		kgo.WithHooks(throttleHook{st: st, key: 1}),
-	)
-	if cfg.group != "" {
-		opts = append(opts, kgo.ConsumerGroup(cfg.group))
-	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(consumerOpts(opts, cfg, st)...)
 	if err != nil {
 		return false, err
 	}
@@ -83,32 +68,15 @@ func consume(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 		if fs.IsClientClosed() {
 			break
 		}
-		fs.EachError(func(t string, part int32, err error) {
-			var loss *kgo.ErrDataLoss
-			switch {
-			case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			case errors.As(err, &loss):
-				fmt.Fprintln(stderr, "tollgate perf: warning:", err)
-			case runErr == nil:
-				runErr = fmt.Errorf("fetch %s[%d]: %w", t, part, err)
-			}
-		})
-		var n, b int64
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			b += int64(len(r.Key) + len(r.Value))
-		})
+		runErr = fetchError(fs, stderr)
+		n, b := countRecords(fs)
 		st.add(n, b, -1)
 		got += n
 		if n > 0 {
 			last = time.Now()
 		}
 		if runErr == nil && n == 0 && idle {
-			fmt.Fprintf(stderr, "tollgate perf: warning: no record for %v (--timeout); stopping", cfg.timeout)
-			if cfg.numRecords > 0 {
-				fmt.Fprintf(stderr, " after %d of %d records", got, cfg.numRecords)
-			}
-			fmt.Fprintln(stderr)
+			warnIdle(stderr, cfg, got)
 			break
 		}
 		if runErr != nil || !p.wait(runCtx, got) {
@@ -121,6 +89,63 @@ func consume(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 	interrupted := ctx.Err() != nil && runErr == nil
 	printSummary(stdout, cfg, clientID, st, elapsed, interrupted, runErr)
 	return interrupted, runErr
+}
+
+// consumerOpts adds to opts what the consumer of cfg reads and how, its
+// fetches and throttles counted in st.
+func consumerOpts(opts []kgo.Opt, cfg *config, st *stats) []kgo.Opt {
+	reset := kgo.NewOffset().AtEnd()
+	if cfg.fromBeginning {
+		reset = kgo.NewOffset().AtStart()
+	}
+	opts = append(opts,
+		kgo.ConsumeTopics(cfg.topic),
+		kgo.ConsumeResetOffset(reset),
+		kgo.FetchMaxWait(500*time.Millisecond), // Kafka's fetch.max.wait.ms
+		// Counts fetch responses (key 1) and every throttle: this client
+		// sends no other request that Tollgate throttles.
+		kgo.WithHooks(throttleHook{st: st, key: 1}),
+	)
+	if cfg.group != "" {
+		opts = append(opts, kgo.ConsumerGroup(cfg.group))
+	}
+	return opts
+}
+
+// fetchError is the first error of a poll that fails the run; data loss
+// is only warned of, and the end of the poll or the run is no error.
+func fetchError(fs kgo.Fetches, stderr io.Writer) error {
+	var runErr error
+	fs.EachError(func(t string, part int32, err error) {
+		var loss *kgo.ErrDataLoss
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		case errors.As(err, &loss):
+			fmt.Fprintln(stderr, "tollgate perf: warning:", err)
+		case runErr == nil:
+			runErr = fmt.Errorf("fetch %s[%d]: %w", t, part, err)
+		}
+	})
+	return runErr
+}
+
+// countRecords is how many records a poll returned, and their bytes (keys
+// and values).
+func countRecords(fs kgo.Fetches) (n, bytes int64) {
+	fs.EachRecord(func(r *kgo.Record) {
+		n++
+		bytes += int64(len(r.Key) + len(r.Value))
+	})
+	return n, bytes
+}
+
+// warnIdle says the run stops for want of records, after got of them.
+func warnIdle(stderr io.Writer, cfg *config, got int64) {
+	fmt.Fprintf(stderr, "tollgate perf: warning: no record for %v (--timeout); stopping", cfg.timeout)
+	if cfg.numRecords > 0 {
+		fmt.Fprintf(stderr, " after %d of %d records", got, cfg.numRecords)
+	}
+	fmt.Fprintln(stderr)
 }
 
 // topicExists fails early, with a clear message, for a topic that is not

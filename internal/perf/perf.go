@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/tollgate/tollgate/internal/clientconf"
 	"io"
 	"os"
 	"os/signal"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/clientconf"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -103,6 +104,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // parseFlags returns the config, or an exit code >= 0.
 func parseFlags(mode string, args []string, stderr io.Writer) (*config, int) {
 	cfg := &config{mode: mode}
+	fs, bootstrap := flagSet(cfg, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0
+		}
+		return nil, 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if fs.NArg() > 0 {
+		return badFlags(stderr, mode, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	for _, s := range strings.Split(*bootstrap, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.bootstrap = append(cfg.bootstrap, s)
+		}
+	}
+	if err := cfg.check(set); err != nil {
+		return badFlags(stderr, mode, err)
+	}
+	return cfg, -1
+}
+
+// flagSet is the flag set of cfg.mode, each flag parsed into cfg but the
+// bootstrap list, returned as given.
+func flagSet(cfg *config, stderr io.Writer) (*flag.FlagSet, *string) {
+	mode := cfg.mode
 	fs := flag.NewFlagSet("perf "+mode, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -132,62 +160,56 @@ func parseFlags(mode string, args []string, stderr io.Writer) (*config, int) {
 		fs.StringVar(&cfg.group, "group", "", "consumer group (default: no group, all partitions)")
 		fs.BoolVar(&cfg.fromBeginning, "from-beginning", false, "start at the earliest offset rather than the latest (without a committed group offset)")
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, 0
-		}
-		return nil, 2
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	bad := func(format string, a ...any) (*config, int) {
-		fmt.Fprintf(stderr, "tollgate perf %s: %s\n", mode, fmt.Sprintf(format, a...))
-		return nil, 2
-	}
-	if fs.NArg() > 0 {
-		return bad("unexpected argument %q", fs.Arg(0))
-	}
-	for _, s := range strings.Split(*bootstrap, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.bootstrap = append(cfg.bootstrap, s)
-		}
-	}
+	return fs, bootstrap
+}
+
+// badFlags says what is wrong with the flags and returns the usage
+// error's exit code.
+func badFlags(stderr io.Writer, mode string, err error) (*config, int) {
+	fmt.Fprintf(stderr, "tollgate perf %s: %s\n", mode, err)
+	return nil, 2
+}
+
+// check says what is wrong with a parsed config, set naming the flags
+// given; it defaults the duration and lower-cases the producer's names.
+func (cfg *config) check(set map[string]bool) error {
 	switch {
 	case len(cfg.bootstrap) == 0:
-		return bad("--bootstrap-server is empty")
+		return errors.New("--bootstrap-server is empty")
 	case cfg.topic == "":
-		return bad("--topic is required")
+		return errors.New("--topic is required")
 	case set["num-records"] && cfg.numRecords <= 0:
-		return bad("--num-records must be positive")
+		return errors.New("--num-records must be positive")
 	case set["duration"] && cfg.duration <= 0:
-		return bad("--duration must be positive")
+		return errors.New("--duration must be positive")
 	case cfg.throughput == 0:
-		return bad("--throughput must be positive, or -1 for unlimited")
+		return errors.New("--throughput must be positive, or -1 for unlimited")
 	case cfg.interval <= 0:
-		return bad("--interval must be positive")
+		return errors.New("--interval must be positive")
 	case cfg.timeout <= 0:
-		return bad("--timeout must be positive")
+		return errors.New("--timeout must be positive")
 	}
 	if !set["num-records"] && !set["duration"] {
 		cfg.duration = 30 * time.Second
 	}
-	if mode == "produce" {
-		cfg.acks = strings.ToLower(cfg.acks)
-		cfg.compression = strings.ToLower(cfg.compression)
-		if cfg.recordSize <= 0 {
-			return bad("--record-size must be positive")
-		}
-		if _, err := acksOpt(cfg.acks); err != nil {
-			return bad("%v", err)
-		}
-		if _, err := compressionOpt(cfg.compression); err != nil {
-			return bad("%v", err)
-		}
-		if cfg.batchSize <= 0 {
-			return bad("--batch-size must be positive")
-		}
+	if cfg.mode != "produce" {
+		return nil
 	}
-	return cfg, -1
+	cfg.acks = strings.ToLower(cfg.acks)
+	cfg.compression = strings.ToLower(cfg.compression)
+	if cfg.recordSize <= 0 {
+		return errors.New("--record-size must be positive")
+	}
+	if _, err := acksOpt(cfg.acks); err != nil {
+		return err
+	}
+	if _, err := compressionOpt(cfg.compression); err != nil {
+		return err
+	}
+	if cfg.batchSize <= 0 {
+		return errors.New("--batch-size must be positive")
+	}
+	return nil
 }
 
 func acksOpt(s string) (kgo.Acks, error) {

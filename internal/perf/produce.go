@@ -21,33 +21,12 @@ var errDuration = errors.New("--duration reached")
 // produce runs `tollgate perf produce`. It returns whether the run was
 // interrupted, and an error that makes the command fail.
 func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, error) {
-	acks, _ := acksOpt(cfg.acks)
-	codec, _ := compressionOpt(cfg.compression)
 	opts, clientID, err := baseOpts(cfg, "perf-producer-client", stderr)
 	if err != nil {
 		return false, err
 	}
 	st := newStats(time.Now())
-	opts = append(opts,
-		kgo.DefaultProduceTopic(cfg.topic),
-		kgo.AllowAutoTopicCreation(),
-		kgo.RequiredAcks(acks),
-		kgo.ProducerBatchCompression(codec),
-		kgo.ProducerBatchMaxBytes(int32(min(max(cfg.batchSize, cfg.recordSize+batchOverhead), 1<<30))),
-		// Kafka's buffer.memory: a producer faster than its quota blocks
-		// here, as Kafka's does.
-		kgo.MaxBufferedBytes(max(32<<20, 2*cfg.recordSize)),
-		// Kafka's delivery.timeout.ms: a record that cannot be delivered
-		// fails the run rather than being retried for ever.
-		kgo.RecordDeliveryTimeout(2*time.Minute),
-		// Counts produce responses (key 0) and every throttle: this client
-		// sends no other request that Tollgate throttles.
-		kgo.WithHooks(throttleHook{st: st, key: 0}),
-	)
-	if cfg.acks != "all" && cfg.acks != "-1" {
-		opts = append(opts, kgo.DisableIdempotentWrite()) // idempotence needs acks=all
-	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(producerOpts(opts, cfg, st)...)
 	if err != nil {
 		return false, err
 	}
@@ -58,12 +37,7 @@ func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 		}
 		return false, err
 	}
-
-	// One random payload of upper-case letters, reused, as Kafka's tool does.
-	payload := make([]byte, cfg.recordSize)
-	for i := range payload {
-		payload[i] = 'A' + byte(rand.IntN(26))
-	}
+	payload := randomPayload(cfg.recordSize)
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
@@ -122,4 +96,41 @@ func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 	interrupted := ctx.Err() != nil && runErr == nil
 	printSummary(stdout, cfg, clientID, st, elapsed, interrupted, runErr)
 	return interrupted, runErr
+}
+
+// producerOpts adds to opts how the producer of cfg writes, its produce
+// requests and throttles counted in st.
+func producerOpts(opts []kgo.Opt, cfg *config, st *stats) []kgo.Opt {
+	acks, _ := acksOpt(cfg.acks)
+	codec, _ := compressionOpt(cfg.compression)
+	opts = append(opts,
+		kgo.DefaultProduceTopic(cfg.topic),
+		kgo.AllowAutoTopicCreation(),
+		kgo.RequiredAcks(acks),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchMaxBytes(int32(min(max(cfg.batchSize, cfg.recordSize+batchOverhead), 1<<30))),
+		// Kafka's buffer.memory: a producer faster than its quota blocks
+		// here, as Kafka's does.
+		kgo.MaxBufferedBytes(max(32<<20, 2*cfg.recordSize)),
+		// Kafka's delivery.timeout.ms: a record that cannot be delivered
+		// fails the run rather than being retried for ever.
+		kgo.RecordDeliveryTimeout(2*time.Minute),
+		// Counts produce responses (key 0) and every throttle: this client
+		// sends no other request that Tollgate throttles.
+		kgo.WithHooks(throttleHook{st: st, key: 0}),
+	)
+	if cfg.acks != "all" && cfg.acks != "-1" {
+		opts = append(opts, kgo.DisableIdempotentWrite()) // idempotence needs acks=all
+	}
+	return opts
+}
+
+// randomPayload is the one payload of upper-case letters the run reuses,
+// as Kafka's tool does.
+func randomPayload(size int) []byte {
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = 'A' + byte(rand.IntN(26))
+	}
+	return payload
 }

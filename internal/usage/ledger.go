@@ -355,67 +355,9 @@ func (l *Ledger) Reopen(now time.Time) error {
 // pending minutes; from then on counts go to cur or later. flushMu is
 // held.
 func (l *Ledger) harvest(cur int64) {
-	byMinute := map[int64]map[key]Counters{}
-	take := func(m int64, k key, c Counters) {
-		rows := byMinute[m]
-		if rows == nil {
-			rows = map[key]Counters{}
-			byMinute[m] = rows
-		}
-		r := rows[k]
-		r.Add(c)
-		rows[k] = r
-	}
+	byMinute := harvested{}
 	for i := range l.shards {
-		s := &l.shards[i]
-		s.mu.Lock()
-		if cur != math.MaxInt64 {
-			s.floor = max(s.floor, cur)
-		}
-		keep := s.closed[:0]
-		for _, r := range s.closed {
-			if r.minute < cur {
-				take(r.minute, r.key, r.c)
-			} else {
-				keep = append(keep, r)
-			}
-		}
-		clear(s.closed[len(keep):])
-		s.closed = keep
-		for k, ce := range s.cells {
-			if ce.minute >= cur {
-				continue
-			}
-			if ce.c.IsZero() {
-				// Idle since the last flush took it: forget the key
-				// (memory follows the keys of the last minute or two).
-				delete(s.cells, k)
-				l.keys.Add(-1)
-				continue
-			}
-			take(ce.minute, k, ce.c)
-			ce.c = Counters{}
-		}
-		for k, byTopic := range s.topics {
-			for t, ce := range byTopic {
-				if ce.minute >= cur {
-					continue
-				}
-				if ce.c.IsZero() {
-					delete(byTopic, t)
-					l.keys.Add(-1)
-					continue
-				}
-				tk := k
-				tk.topic = t
-				take(ce.minute, tk, ce.c)
-				ce.c = Counters{}
-			}
-			if len(byTopic) == 0 {
-				delete(s.topics, k)
-			}
-		}
-		s.mu.Unlock()
+		l.harvestShard(&l.shards[i], cur, byMinute)
 	}
 	minutes := make([]int64, 0, len(byMinute))
 	for m := range byMinute {
@@ -423,59 +365,136 @@ func (l *Ledger) harvest(cur int64) {
 	}
 	slices.Sort(minutes)
 	for _, m := range minutes {
-		if l.written && m <= l.last {
-			// Cannot happen: the floors keep counts out of written
-			// minutes. Never write a minute twice: fold it forward.
-			l.o.Log.Error("usage ledger: counts for a minute already written moved to the next", "minute", minuteTime(m))
-			m = l.last + 1
-		}
-		rows := byMinute[m]
-		if len(l.pending) > 0 && unixMinute(l.pending[len(l.pending)-1].Minute) >= m {
-			// Merge into the pending minute it was folded into.
-			last := l.pending[len(l.pending)-1]
-			for _, r := range last.Rows {
-				k := key{user: r.User, clientID: r.ClientID, overflow: r.Overflow, topic: r.Topic}
-				rows[k] = addC(rows[k], r.Counters)
-			}
-			l.pending = l.pending[:len(l.pending)-1]
-			m = unixMinute(last.Minute)
-		}
-		out := &Minute{V: FormatVersion, Minute: minuteTime(m), Instance: l.o.Instance, Rows: make([]Row, 0, len(rows))}
-		tenants := map[string]string{} // per user, once per minute
-		for k, c := range rows {
-			r := Row{User: k.user, ClientID: k.clientID, Overflow: k.overflow, Topic: k.topic, Counters: c}
-			if l.o.TenantOf != nil {
-				t, ok := tenants[k.user]
-				if !ok {
-					t = l.o.TenantOf(k.user)
-					tenants[k.user] = t
-				}
-				r.Tenant = t
-			}
-			out.Rows = append(out.Rows, r)
-		}
-		slices.SortFunc(out.Rows, func(a, b Row) int {
-			if c := strings.Compare(a.User, b.User); c != 0 {
-				return c
-			}
-			if a.Overflow != b.Overflow {
-				if a.Overflow {
-					return 1
-				}
-				return -1
-			}
-			if c := strings.Compare(a.ClientID, b.ClientID); c != 0 {
-				return c
-			}
-			return strings.Compare(a.Topic, b.Topic) // the user's row, then its topics
-		})
-		l.pending = append(l.pending, out)
+		l.pend(m, byMinute[m])
 	}
 	for len(l.pending) > maxPending {
 		l.o.Log.Error("usage ledger: a minute that could not be written for a day is dropped", "minute", l.pending[0].Minute)
 		l.pending[0] = nil
 		l.pending = l.pending[1:]
 	}
+}
+
+// harvested is what a harvest took: minute → key → counts.
+type harvested map[int64]map[key]Counters
+
+func (h harvested) take(m int64, k key, c Counters) {
+	rows := h[m]
+	if rows == nil {
+		rows = map[key]Counters{}
+		h[m] = rows
+	}
+	r := rows[k]
+	r.Add(c)
+	rows[k] = r
+}
+
+// harvestShard moves s's counts of the minutes before cur into h, and
+// forgets the keys idle since the last harvest.
+func (l *Ledger) harvestShard(s *shard, cur int64, h harvested) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur != math.MaxInt64 {
+		s.floor = max(s.floor, cur)
+	}
+	keep := s.closed[:0]
+	for _, r := range s.closed {
+		if r.minute < cur {
+			h.take(r.minute, r.key, r.c)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	clear(s.closed[len(keep):])
+	s.closed = keep
+	for k, ce := range s.cells {
+		if ce.minute >= cur {
+			continue
+		}
+		if ce.c.IsZero() {
+			// Idle since the last flush took it: forget the key
+			// (memory follows the keys of the last minute or two).
+			delete(s.cells, k)
+			l.keys.Add(-1)
+			continue
+		}
+		h.take(ce.minute, k, ce.c)
+		ce.c = Counters{}
+	}
+	for k, byTopic := range s.topics {
+		for t, ce := range byTopic {
+			if ce.minute >= cur {
+				continue
+			}
+			if ce.c.IsZero() {
+				delete(byTopic, t)
+				l.keys.Add(-1)
+				continue
+			}
+			tk := k
+			tk.topic = t
+			h.take(ce.minute, tk, ce.c)
+			ce.c = Counters{}
+		}
+		if len(byTopic) == 0 {
+			delete(s.topics, k)
+		}
+	}
+}
+
+// pend queues the rows harvested for minute m, after the minutes pending
+// before it: a minute already written or pending is never queued twice
+// (its rows fold into the last pending one).
+func (l *Ledger) pend(m int64, rows map[key]Counters) {
+	if l.written && m <= l.last {
+		// Cannot happen: the floors keep counts out of written
+		// minutes. Never write a minute twice: fold it forward.
+		l.o.Log.Error("usage ledger: counts for a minute already written moved to the next", "minute", minuteTime(m))
+		m = l.last + 1
+	}
+	if len(l.pending) > 0 && unixMinute(l.pending[len(l.pending)-1].Minute) >= m {
+		// Merge into the pending minute it was folded into.
+		last := l.pending[len(l.pending)-1]
+		for _, r := range last.Rows {
+			k := key{user: r.User, clientID: r.ClientID, overflow: r.Overflow, topic: r.Topic}
+			rows[k] = addC(rows[k], r.Counters)
+		}
+		l.pending = l.pending[:len(l.pending)-1]
+		m = unixMinute(last.Minute)
+	}
+	out := &Minute{V: FormatVersion, Minute: minuteTime(m), Instance: l.o.Instance, Rows: make([]Row, 0, len(rows))}
+	tenants := map[string]string{} // per user, once per minute
+	for k, c := range rows {
+		r := Row{User: k.user, ClientID: k.clientID, Overflow: k.overflow, Topic: k.topic, Counters: c}
+		if l.o.TenantOf != nil {
+			t, ok := tenants[k.user]
+			if !ok {
+				t = l.o.TenantOf(k.user)
+				tenants[k.user] = t
+			}
+			r.Tenant = t
+		}
+		out.Rows = append(out.Rows, r)
+	}
+	slices.SortFunc(out.Rows, compareRows)
+	l.pending = append(l.pending, out)
+}
+
+// compareRows orders a minute's rows: by user, its overflow row after its
+// client-ids, by client-id, and the user's row before its topics.
+func compareRows(a, b Row) int {
+	if c := strings.Compare(a.User, b.User); c != 0 {
+		return c
+	}
+	if a.Overflow != b.Overflow {
+		if a.Overflow {
+			return 1
+		}
+		return -1
+	}
+	if c := strings.Compare(a.ClientID, b.ClientID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Topic, b.Topic) // the user's row, then its topics
 }
 
 func addC(a, b Counters) Counters { a.Add(b); return a }

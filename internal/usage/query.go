@@ -138,116 +138,151 @@ func Read(dir string, q Query) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	groups := map[groupKey]*Counters{}
-	instances := map[string]bool{}
-	skipped := 0
+	t := &tally{q: q, since: since, r: r, groups: map[groupKey]*Counters{}, instances: map[string]bool{}}
 	for _, d := range days {
 		if !d.day.Add(24*time.Hour).After(since) || !d.day.Before(q.Until) {
 			continue
 		}
-		f, err := os.Open(d.path)
-		if err != nil {
+		if err := t.readDay(d.path); err != nil {
 			return nil, err
 		}
-		_, err = scanFile(f, func(n int, line []byte) error {
-			m, err := decodeMinute(line)
-			if err != nil {
-				if skipped++; skipped <= maxWarnings {
-					r.Warnings = append(r.Warnings, fmt.Sprintf("%s:%d: %v (skipped)", d.path, n, err))
-				}
-				return nil
-			}
-			if m.Minute.Before(since) || !m.Minute.Before(q.Until) {
-				return nil
-			}
-			r.Minutes++
-			instances[m.Instance] = true
-			byTopic := q.By == ByTopic || q.By == ByUserTopic
-			for _, row := range m.Rows {
-				if (row.Topic != "") != byTopic {
-					continue // a per-topic row is counted in its user's row too
-				}
-				var g groupKey
-				switch q.By {
-				case ByTopic:
-					g.topic = row.Topic
-				case ByUserTopic:
-					g.user, g.topic = row.User, row.Topic
-				case ByUser:
-					g.user = row.User
-				case ByClientID:
-					g.clientID, g.overflow = row.ClientID, row.Overflow
-				case ByTenant:
-					g.tenant = row.Tenant
-				default:
-					g = groupKey{user: row.User, clientID: row.ClientID, overflow: row.Overflow}
-				}
-				c := groups[g]
-				if c == nil {
-					c = &Counters{}
-					groups[g] = c
-				}
-				c.Add(row.Counters)
-				r.Total.Add(row.Counters)
-			}
-			return nil
-		})
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.path, err)
-		}
 	}
-	if skipped > maxWarnings {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("... and %d more unreadable lines", skipped-maxWarnings))
+	if t.skipped > maxWarnings {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("... and %d more unreadable lines", t.skipped-maxWarnings))
 	}
-	for id := range instances {
+	for id := range t.instances {
 		r.Instances = append(r.Instances, id)
 	}
 	slices.Sort(r.Instances)
-	for g, c := range groups {
-		row := ReportRow{Counters: *c, Overflow: g.overflow}
-		switch q.By {
-		case ByTopic:
-			row.Topic = &g.topic
-		case ByUserTopic:
-			row.User, row.Topic = &g.user, &g.topic
-		case ByTenant:
-			row.Tenant = &g.tenant
-		case ByUser:
-			row.User = &g.user
-		case ByClientID:
-			row.ClientID = &g.clientID
-		default:
-			row.User, row.ClientID = &g.user, &g.clientID
-		}
-		r.Rows = append(r.Rows, row)
+	for g, c := range t.groups {
+		r.Rows = append(r.Rows, g.row(q.By, *c))
 	}
-	// Biggest first, then by name: what a bill lists.
-	slices.SortFunc(r.Rows, func(a, b ReportRow) int {
-		if c := cmp.Compare(b.ProduceBytes+b.FetchBytes, a.ProduceBytes+a.FetchBytes); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Requests, a.Requests); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(deref(a.Tenant), deref(b.Tenant)); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(deref(a.User), deref(b.User)); c != 0 {
-			return c
-		}
-		if a.Overflow != b.Overflow {
-			if a.Overflow {
-				return 1
-			}
-			return -1
-		}
-		if c := cmp.Compare(deref(a.ClientID), deref(b.ClientID)); c != 0 {
-			return c
-		}
-		return cmp.Compare(deref(a.Topic), deref(b.Topic))
-	})
+	slices.SortFunc(r.Rows, compareReportRows)
 	return r, nil
+}
+
+// tally sums the minutes a query reads into its report, by group.
+type tally struct {
+	q         Query
+	since     time.Time // the first whole minute of the query
+	r         *Report
+	groups    map[groupKey]*Counters
+	instances map[string]bool
+	skipped   int // unreadable lines
+}
+
+// readDay adds the query's minutes of the day file at path.
+func (t *tally) readDay(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	_, err = scanFile(f, func(n int, line []byte) error {
+		m, err := decodeMinute(line)
+		if err != nil {
+			if t.skipped++; t.skipped <= maxWarnings {
+				t.r.Warnings = append(t.r.Warnings, fmt.Sprintf("%s:%d: %v (skipped)", path, n, err))
+			}
+			return nil
+		}
+		if m.Minute.Before(t.since) || !m.Minute.Before(t.q.Until) {
+			return nil
+		}
+		t.add(&m)
+		return nil
+	})
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// add counts one minute of the query's into its groups and the total.
+func (t *tally) add(m *Minute) {
+	t.r.Minutes++
+	t.instances[m.Instance] = true
+	byTopic := t.q.By == ByTopic || t.q.By == ByUserTopic
+	for _, row := range m.Rows {
+		if (row.Topic != "") != byTopic {
+			continue // a per-topic row is counted in its user's row too
+		}
+		g := groupOf(t.q.By, row)
+		c := t.groups[g]
+		if c == nil {
+			c = &Counters{}
+			t.groups[g] = c
+		}
+		c.Add(row.Counters)
+		t.r.Total.Add(row.Counters)
+	}
+}
+
+// groupOf is the group a ledger row is counted in when grouping by by.
+func groupOf(by string, row Row) groupKey {
+	var g groupKey
+	switch by {
+	case ByTopic:
+		g.topic = row.Topic
+	case ByUserTopic:
+		g.user, g.topic = row.User, row.Topic
+	case ByUser:
+		g.user = row.User
+	case ByClientID:
+		g.clientID, g.overflow = row.ClientID, row.Overflow
+	case ByTenant:
+		g.tenant = row.Tenant
+	default:
+		g = groupKey{user: row.User, clientID: row.ClientID, overflow: row.Overflow}
+	}
+	return g
+}
+
+// row is the report's row of group g, grouped by by, counting c.
+func (g groupKey) row(by string, c Counters) ReportRow {
+	row := ReportRow{Counters: c, Overflow: g.overflow}
+	switch by {
+	case ByTopic:
+		row.Topic = &g.topic
+	case ByUserTopic:
+		row.User, row.Topic = &g.user, &g.topic
+	case ByTenant:
+		row.Tenant = &g.tenant
+	case ByUser:
+		row.User = &g.user
+	case ByClientID:
+		row.ClientID = &g.clientID
+	default:
+		row.User, row.ClientID = &g.user, &g.clientID
+	}
+	return row
+}
+
+// compareReportRows orders a report biggest first, then by name: what a
+// bill lists.
+func compareReportRows(a, b ReportRow) int {
+	if c := cmp.Compare(b.ProduceBytes+b.FetchBytes, a.ProduceBytes+a.FetchBytes); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Requests, a.Requests); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(deref(a.Tenant), deref(b.Tenant)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(deref(a.User), deref(b.User)); c != 0 {
+		return c
+	}
+	if a.Overflow != b.Overflow {
+		if a.Overflow {
+			return 1
+		}
+		return -1
+	}
+	if c := cmp.Compare(deref(a.ClientID), deref(b.ClientID)); c != 0 {
+		return c
+	}
+	return cmp.Compare(deref(a.Topic), deref(b.Topic))
 }
 
 func deref(s *string) string {

@@ -59,14 +59,8 @@ func run() error {
 		b.Commit = *commit
 	}
 	fmt.Printf("tollgate %s (commit %s, %s)\n", b.Version, b.Commit, b.Date())
-	dist, err := filepath.Abs(*out)
+	dist, err := emptyDir(*out)
 	if err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dist); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dist, 0o755); err != nil {
 		return err
 	}
 	if *ca != "" {
@@ -75,98 +69,165 @@ func run() error {
 			*ca = ""
 		}
 	}
+	ts, err := parseTargets(*targets, dist)
+	if err != nil {
+		return err
+	}
+	r := &release{ctx: ctx, repo: repo, dist: dist, ca: *ca, b: b, targets: ts}
+	if err := r.build(); err != nil {
+		return err
+	}
+	if err := checksums(dist, r.artifacts); err != nil {
+		return err
+	}
+	fmt.Println()
+	for _, a := range append(r.artifacts, filepath.Join(dist, "image"), filepath.Join(dist, "SHA256SUMS")) {
+		rel, _ := filepath.Rel(repo, a)
+		fmt.Printf("  %-64s %s\n", rel, size(a))
+	}
+	fmt.Printf("\ndone in %s\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
 
-	type target struct{ os, arch, bin string }
+// emptyDir makes out an empty directory and returns its absolute path.
+func emptyDir(out string) (string, error) {
+	dist, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	if err := os.RemoveAll(dist); err != nil {
+		return "", err
+	}
+	return dist, os.MkdirAll(dist, 0o755)
+}
+
+// target is one os/arch to build, and where its binary goes.
+type target struct{ os, arch, bin string }
+
+// parseTargets reads -targets, each binary under dist.
+func parseTargets(list, dist string) ([]target, error) {
 	var ts []target
-	for _, t := range strings.Split(*targets, ",") {
+	for _, t := range strings.Split(list, ",") {
 		goos, goarch, ok := strings.Cut(strings.TrimSpace(t), "/")
 		if !ok {
-			return fmt.Errorf("-targets: %q is not os/arch", t)
+			return nil, fmt.Errorf("-targets: %q is not os/arch", t)
 		}
 		ts = append(ts, target{goos, goarch, filepath.Join(dist, "bin", goos+"_"+goarch, "tollgate")})
 	}
-	var artifacts []string
-	step := func(what string, t0 time.Time) {
-		fmt.Printf("  %-44s %s\n", what, time.Since(t0).Round(10*time.Millisecond))
+	return ts, nil
+}
+
+// release is one build of every artifact into dist.
+type release struct {
+	ctx        context.Context
+	repo, dist string
+	ca         string // the image's CA bundle, or ""
+	b          packaging.Build
+	targets    []target
+	artifacts  []string // made so far, to list and sum
+}
+
+// build makes the binaries, the completions, the archives, and the image
+// and packages of the linux targets.
+func (r *release) build() error {
+	host, err := r.binaries()
+	if err != nil {
+		return err
 	}
-	host := ""
-	for _, t := range ts {
-		t0 := time.Now()
-		if err := packaging.Binary(ctx, repo, t.os, t.arch, t.bin, b); err != nil {
+	if host == "" { // completions come from running a binary: build one for here
+		host = filepath.Join(r.dist, "bin", "host", "tollgate")
+		if err := packaging.Binary(r.ctx, r.repo, runtime.GOOS, runtime.GOARCH, host, r.b); err != nil {
 			return err
+		}
+		defer os.RemoveAll(filepath.Dir(host))
+	}
+	comp := filepath.Join(r.dist, "completions")
+	if err := packaging.Completions(r.ctx, host, comp); err != nil {
+		return err
+	}
+	if err := r.archives(comp); err != nil {
+		return err
+	}
+	return r.images(comp)
+}
+
+// step prints how long a step since t0 took.
+func step(what string, t0 time.Time) {
+	fmt.Printf("  %-44s %s\n", what, time.Since(t0).Round(10*time.Millisecond))
+}
+
+// binaries builds every target's binary and returns the one this machine
+// runs, if a target is it.
+func (r *release) binaries() (host string, err error) {
+	for _, t := range r.targets {
+		t0 := time.Now()
+		if err := packaging.Binary(r.ctx, r.repo, t.os, t.arch, t.bin, r.b); err != nil {
+			return "", err
 		}
 		step("binary "+t.os+"/"+t.arch, t0)
 		if t.os == runtime.GOOS && t.arch == runtime.GOARCH {
 			host = t.bin
 		}
 	}
-	if host == "" { // completions come from running a binary: build one for here
-		host = filepath.Join(dist, "bin", "host", "tollgate")
-		if err := packaging.Binary(ctx, repo, runtime.GOOS, runtime.GOARCH, host, b); err != nil {
-			return err
-		}
-		defer os.RemoveAll(filepath.Dir(host))
-	}
-	comp := filepath.Join(dist, "completions")
-	if err := packaging.Completions(ctx, host, comp); err != nil {
-		return err
-	}
-	for _, t := range ts {
-		a := filepath.Join(dist, fmt.Sprintf("tollgate_%s_%s_%s.tar.gz", b.Version, t.os, t.arch))
-		if err := archive(a, b.Time, map[string]string{
+	return host, nil
+}
+
+// archives makes each target's .tar.gz: the binary, the README, the
+// completions in comp, the systemd unit and the example config.
+func (r *release) archives(comp string) error {
+	for _, t := range r.targets {
+		a := filepath.Join(r.dist, fmt.Sprintf("tollgate_%s_%s_%s.tar.gz", r.b.Version, t.os, t.arch))
+		if err := archive(a, r.b.Time, map[string]string{
 			"tollgate":                  t.bin,
-			"README.md":                 filepath.Join(repo, "README.md"),
+			"README.md":                 filepath.Join(r.repo, "README.md"),
 			"completions/tollgate.bash": filepath.Join(comp, "tollgate.bash"),
 			"completions/_tollgate":     filepath.Join(comp, "_tollgate"),
 			"completions/tollgate.fish": filepath.Join(comp, "tollgate.fish"),
-			"systemd/tollgate.service":  filepath.Join(repo, "packaging", "files", "tollgate.service"),
-			"config/tollgate.yaml":      filepath.Join(repo, "packaging", "files", "tollgate.yaml"),
+			"systemd/tollgate.service":  filepath.Join(r.repo, "packaging", "files", "tollgate.service"),
+			"config/tollgate.yaml":      filepath.Join(r.repo, "packaging", "files", "tollgate.yaml"),
 		}); err != nil {
 			return err
 		}
-		artifacts = append(artifacts, a)
+		r.artifacts = append(r.artifacts, a)
 	}
+	return nil
+}
 
+// images makes each linux target's image, .deb and .rpm, then the one
+// image layout and the per-architecture tarballs.
+func (r *release) images(comp string) error {
 	images := map[string]v1.Image{}
-	for _, t := range ts {
+	for _, t := range r.targets {
 		if t.os != "linux" {
 			continue
 		}
 		t0 := time.Now()
-		img, err := packaging.Image(t.bin, t.arch, filepath.Join(repo, "packaging", "files"), *ca, b)
+		img, err := packaging.Image(t.bin, t.arch, filepath.Join(r.repo, "packaging", "files"), r.ca, r.b)
 		if err != nil {
 			return fmt.Errorf("image %s: %w", t.arch, err)
 		}
 		images[t.arch] = img
 		for _, format := range []string{"deb", "rpm"} {
 			p, err := packaging.Package(format, packaging.PackageInput{
-				Dir: filepath.Join(repo, "packaging"), Repo: repo, Binary: t.bin, Completions: comp, Arch: t.arch,
-			}, b, dist)
+				Dir: filepath.Join(r.repo, "packaging"), Repo: r.repo, Binary: t.bin, Completions: comp, Arch: t.arch,
+			}, r.b, r.dist)
 			if err != nil {
 				return err
 			}
-			artifacts = append(artifacts, p)
+			r.artifacts = append(r.artifacts, p)
 		}
 		step("image and packages linux/"+t.arch, t0)
 	}
-	if len(images) > 0 {
-		t0 := time.Now()
-		tars, err := packaging.WriteImages(filepath.Join(dist, "image"), images, b)
-		if err != nil {
-			return err
-		}
-		artifacts = append(artifacts, tars...)
-		step("image layout dist/image and tarballs", t0)
+	if len(images) == 0 {
+		return nil
 	}
-	if err := checksums(dist, artifacts); err != nil {
+	t0 := time.Now()
+	tars, err := packaging.WriteImages(filepath.Join(r.dist, "image"), images, r.b)
+	if err != nil {
 		return err
 	}
-	fmt.Println()
-	for _, a := range append(artifacts, filepath.Join(dist, "image"), filepath.Join(dist, "SHA256SUMS")) {
-		rel, _ := filepath.Rel(repo, a)
-		fmt.Printf("  %-64s %s\n", rel, size(a))
-	}
-	fmt.Printf("\ndone in %s\n", time.Since(start).Round(100*time.Millisecond))
+	r.artifacts = append(r.artifacts, tars...)
+	step("image layout dist/image and tarballs", t0)
 	return nil
 }
 
