@@ -69,6 +69,7 @@ func testKcatSASL(t *testing.T, ctx context.Context, env *testkit.Env, up *testk
 	topic := up.Topic(t, "auth-kcat-"+strings.ToLower(mech))
 	freshTopics(t, up, topic)
 	createAuthTopics(t, ctx, franzOpts(env.Bootstrap, nil, "SCRAM-SHA-256", "alice", "alice-secret"), topic)
+	env.WaitTopic(t, topic, 1) // kcat -L asks a broker that may not know it yet
 	sasl := []string{"-b", env.Bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech,
 		"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"}
 	failedBefore := len(logLines(env, "authentication failed", "mechanism="+mech))

@@ -216,7 +216,7 @@ func javaProduceConsume(t *testing.T, env *testkit.Env, up *testkit.Upstream, to
 		t.Fatalf("create topic: %v", err)
 	}
 	env.SpreadLeaders(t, topic, partitions)
-	waitTopicEverywhere(t, env, topic, partitions)
+	env.WaitTopic(t, topic, int32(partitions))
 
 	run := runJava(t, up, 150*time.Second, "", filepath.Join("testdata", "java", "ProduceConsume.java"),
 		env.Bootstrap, topic, group, strconv.Itoa(partitions), strconv.Itoa(perPartition), protocol)
@@ -364,7 +364,7 @@ func javaKafkaTools(t *testing.T, env *testkit.Env, up *testkit.Upstream, topic,
 		t.Fatalf("create topic: %v", err)
 	}
 	upLeaders := env.SpreadLeaders(t, topic, partitions)
-	waitTopicEverywhere(t, env, topic, partitions)
+	env.WaitTopic(t, topic, int32(partitions))
 
 	// kafka-topics --describe: the upstream's partitions, leaders and
 	// replicas (3: the default replication factor of both upstreams). On

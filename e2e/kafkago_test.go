@@ -91,8 +91,8 @@ func testKafkaGo(t *testing.T, env *testkit.Env, topicAll, topicNone, group stri
 		t.Errorf("creating %s twice: %v, want %v", topicAll, cr.Errors[topicAll], kafka.TopicAlreadyExists)
 	}
 	upLeaders := env.SpreadLeaders(t, topicAll, partsAll)
-	waitTopicEverywhere(t, env, topicAll, partsAll)
-	waitTopicEverywhere(t, env, topicNone, partsNone)
+	env.WaitTopic(t, topicAll, int32(partsAll))
+	env.WaitTopic(t, topicNone, int32(partsNone))
 
 	// Metadata: three brokers, all at gateway addresses, and the upstream's
 	// leaders (kfake's moved ones). kafka-go answers Metadata from its

@@ -131,7 +131,7 @@ func testKcat(t *testing.T, env *testkit.Env, topic, group string) {
 		t.Fatalf("create topic: %v", err)
 	}
 	upLeaders := env.SpreadLeaders(t, topic, partitions)
-	waitTopicEverywhere(t, env, topic, partitions)
+	env.WaitTopic(t, topic, int32(partitions))
 
 	out := runKcat(t, ctx, 20*time.Second, "", "-b", env.Bootstrap, "-L", "-J", "-t", topic, "-m", "10")
 	md := kcatListing(t, env, out, topic, partitions)

@@ -145,8 +145,30 @@ func preLoginApiVersionsV5(t *testing.T, up *testkit.Upstream) {
 	// at most once, then cached.
 	v4 := kmsg.NewPtrApiVersionsRequest()
 	v4.Version, v4.ClientSoftwareName, v4.ClientSoftwareVersion = 4, "e2e", "1.0"
-	if _, err := dialRaw(t, addr).roundTrip(v4); err != nil {
+	warm, err := dialRaw(t, addr).roundTrip(v4)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if maxApiVersions(warm.(*kmsg.ApiVersionsResponse)) < 5 {
+		// Kafka 3.9: v5 is too new for the broker, and the gateway answers
+		// it as a broker does (KIP-511: UNSUPPORTED_VERSION in a v0 body,
+		// with the versions it takes), without a dial.
+		before := opened()
+		rc := dialRaw(t, addr)
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 5, "e2e", "1.0"
+		req.ClusterID, req.NodeID = &md.Cluster, b0.NodeID
+		if err := rc.send(req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rc.recv(kmsg.NewPtrApiVersionsRequest()) // read as v0
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := resp.(*kmsg.ApiVersionsResponse); r.ErrorCode != kerr.UnsupportedVersion.Code || maxApiVersions(r) != maxApiVersions(warm.(*kmsg.ApiVersionsResponse)) || opened() != before {
+			t.Errorf("v5 to a broker that takes v%d at most: error %d, ApiVersions up to v%d, %v upstream dials; want UNSUPPORTED_VERSION, v%[1]d, none", maxApiVersions(warm.(*kmsg.ApiVersionsResponse)), r.ErrorCode, maxApiVersions(r), opened()-before)
+		}
+		return
 	}
 	ask := func(cluster string, node int32) (*kmsg.ApiVersionsResponse, float64) {
 		t.Helper()
@@ -239,4 +261,14 @@ func TestApiVersionsOnlyClientsHoldNoUpstream(t *testing.T) {
 	if len(names) != seen+1 || names[seen] != "tollgate-e2e-idle" {
 		t.Fatalf("the broker saw ApiVersions from %q after the dial, want the client's own (tollgate-e2e-idle)", names[seen:])
 	}
+}
+
+// maxApiVersions is the highest ApiVersions version resp lists.
+func maxApiVersions(resp *kmsg.ApiVersionsResponse) int16 {
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == int16(kmsg.ApiVersions) {
+			return k.MaxVersion
+		}
+	}
+	return -1
 }

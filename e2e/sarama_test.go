@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -185,9 +186,18 @@ func testSarama(t *testing.T, up *testkit.Upstream, v sarama.KafkaVersion) {
 	go func() {
 		defer close(errc)
 		for i := 0; i < 20 && cctx.Err() == nil; i++ {
-			if err := cg.Consume(cctx, []string{topic}, h); err != nil && cctx.Err() == nil {
+			err := cg.Consume(cctx, []string{topic}, h)
+			if err != nil && cctx.Err() == nil && !coordinatorMoving(err) {
 				errc <- err
 				return
+			}
+			if err != nil && cctx.Err() == nil {
+				// Sarama gives up after its few rebalance retries; an
+				// application calls Consume again, as here. A fresh
+				// cluster's group coordinator is still loading its
+				// __consumer_offsets partition (Kafka 3.9: seconds).
+				t.Logf("consume: %v; again", err)
+				time.Sleep(200 * time.Millisecond)
 			}
 		}
 	}()
@@ -264,7 +274,7 @@ func saramaAdmin(t *testing.T, env *testkit.Env, up *testkit.Upstream, admin sar
 	if !isKErr(err, sarama.ErrTopicAlreadyExists) {
 		t.Errorf("creating %s twice: err %v, want %v", topic, err, sarama.ErrTopicAlreadyExists)
 	}
-	waitTopicEverywhere(t, env, topic, 4)
+	env.WaitTopic(t, topic, int32(4))
 	md, err := admin.DescribeTopics([]string{topic})
 	if err != nil {
 		t.Fatalf("describe topics: %v", err)
@@ -395,4 +405,11 @@ func (h *saramaHandler) firstErr() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.err
+}
+
+// coordinatorMoving says whether err is a group coordinator's passing
+// state: not (yet) the coordinator, or loading it.
+func coordinatorMoving(err error) bool {
+	return errors.Is(err, sarama.ErrNotCoordinatorForConsumer) || errors.Is(err, sarama.ErrConsumerCoordinatorNotAvailable) ||
+		errors.Is(err, sarama.ErrOffsetsLoadInProgress)
 }

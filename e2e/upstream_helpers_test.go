@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -64,53 +63,6 @@ func checkNoUpstreamDials(t *testing.T, who string, env *testkit.Env, dialed []s
 			if a == up {
 				t.Errorf("%s dialed upstream broker %s directly", who, up)
 			}
-		}
-	}
-}
-
-// waitTopicEverywhere waits (bounded) until every upstream broker, asked
-// itself, lists topic with partitions partitions, each with a leader. A
-// real broker learns of a created topic from the metadata log a moment
-// after CreateTopics answers, each broker at its own pace (kfake knows it
-// at once), and a client's request through the gateway may reach any of
-// them.
-func waitTopicEverywhere(t *testing.T, env *testkit.Env, topic string, partitions int) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := ctxT(t, 30*time.Second)
-	state := func(b *kgo.Broker) string {
-		req := kmsg.NewPtrMetadataRequest()
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(topic)
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, b)
-		if err != nil {
-			return err.Error()
-		}
-		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != partitions {
-			return fmt.Sprintf("topics %+v", resp.Topics)
-		}
-		for _, p := range resp.Topics[0].Partitions {
-			if p.ErrorCode != 0 || p.Leader < 0 {
-				return fmt.Sprintf("partition %d: leader %d, error %d", p.Partition, p.Leader, p.ErrorCode)
-			}
-		}
-		return ""
-	}
-	for _, b := range cl.SeedBrokers() {
-		for {
-			s := state(b)
-			if s == "" {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("an upstream broker does not know %s with %d partitions: %s", topic, partitions, s)
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

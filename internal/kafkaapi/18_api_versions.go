@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -26,6 +27,9 @@ import (
 //   - a request newer than kmsg knows gets KIP-511's answer (v0 body,
 //     UNSUPPORTED_VERSION, ApiVersions 0–max) — in the session's reader
 //     (proxy/reader.go), before any filter;
+//   - a request newer than the broker takes, as the cached answer of the
+//     broker says, gets the same KIP-511 answer with the broker's range
+//     (while the session has no upstream connection);
 //   - while the session has no upstream connection (on every listener),
 //     from the last answer this listener passed for the same broker, so a
 //     client that has only sent ApiVersions — or never logs in — holds no
@@ -79,6 +83,9 @@ func (a *apiVersions) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 	if c.Dialed() {
 		return proxy.Verdict{}
 	}
+	if resp := a.tooNew(c, r); resp != nil {
+		return proxy.Verdict{Respond: resp}
+	}
 	if resp := a.cached(c, r); resp != nil {
 		return proxy.Verdict{Respond: resp, Replay: true}
 	}
@@ -105,6 +112,29 @@ func (a *apiVersions) OnResponse(c proxy.Conn, r *proxy.Response) error {
 // softwareName is Kafka's ApiVersionsRequest validation of
 // ClientSoftwareName and ClientSoftwareVersion (v3+).
 var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
+
+// tooNew is KIP-511's answer to a version newer than the broker takes, as
+// the broker's cached answer says (UNSUPPORTED_VERSION and its ApiVersions
+// range, in a v0 body), or nil. Franz-go opens with ApiVersions v5, which
+// Kafka 3.x does not take: without this every such client in front of it
+// would open an upstream connection before it logs in, for the broker to
+// say the same.
+func (a *apiVersions) tooNew(c proxy.Conn, r *proxy.Request) *kmsg.ApiVersionsResponse {
+	a.mu.Lock()
+	cached := a.cache[listenerNode{c.Info().Listener, c.Info().NodeID}]
+	a.mu.Unlock()
+	if cached == nil {
+		return nil
+	}
+	max := maxVersionOf(cached, wire.KeyApiVersions)
+	if max < 0 || r.Version <= max {
+		return nil
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: wire.KeyApiVersions, MinVersion: 0, MaxVersion: max}}
+	return resp
+}
 
 // cached returns the answer to r from the cache, or nil when the broker
 // must answer it.

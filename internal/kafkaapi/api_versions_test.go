@@ -176,12 +176,19 @@ func TestApiVersionsCacheBeforeDial(t *testing.T) {
 }
 
 // An answer at a version is cached only up to the version the broker
-// advertises for ApiVersions itself.
+// advertises for ApiVersions itself; a newer one gets KIP-511's answer with
+// the broker's range (a v0 body: the session encodes it so), as the broker
+// would give, without a dial and without a replay.
 func TestApiVersionsCacheBrokerMax(t *testing.T) {
 	keys := []apiRange{{ApiKey: 0, MaxVersion: 9}, {ApiKey: 18, MaxVersion: 3}}
 	f, _ := primed(t, 4, keys)
-	if x := pass(t, f, terminatingConn(), apiVersionsReq(4), upstreamVersions(keys, 0)); x.answeredLocally() {
-		t.Error("v4 answered from the cache of a broker that supports ApiVersions up to v3")
+	x := pass(t, f, terminatingConn(), apiVersionsReq(4), nil)
+	if !x.answeredLocally() {
+		t.Fatal("v4 to a broker that takes ApiVersions up to v3 was forwarded")
+	}
+	got := x.resp.(*kmsg.ApiVersionsResponse)
+	if got.ErrorCode != kerr.UnsupportedVersion.Code || fmt.Sprint(got.ApiKeys) != fmt.Sprint([]kmsg.ApiVersionsResponseApiKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 3}}) || x.verdict.Replay {
+		t.Errorf("v4 to a v3 broker: error %d, keys %v, replay %v; want UNSUPPORTED_VERSION, [{18 0 3}], no replay", got.ErrorCode, got.ApiKeys, x.verdict.Replay)
 	}
 	if x := pass(t, f, terminatingConn(), apiVersionsReq(3), nil); !x.answeredLocally() {
 		t.Error("v3 not answered from the cache")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -400,6 +401,10 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 	}
 	if v.Respond != nil {
 		v.Respond.SetVersion(req.Version)
+		if av, ok := v.Respond.(*kmsg.ApiVersionsResponse); ok && av.ErrorCode == kerr.UnsupportedVersion.Code {
+			// KIP-511: that answer is a v0 body whatever the version asked.
+			av.Version, req.Flexible = 0, false
+		}
 		if v.Merge != nil {
 			// The filters before the one that answered forwarded their
 			// part to it: its answer is, for them, the upstream's.

@@ -128,10 +128,7 @@ func (e *Env) UpstreamAddrs() []string {
 // partition p by broker p mod 3 where the upstream lets a test choose
 // (kfake); a real cluster's assignment already spreads them, which it
 // checks. It returns the leader of each partition once every broker says
-// the same of it: a KRaft broker applies the metadata log on its own, so
-// a topic just created can be unknown to its own leader while another
-// broker already names it (what Kafka's own tests wait for with
-// TestUtils.waitForPartitionMetadata).
+// the same of it (WaitTopic).
 func (e *Env) SpreadLeaders(t testing.TB, topic string, partitions int32) map[int32]int32 {
 	t.Helper()
 	if e.Upstream == nil || !e.Upstream.Real() {
@@ -141,6 +138,23 @@ func (e *Env) SpreadLeaders(t testing.TB, topic string, partitions int32) map[in
 			}
 		}
 	}
+	return e.waitLeaders(t, topic, partitions, min(3, int(partitions)))
+}
+
+// WaitTopic waits until every upstream broker knows topic with its
+// partitions, each led, and all say the same of the leaders, which it
+// returns. A KRaft broker applies the metadata log on its own: a topic
+// just created can be unknown to its own leader while another broker
+// already names it (what Kafka's own tests wait for with
+// TestUtils.waitForPartitionMetadata).
+func (e *Env) WaitTopic(t testing.TB, topic string, partitions int32) map[int32]int32 {
+	t.Helper()
+	return e.waitLeaders(t, topic, partitions, 1)
+}
+
+// waitLeaders is WaitTopic with at least spread distinct leaders.
+func (e *Env) waitLeaders(t testing.TB, topic string, partitions int32, spread int) map[int32]int32 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.UpstreamAddrs()...))
@@ -151,13 +165,13 @@ func (e *Env) SpreadLeaders(t testing.TB, topic string, partitions int32) map[in
 	adm := kadm.NewClient(cl)
 	for {
 		leaders, brokers, err := agreedLeaders(ctx, cl, adm, topic)
-		if err == nil && int32(len(leaders)) == partitions && len(brokers) >= min(3, int(partitions)) {
+		if err == nil && int32(len(leaders)) == partitions && len(brokers) >= spread {
 			return leaders
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("partitions of %s led by %v, want every partition led, every broker agreeing and %d brokers leading (%v)", topic, leaders, min(3, int(partitions)), err)
+			t.Fatalf("partitions of %s led by %v, want %d partitions led, every broker agreeing and %d brokers leading (%v)", topic, leaders, partitions, spread, err)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
