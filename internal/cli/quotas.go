@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/quota"
 )
 
@@ -373,7 +374,7 @@ type liveSource interface {
 	Live(ctx context.Context, user, clientID string, row resolvedRow) (live liveRow, ok bool, err error)
 	// Cluster returns the Tollgate cluster the gateway is one instance
 	// of; nil outside one.
-	Cluster(ctx context.Context) (*clusterView, error)
+	Cluster(ctx context.Context) (*api.ClusterStatus, error)
 }
 
 // liveRow is one key's bucket as the gateway sees it.
@@ -448,7 +449,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 
 	// In a Tollgate cluster the rate is the whole cluster's: a column of
 	// the gateway's own part beside it, and the instances under the table.
-	var tc *clusterView
+	var tc *api.ClusterStatus
 	var clusterErr error
 	if live != nil {
 		tc, clusterErr = live.Cluster(ctx)
@@ -511,7 +512,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	}
 	switch {
 	case tc != nil:
-		for _, l := range tc.lines() {
+		for _, l := range clusterLines(tc) {
 			fmt.Fprintln(env.Stdout, l)
 		}
 	case clusterErr != nil:
