@@ -510,7 +510,7 @@ func (e *Engine) initAccounting(b *bucket) {
 		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
 		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
-		if e.cfg.ByteRate == ByteRateTokenBucket && b.key.byteRate() {
+		if e.cfg.ByteRate == ByteRateTokenBucket && b.key.ByteRate() {
 			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
 			b.tokens = rate.NewTokenBucket(b.quota, e.cfg.WindowNum-1, e.windowMs)
 			b.useTokens = true

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Unlimited is the bound of a bucket no quota applies to. It is Kafka's
@@ -52,7 +54,7 @@ func (t *table) addEntity(e Entity) {
 	if !e.Client.IsPrefix() {
 		return
 	}
-	l := len(e.Client.name)
+	l := len(e.Client.Value())
 	if t.plenCount == nil {
 		t.plenCount = make(map[int]int)
 	}
@@ -68,7 +70,7 @@ func (t *table) removeEntity(e Entity) {
 	if !e.Client.IsPrefix() {
 		return
 	}
-	l := len(e.Client.name)
+	l := len(e.Client.Value())
 	if t.plenCount[l]--; t.plenCount[l] == 0 {
 		delete(t.plenCount, l)
 		t.plens = slices.DeleteFunc(t.plens, func(x int) bool { return x == l })
@@ -97,7 +99,7 @@ func (t *table) enabled() uint8 {
 	var e uint8
 	for l, n := range t.count {
 		if n > 0 {
-			e |= Level(l).bit()
+			e |= levelBit(Level(l))
 		}
 	}
 	return e
@@ -237,7 +239,7 @@ func (q *Quotas) Set(e Entity, k Key, v float64) error {
 		return fmt.Errorf("quota: %v must be greater than 0", k)
 	}
 	if e.IsTopic() {
-		if !k.byteRate() {
+		if !k.ByteRate() {
 			return fmt.Errorf("quota: a topic quota takes producer_byte_rate and consumer_byte_rate, not %v", k)
 		}
 		t := q.topics[k]
@@ -344,18 +346,8 @@ func (q *Quotas) Entities() []Entity {
 			add(t.vals)
 		}
 	}
-	slices.SortFunc(out, compareEntities)
+	slices.SortFunc(out, model.Compare)
 	return out
-}
-
-func compareEntities(a, b Entity) int {
-	return cmp.Or(
-		cmp.Compare(a.Level(), b.Level()),
-		cmp.Compare(a.User.name, b.User.name),
-		cmp.Compare(a.Client.name, b.Client.name),
-		cmp.Compare(a.Topic.kind, b.Topic.kind),
-		cmp.Compare(a.Topic.name, b.Topic.name),
-	)
 }
 
 // Values returns every key configured on entity e.
@@ -459,4 +451,24 @@ func resolve(k Key, t *table, enabled uint8, user, clientID string) Resolution {
 		ClientTag:    tg.client,
 		ClientPrefix: tg.prefix,
 	}
+}
+
+// Bits of Kafka's "enabled levels" mask (§3.3 Step A).
+const (
+	bitClient     = 1 // levels 7, 8 and the client-id prefix level
+	bitUser       = 2 // levels 3, 6
+	bitUserClient = 4 // levels 1, 2, 4, 5
+)
+
+// levelBit returns the enabled-levels bit the level belongs to.
+func levelBit(l Level) uint8 {
+	switch l {
+	case LevelClient, LevelClientPrefix, LevelDefaultClient:
+		return bitClient
+	case LevelUser, LevelDefaultUser:
+		return bitUser
+	case LevelNone, LevelUserTopic, LevelDefaultUserTopic, LevelClientPrefixTopic, LevelTopic:
+		return 0 // per-topic levels live in their own tables
+	}
+	return bitUserClient
 }

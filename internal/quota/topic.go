@@ -98,18 +98,18 @@ func (t *topicTable) count(e Entity, d int) {
 		t.nDefaultUser += d
 	case LevelClientPrefixTopic:
 		if d > 0 {
-			t.cp.add(len(e.Client.name))
+			t.cp.add(len(e.Client.Value()))
 		} else {
-			t.cp.remove(len(e.Client.name))
+			t.cp.remove(len(e.Client.Value()))
 		}
 	case LevelTopic:
 		t.nEvery += d
 	}
-	if e.Topic.kind == prefix {
+	if e.Topic.IsPrefix() {
 		if d > 0 {
-			t.tp.add(len(e.Topic.name))
+			t.tp.add(len(e.Topic.Value()))
 		} else {
-			t.tp.remove(len(e.Topic.name))
+			t.tp.remove(len(e.Topic.Value()))
 		}
 	}
 }
@@ -143,7 +143,7 @@ func (t *topicTable) tags(user, client, topic string) (tags, bool) {
 		return tags{}, false
 	}
 	with := func(tg tags, n Name) tags {
-		tg.topic, tg.topicPrefix = n.name, n.kind == prefix
+		tg.topic, tg.topicPrefix = n.Value(), n.IsPrefix()
 		return tg
 	}
 	if user != "" && t.nUser > 0 {
@@ -228,7 +228,7 @@ func (q *Quotas) ResolveTopic(k Key, user, clientID, topic string) Resolution {
 // TopicQuotas reports whether some per-topic quota carries key k: only
 // then need a request's topics be read. It is one atomic load.
 func (e *Engine) TopicQuotas(k Key) bool {
-	return k.byteRate() && e.mgr[numKeys+k].view.Load().enabled
+	return k.ByteRate() && e.mgr[numKeys+k].view.Load().enabled
 }
 
 // ResolveTopic is Resolve for a per-topic quota: the quota that applies to
@@ -266,7 +266,7 @@ type topicCached struct {
 // when no per-topic quota applies to it. Steady traffic is one map lookup
 // in the client's own cache, without allocating.
 func (c *Client) topicBucket(k Key, topic []byte, nowMs int64) *bucket {
-	if !k.byteRate() {
+	if !k.ByteRate() {
 		return nil
 	}
 	c.e.maybeSweep(nowMs)

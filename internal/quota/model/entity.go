@@ -1,6 +1,7 @@
-package quota
+package model
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 )
@@ -15,10 +16,12 @@ const (
 	ConsumerByteRate                  // consumer_byte_rate, bytes/s
 	RequestPercentage                 // request_percentage, % of one thread
 	ControllerMutationRate            // controller_mutation_rate, partitions/s
-	numKeys
+
+	// NumKeys is how many client quota keys there are.
+	NumKeys
 )
 
-var keyNames = [numKeys]string{
+var keyNames = [NumKeys]string{
 	ProducerByteRate:       "producer_byte_rate",
 	ConsumerByteRate:       "consumer_byte_rate",
 	RequestPercentage:      "request_percentage",
@@ -32,17 +35,17 @@ func Keys() []Key {
 
 // String returns Kafka's configuration name of the key.
 func (k Key) String() string {
-	if k < numKeys {
+	if k < NumKeys {
 		return keyNames[k]
 	}
 	return "Key(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Valid reports whether k is one of the four client quota keys.
-func (k Key) Valid() bool { return k < numKeys }
+func (k Key) Valid() bool { return k < NumKeys }
 
-// byteRate reports whether k is producer_byte_rate or consumer_byte_rate.
-func (k Key) byteRate() bool { return k == ProducerByteRate || k == ConsumerByteRate }
+// ByteRate reports whether k is producer_byte_rate or consumer_byte_rate.
+func (k Key) ByteRate() bool { return k == ProducerByteRate || k == ConsumerByteRate }
 
 // ParseKey maps a Kafka configuration name to its Key.
 func ParseKey(s string) (Key, bool) {
@@ -340,22 +343,13 @@ func (l Level) String() string {
 	return "Level(" + strconv.Itoa(int(l)) + ")"
 }
 
-// Bits of Kafka's "enabled levels" mask (§3.3 Step A).
-const (
-	bitClient     = 1 // levels 7, 8 and the client-id prefix level
-	bitUser       = 2 // levels 3, 6
-	bitUserClient = 4 // levels 1, 2, 4, 5
-)
-
-// bit returns the enabled-levels bit the level belongs to.
-func (l Level) bit() uint8 {
-	switch l {
-	case LevelClient, LevelClientPrefix, LevelDefaultClient:
-		return bitClient
-	case LevelUser, LevelDefaultUser:
-		return bitUser
-	case LevelNone, LevelUserTopic, LevelDefaultUserTopic, LevelClientPrefixTopic, LevelTopic:
-		return 0 // per-topic levels live in their own tables
-	}
-	return bitUserClient
+// Compare orders entities for listings: by level, then by name.
+func Compare(a, b Entity) int {
+	return cmp.Or(
+		cmp.Compare(a.Level(), b.Level()),
+		cmp.Compare(a.User.name, b.User.name),
+		cmp.Compare(a.Client.name, b.Client.name),
+		cmp.Compare(a.Topic.kind, b.Topic.kind),
+		cmp.Compare(a.Topic.name, b.Topic.name),
+	)
 }
