@@ -8,30 +8,26 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-// The client-quota entity types of Kafka's wire model, Redpanda's
+// The client-quota entity types (the quota model's) of Kafka's wire model, Redpanda's
 // client-id-prefix (a Tollgate extension to Kafka's model: one quota shared
 // by every client-id that starts with the name), and Tollgate's per-topic
 // quotas: topic and topic-prefix, each with a user, a client-id-prefix or
 // alone.
 const (
-	TypeUser           = "user"
-	TypeClientID       = "client-id"
-	TypeIP             = "ip"
-	TypeClientIDPrefix = "client-id-prefix"
-	TypeTopic          = "topic"
-	TypeTopicPrefix    = "topic-prefix"
+	TypeUser           = model.TypeUser
+	TypeClientID       = model.TypeClientID
+	TypeIP             = model.TypeIP
+	TypeClientIDPrefix = model.TypeClientIDPrefix
+	TypeTopic          = model.TypeTopic
+	TypeTopicPrefix    = model.TypeTopicPrefix
 )
 
 // KnownType reports whether t is one of the entity types.
-func KnownType(t string) bool {
-	switch t {
-	case TypeUser, TypeClientID, TypeIP, TypeClientIDPrefix, TypeTopic, TypeTopicPrefix:
-		return true
-	}
-	return false
-}
+func KnownType(t string) bool { return model.KnownType(t) }
 
 // Component is one (entity type, name) pair of an entity. Name is used only
 // when Default is false; the default (entity_name = null on the wire) is its
