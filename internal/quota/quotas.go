@@ -230,17 +230,17 @@ type Quotas struct {
 // LONG-only integer checks belong to the admin API, not here.
 func (q *Quotas) Set(e Entity, k Key, v float64) error {
 	if !k.Valid() {
-		return fmt.Errorf("quota: invalid configuration key %v", k)
+		return fmt.Errorf("Invalid configuration key %v", k)
 	}
 	if err := e.Validate(); err != nil {
 		return err
 	}
 	if !(v > 0) {
-		return fmt.Errorf("quota: %v must be greater than 0", k)
+		return fmt.Errorf("Quota %v must be greater than 0", k)
 	}
 	if e.IsTopic() {
 		if !k.ByteRate() {
-			return fmt.Errorf("quota: a topic quota takes producer_byte_rate and consumer_byte_rate, not %v", k)
+			return fmt.Errorf("Invalid configuration key %v", k) // a topic quota takes the byte rates only (model.TopicKeys)
 		}
 		t := q.topics[k]
 		if t == nil {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -209,13 +210,14 @@ func (e Entity) Level() Level {
 // Validate rejects entities Kafka's AlterClientQuotas would reject: no
 // component at all, or an exact name that is empty; and a client-id prefix
 // that is empty or comes with a user (a prefix group stands alone, as in
-// Redpanda), or a user that is a prefix.
+// Redpanda), or a user that is a prefix. Its messages are CheckEntity's
+// for the same mistakes.
 func (e Entity) Validate() error {
 	if e.Topic.kind != absent {
 		return e.validateTopic()
 	}
 	if !e.User.IsSet() && !e.Client.IsSet() {
-		return fmt.Errorf("quota: empty entity")
+		return errors.New(msgEmptyEntity)
 	}
 	if e.User.kind == prefix {
 		return fmt.Errorf("quota: a user cannot be a prefix")
@@ -223,17 +225,17 @@ func (e Entity) Validate() error {
 	if e.Client.kind == prefix {
 		switch {
 		case e.User.IsSet():
-			return fmt.Errorf("quota: a client-id prefix cannot be combined with a user")
+			return errors.New(msgPrefixAlone)
 		case e.Client.name == "":
-			return fmt.Errorf("quota: empty client-id prefix not supported")
+			return errors.New("Empty client-id-prefix not supported")
 		}
 		return nil
 	}
 	if e.User.kind == exact && e.User.name == "" {
-		return fmt.Errorf("quota: empty user not supported")
+		return errors.New("Empty user not supported")
 	}
 	if e.Client.kind == exact && e.Client.name == "" {
-		return fmt.Errorf("quota: empty client-id not supported")
+		return errors.New("Empty client-id not supported")
 	}
 	return nil
 }
@@ -244,21 +246,21 @@ func (e Entity) Validate() error {
 func (e Entity) validateTopic() error {
 	switch {
 	case e.Topic.kind == dflt:
-		return fmt.Errorf("quota: a topic quota names its topic or topic prefix: there is no default topic")
+		return fmt.Errorf(msgTopicDefault, TypeTopic)
 	case e.Topic.name == "" && e.Topic.kind == prefix:
-		return fmt.Errorf("quota: empty topic prefix not supported")
+		return errors.New("Empty topic-prefix not supported")
 	case e.Topic.name == "":
-		return fmt.Errorf("quota: empty topic not supported")
+		return errors.New("Empty topic not supported")
 	case e.User.kind == prefix:
 		return fmt.Errorf("quota: a user cannot be a prefix")
 	case e.User.kind == exact && e.User.name == "":
-		return fmt.Errorf("quota: empty user not supported")
+		return errors.New("Empty user not supported")
 	case e.Client.kind == exact || e.Client.kind == dflt:
-		return fmt.Errorf("quota: a topic quota is for a user, a client-id prefix or every client, not a client-id")
+		return errors.New(msgTopicWith)
 	case e.Client.kind == prefix && e.User.IsSet():
-		return fmt.Errorf("quota: a client-id prefix cannot be combined with a user")
+		return errors.New(msgTopicPrefix)
 	case e.Client.kind == prefix && e.Client.name == "":
-		return fmt.Errorf("quota: empty client-id prefix not supported")
+		return errors.New("Empty client-id-prefix not supported")
 	}
 	return nil
 }

@@ -1,7 +1,5 @@
 package model
 
-import "errors"
-
 // FileEntry is one entity's quotas in a config or quota file, in the shape of
 // kafka-configs: a user, a client-id or both, or an IP, each a name or the
 // default; or a client-id prefix alone (Redpanda's client-id-prefix).
@@ -51,89 +49,4 @@ type FileEntry struct {
 	// BurstSeconds is the start-up burst of the entry's token buckets in
 	// seconds of quota (Options.Burst); absent: Kafka's.
 	BurstSeconds *float64 `yaml:"burst_seconds"`
-}
-
-// Options returns the entry's options.
-func (e FileEntry) Options() Options {
-	o := Options{Shadow: e.Shadow}
-	if e.BurstSeconds != nil {
-		o.Burst, o.HasBurst = *e.BurstSeconds, true
-	}
-	return o
-}
-
-// Entity returns the entry's quota entity.
-func (e FileEntry) Entity() (Entity, error) {
-	if e.Topic != nil || e.TopicPrefix != nil {
-		return e.topicEntity()
-	}
-	var ent Entity
-	if e.ClientIDPrefix != nil {
-		switch {
-		case e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID:
-			return ent, errors.New("client_id_prefix stands alone: it cannot be combined with user, default_user, client_id or default_client_id")
-		case *e.ClientIDPrefix == "":
-			return ent, errors.New("client_id_prefix must not be empty (default_client_id: true is every client-id)")
-		}
-		return ClientPrefixEntity(*e.ClientIDPrefix), nil
-	}
-	switch {
-	case e.User != nil && e.DefaultUser:
-		return ent, errors.New("user and default_user are exclusive")
-	case e.User != nil:
-		ent.User = Exact(*e.User)
-	case e.DefaultUser:
-		ent.User = Default()
-	}
-	switch {
-	case e.ClientID != nil && e.DefaultClientID:
-		return ent, errors.New("client_id and default_client_id are exclusive")
-	case e.ClientID != nil:
-		ent.Client = Exact(*e.ClientID)
-	case e.DefaultClientID:
-		ent.Client = Default()
-	}
-	if !ent.User.IsSet() && !ent.Client.IsSet() {
-		return ent, errors.New("an entry needs user, default_user, client_id, default_client_id or client_id_prefix")
-	}
-	return ent, nil
-}
-
-// topicEntity is the entity of a per-topic entry.
-func (e FileEntry) topicEntity() (Entity, error) {
-	var ent Entity
-	switch {
-	case e.Topic != nil && e.TopicPrefix != nil:
-		return ent, errors.New("topic and topic_prefix are exclusive: a quota is on one topic or on the topics of a prefix")
-	case e.Topic != nil && *e.Topic == "":
-		return ent, errors.New("topic must not be empty")
-	case e.TopicPrefix != nil && *e.TopicPrefix == "":
-		return ent, errors.New("topic_prefix must not be empty")
-	case e.ClientID != nil || e.DefaultClientID:
-		return ent, errors.New("a topic quota is for a user (user, default_user), a client-id prefix (client_id_prefix) or every client (none of them), not a client_id")
-	case e.IP != nil || e.DefaultIP:
-		return ent, errors.New("a topic quota cannot be for an ip")
-	case e.ClientIDPrefix != nil && (e.User != nil || e.DefaultUser):
-		return ent, errors.New("client_id_prefix cannot be combined with user or default_user")
-	case e.ClientIDPrefix != nil && *e.ClientIDPrefix == "":
-		return ent, errors.New("client_id_prefix must not be empty")
-	case e.User != nil && e.DefaultUser:
-		return ent, errors.New("user and default_user are exclusive")
-	case e.User != nil && *e.User == "":
-		return ent, errors.New("user must not be empty (default_user: true is every user, one bucket each)")
-	}
-	switch {
-	case e.User != nil:
-		ent.User = Exact(*e.User)
-	case e.DefaultUser:
-		ent.User = Default()
-	case e.ClientIDPrefix != nil:
-		ent.Client = Prefix(*e.ClientIDPrefix)
-	}
-	if e.Topic != nil {
-		ent.Topic = Exact(*e.Topic)
-	} else {
-		ent.Topic = Prefix(*e.TopicPrefix)
-	}
-	return ent, ent.Validate()
 }
