@@ -14,26 +14,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP, and
-// Redpanda's client-id-prefix, which Tollgate accepts too; and Tollgate's
-// per-topic topic and topic-prefix).
+// Entity types on the wire (the quota model's: ClientQuotaEntity.USER,
+// CLIENT_ID, IP, and Redpanda's client-id-prefix, which Tollgate accepts
+// too; and Tollgate's per-topic topic and topic-prefix).
 const (
-	typeUser         = "user"
-	typeClient       = "client-id"
-	typeIP           = "ip"
-	typeClientPrefix = "client-id-prefix"
-	typeTopic        = "topic"
-	typeTopicPrefix  = "topic-prefix"
+	typeUser         = model.TypeUser
+	typeClient       = model.TypeClientID
+	typeIP           = model.TypeIP
+	typeClientPrefix = model.TypeClientIDPrefix
+	typeTopic        = model.TypeTopic
+	typeTopicPrefix  = model.TypeTopicPrefix
 )
 
 // The quota keys: the four client quotas and the ip connection quota; and
 // Tollgate's option keys of user, client-id and client-id-prefix entities.
 const (
-	keyConnectionCreationRate = "connection_creation_rate"
-	keyShadow                 = "shadow"
-	keyBurstSeconds           = "burst_seconds"
+	keyConnectionCreationRate = model.KeyConnectionCreationRate
+	keyShadow                 = model.KeyShadow
+	keyBurstSeconds           = model.KeyBurstSeconds
 )
 
 // allKeys lists every quota key in a fixed order, for listings.
@@ -56,13 +57,7 @@ func isClientQuotaKey(k string) bool { _, ok := quota.ParseKey(k); return ok }
 func isOptionKey(k string) bool { return k == keyShadow || k == keyBurstSeconds }
 
 // options reads an entity's options from its described values.
-func options(vals map[string]float64) quota.Options {
-	o := quota.Options{Shadow: vals[keyShadow] == 1}
-	if v, ok := vals[keyBurstSeconds]; ok {
-		o.Burst, o.HasBurst = v, true
-	}
-	return o
-}
+func options(vals map[string]float64) model.Options { return model.OptionsOf(vals) }
 
 // part is one component of an entity: absent, the default, or a name.
 type part struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -162,7 +163,7 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 		if t, ok := eq.Entity.Get(store.TypeTopicPrefix); ok {
 			e.Topic = quota.Prefix(t.Name)
 		}
-		if o := OptionsOf(eq.Values); o != (quota.Options{}) {
+		if o := model.OptionsOf(eq.Values); o != (quota.Options{}) {
 			if err := q.SetOptions(e, o); err != nil {
 				errs = append(errs, fmt.Errorf("%v options: %w", eq.Entity, err))
 			}
@@ -205,15 +206,4 @@ func (c *ClientQuotas) changed() {
 // refusal are not fatal: the response is an error already.
 func (c *ClientQuotas) record(ctx context.Context, e audit.Event) error {
 	return c.Audit.Record(ctx, e)
-}
-
-// OptionsOf reads an entity's options from its keys: shadow = 1, and
-// burst_seconds.
-func OptionsOf(vals map[string]float64) quota.Options {
-	var o quota.Options
-	o.Shadow = vals[KeyShadow] == 1
-	if v, ok := vals[KeyBurstSeconds]; ok {
-		o.Burst, o.HasBurst = v, true
-	}
-	return o
 }

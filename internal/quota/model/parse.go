@@ -92,7 +92,7 @@ func (e FileEntry) Parse() (Entry, []error) {
 		out.Values[kv.k] = *kv.v
 	}
 	if set == 0 {
-		errs = append(errs, errors.New("no quota key set"))
+		errs = append(errs, errors.New("no quota key set for "+out.String()))
 	}
 	return out, errs
 }
@@ -140,10 +140,14 @@ func (en Entry) Entity() (Entity, bool) {
 }
 
 // Options returns the entry's options.
-func (en Entry) Options() Options {
-	o := Options{Shadow: en.Values[KeyShadow] == 1}
-	if b, ok := en.Values[KeyBurstSeconds]; ok {
-		o.Burst, o.HasBurst = b, true
+func (en Entry) Options() Options { return OptionsOf(en.Values) }
+
+// OptionsOf reads an entity's options from its values by key: shadow = 1,
+// and burst_seconds.
+func OptionsOf(vals map[string]float64) Options {
+	o := Options{Shadow: vals[KeyShadow] == 1}
+	if v, ok := vals[KeyBurstSeconds]; ok {
+		o.Burst, o.HasBurst = v, true
 	}
 	return o
 }
