@@ -14,6 +14,10 @@ type (
 	Options     = model.Options
 	ShadowStats = model.ShadowStats
 	FileEntry   = model.FileEntry
+	Quotas      = model.Quotas
+	Resolution  = model.Resolution
+	// tags name a bucket (model.Tags): its key in a manager's bucket map.
+	tags = model.Tags
 )
 
 // The client quota keys (model's).
@@ -42,6 +46,9 @@ const (
 	LevelClientPrefixTopic        = model.LevelClientPrefixTopic
 	LevelTopic                    = model.LevelTopic
 )
+
+// Unlimited is the bound of a bucket no quota applies to (model's).
+const Unlimited = model.Unlimited
 
 // MaxBurstSeconds bounds Options.Burst (model's).
 const MaxBurstSeconds = model.MaxBurstSeconds

@@ -1,44 +1,5 @@
 package quota
 
-import (
-	"fmt"
-)
-
-// SetOptions sets entity e's options; the zero Options removes them. The
-// entity is validated as Set validates it, and a burst must be from 0 to
-// MaxBurstSeconds.
-func (q *Quotas) SetOptions(e Entity, o Options) error {
-	if err := e.Validate(); err != nil {
-		return err
-	}
-	if o.HasBurst && !(o.Burst >= 0 && o.Burst <= MaxBurstSeconds) {
-		return fmt.Errorf("quota: burst %v s is not from 0 to %d", o.Burst, MaxBurstSeconds)
-	}
-	if !o.HasBurst {
-		o.Burst = 0
-	}
-	if o == (Options{}) {
-		delete(q.opts, e)
-		return nil
-	}
-	if q.opts == nil {
-		q.opts = make(map[Entity]Options)
-	}
-	q.opts[e] = o
-	return nil
-}
-
-// Options returns entity e's options (the zero Options when none are set).
-func (q *Quotas) Options(e Entity) Options { return q.optionsOf(e) }
-
-// optionsOf is the one place the engine reads an entity's options.
-func (q *Quotas) optionsOf(e Entity) Options {
-	if q == nil || q.opts == nil {
-		return Options{}
-	}
-	return q.opts[e]
-}
-
 // shadowCounters are a bucket's ShadowStats, in milliseconds. Guarded by
 // bucket.mu.
 type shadowCounters struct {

@@ -1,12 +1,10 @@
-package quota
+package model
 
 import (
 	"cmp"
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Unlimited is the bound of a bucket no quota applies to. It is Kafka's
@@ -110,18 +108,18 @@ func (t *table) has(user, client Name) bool {
 	return ok
 }
 
-// tags name a bucket: Kafka's metric tags (user, client), an empty tag being
+// Tags name a bucket: Kafka's metric tags (user, client), an empty tag being
 // an unused dimension, or a client-id prefix group (prefix set, user empty,
 // client the prefix). The group is its own kind of tag, so the group of
 // prefix "bar-" and the bucket of a client-id spelled "bar-" never meet.
 //
 // A per-topic bucket also names its topic: topic is the topic, or the
 // topic prefix when topicPrefix is set.
-type tags struct {
-	user, client string
-	prefix       bool
-	topic        string
-	topicPrefix  bool
+type Tags struct {
+	User, Client string
+	Prefix       bool
+	Topic        string
+	TopicPrefix  bool
 }
 
 // tags is Step A of §3.3: the tags that name the bucket of (user, client).
@@ -134,27 +132,27 @@ type tags struct {
 // (level 7) that starts with a configured prefix goes to the longest such
 // prefix's group (Redpanda's rule: exact client-id, then prefix, then the
 // default client-id).
-func (t *table) tags(enabled uint8, user, client string) tags {
+func (t *table) tags(enabled uint8, user, client string) Tags {
 	switch enabled {
 	case 0, bitClient:
 		return t.clientTags(client)
 	case bitUser:
-		return tags{user: user}
+		return Tags{User: user}
 	case bitUserClient:
-		return tags{user: user, client: client}
+		return Tags{User: user, Client: client}
 	}
 	// More than one kind of level is configured: the first existing of
 	// levels 1 to 6 decides the shape of the tags.
 	u, c := Exact(user), Exact(client)
 	switch {
 	case t.has(u, c), t.has(u, Default()):
-		return tags{user: user, client: client}
+		return Tags{User: user, Client: client}
 	case t.has(u, Name{}):
-		return tags{user: user}
+		return Tags{User: user}
 	case t.has(Default(), c), t.has(Default(), Default()):
-		return tags{user: user, client: client}
+		return Tags{User: user, Client: client}
 	case t.has(Default(), Name{}):
-		return tags{user: user}
+		return Tags{User: user}
 	}
 	return t.clientTags(client)
 }
@@ -162,14 +160,14 @@ func (t *table) tags(enabled uint8, user, client string) tags {
 // clientTags is the client-only shape: the client-id's prefix group when it
 // has no entity of its own and starts with a configured prefix, else
 // ("", client).
-func (t *table) clientTags(client string) tags {
+func (t *table) clientTags(client string) Tags {
 	if t == nil || len(t.plens) == 0 || t.has(Name{}, Exact(client)) {
-		return tags{client: client}
+		return Tags{Client: client}
 	}
 	if p, ok := t.longestPrefix(client); ok {
-		return tags{client: p, prefix: true}
+		return Tags{Client: p, Prefix: true}
 	}
-	return tags{client: client}
+	return Tags{Client: client}
 }
 
 // limit is Step B of §3.3: the bound that applies to a bucket with the given
@@ -177,18 +175,18 @@ func (t *table) clientTags(client string) tags {
 // means the dimension is unused, which is why an empty client-id can only be
 // limited by a user-level quota. A prefix group is bounded by its prefix's
 // entity alone.
-func (t *table) limit(tg tags) (Level, Entity, float64) {
+func (t *table) limit(tg Tags) (Level, Entity, float64) {
 	if t == nil {
 		return LevelNone, Entity{}, Unlimited
 	}
-	if tg.prefix {
-		e := ClientPrefixEntity(tg.client)
+	if tg.Prefix {
+		e := ClientPrefixEntity(tg.Client)
 		if v, ok := t.vals[e]; ok {
 			return LevelClientPrefix, e, v
 		}
 		return LevelNone, Entity{}, Unlimited
 	}
-	userTag, clientTag := tg.user, tg.client
+	userTag, clientTag := tg.User, tg.Client
 	var candidates [4]Entity
 	var n int
 	switch {
@@ -219,8 +217,8 @@ func (t *table) limit(tg tags) (Level, Entity, float64) {
 // something; use Clone for an independent copy. It is not safe for
 // concurrent mutation; the Engine takes its own copy in SetQuotas.
 type Quotas struct {
-	keys   [numKeys]*table
-	topics [numKeys]*topicTable // per-topic entities (byte rates only)
+	keys   [NumKeys]*table
+	topics [NumKeys]*TopicTable // per-topic entities (byte rates only)
 	opts   map[Entity]Options   // Options, by entity
 }
 
@@ -244,7 +242,7 @@ func (q *Quotas) Set(e Entity, k Key, v float64) error {
 		}
 		t := q.topics[k]
 		if t == nil {
-			t = &topicTable{vals: make(map[Entity]float64)}
+			t = &TopicTable{vals: make(map[Entity]float64)}
 			q.topics[k] = t
 		}
 		if _, ok := t.vals[e]; !ok {
@@ -346,14 +344,14 @@ func (q *Quotas) Entities() []Entity {
 			add(t.vals)
 		}
 	}
-	slices.SortFunc(out, model.Compare)
+	slices.SortFunc(out, Compare)
 	return out
 }
 
 // Values returns every key configured on entity e.
 func (q *Quotas) Values(e Entity) map[Key]float64 {
 	out := make(map[Key]float64)
-	for k := range numKeys {
+	for k := range NumKeys {
 		if v, ok := q.Get(e, k); ok {
 			out[k] = v
 		}
@@ -447,9 +445,9 @@ func resolve(k Key, t *table, enabled uint8, user, clientID string) Resolution {
 		Level:        lvl,
 		Entity:       ent,
 		Quota:        v,
-		UserTag:      tg.user,
-		ClientTag:    tg.client,
-		ClientPrefix: tg.prefix,
+		UserTag:      tg.User,
+		ClientTag:    tg.Client,
+		ClientPrefix: tg.Prefix,
 	}
 }
 
@@ -472,3 +470,21 @@ func levelBit(l Level) uint8 {
 	}
 	return bitUserClient
 }
+
+// The engine's view of the tables: it names a client's bucket (Tags, Step
+// A), bounds it (Limit, Step B), and reads a per-topic table without a lock
+// (TopicTable).
+
+// Tags names the bucket of (user, client) for key k (k valid).
+func (q *Quotas) Tags(k Key, user, client string) Tags {
+	t := q.keys[k]
+	return t.tags(t.enabled(), user, client)
+}
+
+// Limit is the bound of key k's bucket with tags tg, the level and the
+// entity that supplies it (k valid).
+func (q *Quotas) Limit(k Key, tg Tags) (Level, Entity, float64) { return q.keys[k].limit(tg) }
+
+// TopicTable returns key k's per-topic entities; nil when there are none
+// (k valid).
+func (q *Quotas) TopicTable(k Key) *TopicTable { return q.topics[k] }
