@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
@@ -50,10 +49,10 @@ func keyRank(k string) int {
 	return len(allKeys)
 }
 
-func isClientQuotaKey(k string) bool { _, ok := quota.ParseKey(k); return ok }
+func isClientQuotaKey(k string) bool { _, ok := model.ParseKey(k); return ok }
 
 // isOptionKey reports whether k is one of Tollgate's option keys
-// (quota.Options), which user, client-id and client-id-prefix entities take.
+// (model.Options), which user, client-id and client-id-prefix entities take.
 func isOptionKey(k string) bool { return k == keyShadow || k == keyBurstSeconds }
 
 // options reads an entity's options from its described values.
@@ -209,50 +208,50 @@ func quoteName(n string) string {
 
 // quotaEntity converts a user/client-id or client-id prefix entity for the
 // quota package.
-func (e entity) quotaEntity() (quota.Entity, bool) {
+func (e entity) quotaEntity() (model.Entity, bool) {
 	if e.isTopic() {
-		var qe quota.Entity
+		var qe model.Entity
 		switch {
 		case e.topic.set && !e.topic.dflt && !e.topicPrefix.set:
-			qe.Topic = quota.Exact(e.topic.name)
+			qe.Topic = model.Exact(e.topic.name)
 		case e.topicPrefix.set && !e.topicPrefix.dflt && !e.topic.set:
-			qe.Topic = quota.Prefix(e.topicPrefix.name)
+			qe.Topic = model.Prefix(e.topicPrefix.name)
 		default:
-			return quota.Entity{}, false
+			return model.Entity{}, false
 		}
 		switch {
 		case e.user.set && e.user.dflt:
-			qe.User = quota.Default()
+			qe.User = model.Default()
 		case e.user.set:
-			qe.User = quota.Exact(e.user.name)
+			qe.User = model.Exact(e.user.name)
 		}
 		if e.prefix.set && !e.prefix.dflt {
-			qe.Client = quota.Prefix(e.prefix.name)
+			qe.Client = model.Prefix(e.prefix.name)
 		}
 		if e.client.set || e.ip.set || qe.Validate() != nil {
-			return quota.Entity{}, false
+			return model.Entity{}, false
 		}
 		return qe, true
 	}
 	if e.prefix.set {
 		if e.user.set || e.client.set || e.ip.set || e.prefix.dflt {
-			return quota.Entity{}, false
+			return model.Entity{}, false
 		}
-		return quota.ClientPrefixEntity(e.prefix.name), true
+		return model.ClientPrefixEntity(e.prefix.name), true
 	}
 	if e.ip.set || (!e.user.set && !e.client.set) {
-		return quota.Entity{}, false
+		return model.Entity{}, false
 	}
-	conv := func(p part) quota.Name {
+	conv := func(p part) model.Name {
 		switch {
 		case !p.set:
-			return quota.Name{}
+			return model.Name{}
 		case p.dflt:
-			return quota.Default()
+			return model.Default()
 		}
-		return quota.Exact(p.name)
+		return model.Exact(p.name)
 	}
-	return quota.Entity{User: conv(e.user), Client: conv(e.client)}, true
+	return model.Entity{User: conv(e.user), Client: conv(e.client)}, true
 }
 
 // described is one entity and its quota values as DescribeClientQuotas

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/api"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // httpLive reads live rate and utilization from Tollgate's admin HTTP API
@@ -44,7 +44,7 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 	for _, q := range body.Quotas {
 		lr := liveRow{rate: q.Rate, instanceRate: q.InstanceRate, utilization: q.Utilization}
 		if s := q.Shadowed; s != nil {
-			lr.shadowed = &quota.ShadowStats{Records: s.Records, Throttled: s.Throttled,
+			lr.shadowed = &model.ShadowStats{Records: s.Records, Throttled: s.Throttled,
 				Total: time.Duration(s.ThrottleMsTotal) * time.Millisecond, Max: time.Duration(s.ThrottleMsMax) * time.Millisecond}
 		}
 		out[q.Quota] = lr

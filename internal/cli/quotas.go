@@ -17,7 +17,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/api"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // defaultBootstrap is Tollgate's default listener.
@@ -357,7 +357,7 @@ type resolvedRow struct {
 	// res is the quota engine's resolution for the user/client-id keys
 	// (nil for connection_creation_rate): the bucket tags say who shares
 	// the quota.
-	res *quota.Resolution
+	res *model.Resolution
 	// topic is set for a per-topic quota's row (--topic).
 	topic bool
 }
@@ -384,7 +384,7 @@ type liveRow struct {
 	rate, instanceRate, utilization float64
 	// shadowed is what a shadow quota's bucket would have throttled; nil
 	// when the quota is enforced.
-	shadowed *quota.ShadowStats
+	shadowed *model.ShadowStats
 }
 
 func runResolve(ctx context.Context, env *Env, args []string) int {
@@ -531,7 +531,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 func resolveRows(st state, user, clientID string) []resolvedRow {
 	q, back := engineQuotas(st)
 	var rows []resolvedRow
-	for _, k := range quota.Keys() {
+	for _, k := range model.Keys() {
 		r := q.Resolve(k, user, clientID)
 		row := resolvedRow{key: k.String(), res: &r}
 		if r.Limited() {
@@ -548,7 +548,7 @@ func resolveRows(st state, user, clientID string) []resolvedRow {
 func resolveTopicRows(st state, user, clientID, topic string) []resolvedRow {
 	q, back := engineQuotas(st)
 	var rows []resolvedRow
-	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+	for _, k := range []model.Key{model.ProducerByteRate, model.ConsumerByteRate} {
 		r := q.ResolveTopic(k, user, clientID, topic)
 		row := resolvedRow{key: k.String() + " on topic " + quoteName(topic), res: &r, topic: true}
 		if r.Limited() {
@@ -562,9 +562,9 @@ func resolveTopicRows(st state, user, clientID, topic string) []resolvedRow {
 
 // engineQuotas builds the quota engine's input from the configured
 // entities, and the way back to them.
-func engineQuotas(st state) (quota.Quotas, map[quota.Entity]entity) {
-	var q quota.Quotas
-	back := map[quota.Entity]entity{}
+func engineQuotas(st state) (model.Quotas, map[model.Entity]entity) {
+	var q model.Quotas
+	back := map[model.Entity]entity{}
 	for e, vals := range st {
 		qe, ok := e.quotaEntity()
 		if !ok {
@@ -573,7 +573,7 @@ func engineQuotas(st state) (quota.Quotas, map[quota.Entity]entity) {
 		back[qe] = e
 		_ = q.SetOptions(qe, options(vals))
 		for k, v := range vals {
-			if key, ok := quota.ParseKey(k); ok {
+			if key, ok := model.ParseKey(k); ok {
 				_ = q.Set(qe, key, v) // Kafka stores only valid values
 			}
 		}
@@ -612,7 +612,7 @@ func resolveIP(st state, ip netip.Addr) resolvedRow {
 
 // optionsNote renders an entity's options after its value in resolve:
 // " (shadow, burst 2s)".
-func optionsNote(o quota.Options) string {
+func optionsNote(o model.Options) string {
 	var parts []string
 	if o.Shadow {
 		parts = append(parts, "shadow")
