@@ -223,15 +223,7 @@ func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 		if len(bad) > 0 {
 			continue // buildQuotas reported it
 		}
-		cs := make([]store.Component, len(en.Parts))
-		for i, p := range en.Parts {
-			if p.Name == nil {
-				cs[i] = store.DefaultOf(p.Type)
-			} else {
-				cs[i] = store.Named(p.Type, *p.Name)
-			}
-		}
-		ent, err := store.NewEntity(cs...)
+		ent, err := store.EntityOfParts(en.Parts)
 		if err != nil {
 			continue
 		}

@@ -199,12 +199,7 @@ func (e entity) String() string {
 	return strings.Join(parts, ",")
 }
 
-func quoteName(n string) string {
-	if n == "" || strings.ContainsAny(n, " ,=<>\"\\'") || strconv.Quote(n) != `"`+n+`"` {
-		return strconv.Quote(n)
-	}
-	return n
-}
+func quoteName(n string) string { return model.QuoteName(n) }
 
 // quotaEntity converts a user/client-id or client-id prefix entity for the
 // quota package.

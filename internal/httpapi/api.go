@@ -233,19 +233,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 	now := s.Now()
 	resp := api.Resolve{User: user, ClientID: cid}
 	for _, k := range quota.Keys() {
-		res := s.Engine.Resolve(k, user, cid, now)
-		rv := api.Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
-			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
-			Utilization: res.Utilization}
-		if res.ClientPrefix {
-			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
-		}
-		rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
-		rv.BurstSeconds = burstJSON(res.Options)
-		if res.Level != quota.LevelNone {
-			rv.Entity = entityJSON(res.Entity)
-		}
-		resp.Quotas = append(resp.Quotas, rv)
+		resp.Quotas = append(resp.Quotas, resolvedJSON(s.Engine.Resolve(k, user, cid, now)))
 	}
 	if name, ok := s.Engine.TenantOf(user); ok {
 		// The tenant whose ceilings bound the user too (the tightest wins).
@@ -270,25 +258,32 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// resolvedJSON is the answer of one resolution.
+func resolvedJSON(res quota.Resolution) api.Resolved {
+	rv := api.Resolved{Quota: res.Key.String(), Level: res.Level.String(), Value: num(res.Quota),
+		BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
+		Utilization: res.Utilization}
+	if res.ClientPrefix {
+		rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
+	}
+	rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
+	rv.BurstSeconds = burstJSON(res.Options)
+	if res.Limited() {
+		rv.Entity = entityJSON(res.Entity)
+	}
+	return rv
+}
+
 // resolveTopic is the per-topic quotas of a client on a topic.
 func (s Sources) resolveTopic(user, cid, topic string, now time.Time) []api.Resolved {
 	var tq []api.Resolved
 	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
 		res := s.Engine.ResolveTopic(k, user, cid, topic, now)
-		rv := api.Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
-			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
-		if res.ClientPrefix {
-			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
-		}
+		rv := resolvedJSON(res)
 		if res.TopicPrefix {
 			rv.BucketTopicPrefix = res.TopicTag
 		} else {
 			rv.BucketTopic = res.TopicTag
-		}
-		rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
-		rv.BurstSeconds = burstJSON(res.Options)
-		if res.Limited() {
-			rv.Entity = entityJSON(res.Entity)
 		}
 		tq = append(tq, rv)
 	}

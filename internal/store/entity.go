@@ -67,6 +67,20 @@ func (c Component) String() string {
 // this package (ClientQuotas, results) is always canonical.
 type Entity []Component
 
+// EntityOfParts is the entity of a quota model entity's parts (a name, or
+// nil for the default, each).
+func EntityOfParts(parts []model.Part) (Entity, error) {
+	cs := make([]Component, len(parts))
+	for i, p := range parts {
+		if p.Name == nil {
+			cs[i] = DefaultOf(p.Type)
+		} else {
+			cs[i] = Named(p.Type, *p.Name)
+		}
+	}
+	return NewEntity(cs...)
+}
+
 // NewEntity returns the canonical entity of the given components. It
 // refuses an empty entity, an unknown type and a type given twice.
 func NewEntity(cs ...Component) (Entity, error) {

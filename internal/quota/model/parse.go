@@ -159,14 +159,16 @@ func (en Entry) String() string {
 	for _, p := range en.Parts {
 		v := "<default>"
 		if p.Name != nil {
-			v = quoteName(*p.Name)
+			v = QuoteName(*p.Name)
 		}
 		out = append(out, p.Type+"="+v)
 	}
 	return strings.Join(out, ",")
 }
 
-func quoteName(n string) string {
+// QuoteName renders an entity name for messages and listings: as is, or
+// quoted when it could be misread (empty, spaces, separators, quotes).
+func QuoteName(n string) string {
 	if n == "" || strings.ContainsAny(n, " ,=<>\"\\'") || strconv.Quote(n) != `"`+n+`"` {
 		return strconv.Quote(n)
 	}
