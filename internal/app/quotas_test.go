@@ -139,3 +139,25 @@ func TestFileTopicQuotas(t *testing.T) {
 		}
 	}
 }
+
+// Each key of an entity is set by one entry; options of two entries of the
+// same entity combine.
+func TestFileQuotaEntriesOfOneEntity(t *testing.T) {
+	q, err := buildQuotas([]QuotaEntry{
+		{User: sptr("u"), ProducerByteRate: fptr(1), Shadow: true},
+		{User: sptr("u"), ConsumerByteRate: fptr(2), BurstSeconds: fptr(3)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := q.Options(quota.UserEntity(quota.Exact("u"))); !o.Shadow || !o.HasBurst || o.Burst != 3 {
+		t.Errorf("options %+v, want shadow and a 3 s burst", o)
+	}
+	_, err = buildQuotas([]QuotaEntry{
+		{User: sptr("u"), ProducerByteRate: fptr(1), BurstSeconds: fptr(1)},
+		{User: sptr("u"), ConsumerByteRate: fptr(2), BurstSeconds: fptr(3)},
+	})
+	if err == nil || err.Error() != "quotas[1]: burst_seconds is set twice for user=u" {
+		t.Errorf("two bursts: %v", err)
+	}
+}
