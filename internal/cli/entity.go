@@ -204,49 +204,12 @@ func quoteName(n string) string { return model.QuoteName(n) }
 // quotaEntity converts a user/client-id or client-id prefix entity for the
 // quota package.
 func (e entity) quotaEntity() (model.Entity, bool) {
-	if e.isTopic() {
-		var qe model.Entity
-		switch {
-		case e.topic.set && !e.topic.dflt && !e.topicPrefix.set:
-			qe.Topic = model.Exact(e.topic.name)
-		case e.topicPrefix.set && !e.topicPrefix.dflt && !e.topic.set:
-			qe.Topic = model.Prefix(e.topicPrefix.name)
-		default:
-			return model.Entity{}, false
-		}
-		switch {
-		case e.user.set && e.user.dflt:
-			qe.User = model.Default()
-		case e.user.set:
-			qe.User = model.Exact(e.user.name)
-		}
-		if e.prefix.set && !e.prefix.dflt {
-			qe.Client = model.Prefix(e.prefix.name)
-		}
-		if e.client.set || e.ip.set || qe.Validate() != nil {
-			return model.Entity{}, false
-		}
-		return qe, true
+	var parts []model.Part
+	for _, c := range e.components() {
+		parts = append(parts, model.Part{Type: c.typ, Name: c.p.wire()})
 	}
-	if e.prefix.set {
-		if e.user.set || e.client.set || e.ip.set || e.prefix.dflt {
-			return model.Entity{}, false
-		}
-		return model.ClientPrefixEntity(e.prefix.name), true
-	}
-	if e.ip.set || (!e.user.set && !e.client.set) {
-		return model.Entity{}, false
-	}
-	conv := func(p part) model.Name {
-		switch {
-		case !p.set:
-			return model.Name{}
-		case p.dflt:
-			return model.Default()
-		}
-		return model.Exact(p.name)
-	}
-	return model.Entity{User: conv(e.user), Client: conv(e.client)}, true
+	qe, err := model.EntityOf(parts)
+	return qe, err == nil
 }
 
 // described is one entity and its quota values as DescribeClientQuotas

@@ -147,21 +147,10 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 			}
 			continue
 		}
-		var e quota.Entity
-		if p, ok := eq.Entity.Get(store.TypeClientIDPrefix); ok {
-			e.Client = quota.Prefix(p.Name)
-		}
-		if u, ok := eq.Entity.Get(store.TypeUser); ok {
-			e.User = quotaName(u)
-		}
-		if cl, ok := eq.Entity.Get(store.TypeClientID); ok {
-			e.Client = quotaName(cl)
-		}
-		if t, ok := eq.Entity.Get(store.TypeTopic); ok {
-			e.Topic = quota.Exact(t.Name)
-		}
-		if t, ok := eq.Entity.Get(store.TypeTopicPrefix); ok {
-			e.Topic = quota.Prefix(t.Name)
+		e, err := model.EntityOf(eq.Entity.Parts())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%v: %w", eq.Entity, err))
+			continue
 		}
 		if o := model.OptionsOf(eq.Values); o != (quota.Options{}) {
 			if err := q.SetOptions(e, o); err != nil {
@@ -179,13 +168,6 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 		}
 	}
 	return q, ips, errors.Join(errs...)
-}
-
-func quotaName(c store.Component) quota.Name {
-	if c.Default {
-		return quota.Default()
-	}
-	return quota.Exact(c.Name)
 }
 
 // changed hands the store's quotas to OnChange.

@@ -67,6 +67,19 @@ func (c Component) String() string {
 // this package (ClientQuotas, results) is always canonical.
 type Entity []Component
 
+// Parts is the entity in the quota model's shape.
+func (e Entity) Parts() []model.Part {
+	out := make([]model.Part, len(e))
+	for i, c := range e {
+		out[i] = model.Part{Type: c.Type}
+		if !c.Default {
+			n := c.Name
+			out[i].Name = &n
+		}
+	}
+	return out
+}
+
 // EntityOfParts is the entity of a quota model entity's parts (a name, or
 // nil for the default, each).
 func EntityOfParts(parts []model.Part) (Entity, error) {

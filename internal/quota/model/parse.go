@@ -114,11 +114,26 @@ func (en Entry) IP() *string { n, _ := get(en.Parts, TypeIP); return n }
 // Entity returns the quota entity of a user, client-id, client-id-prefix
 // or per-topic entry; false for an ip entity's.
 func (en Entry) Entity() (Entity, bool) {
-	if en.IsIP() {
-		return Entity{}, false
+	e, err := EntityOf(en.Parts)
+	return e, err == nil
+}
+
+// errIPEntity: an ip entity is the connection quotas', not a client quota
+// entity.
+var errIPEntity = errors.New("an ip entity has no client quota entity")
+
+// EntityOf is the quota entity of a user, client-id, client-id-prefix or
+// per-topic entity in Kafka's shape: an error for parts CheckEntity refuses
+// and for an ip entity.
+func EntityOf(parts []Part) (Entity, error) {
+	if _, err := CheckEntity(parts); err != nil {
+		return Entity{}, err
+	}
+	if _, ok := get(parts, TypeIP); ok {
+		return Entity{}, errIPEntity
 	}
 	name := func(typ string, prefix bool) Name {
-		n, ok := get(en.Parts, typ)
+		n, ok := get(parts, typ)
 		switch {
 		case !ok:
 			return Name{}
@@ -136,7 +151,7 @@ func (en Entry) Entity() (Entity, bool) {
 	if p := name(TypeTopicPrefix, true); p.IsSet() {
 		e.Topic = p
 	}
-	return e, true
+	return e, nil
 }
 
 // Options returns the entry's options.
