@@ -215,7 +215,8 @@ func (t *table) limit(tg Tags) (Level, Entity, float64) {
 // that carry it and their values. The zero value is an empty set ready to
 // use. Like a map, a Quotas value refers to shared storage once it holds
 // something; use Clone for an independent copy. It is not safe for
-// concurrent mutation; the Engine takes its own copy in SetQuotas.
+// concurrent mutation; the engine (quota.Engine) takes its own copy in
+// SetQuotas.
 type Quotas struct {
 	keys   [NumKeys]*table
 	topics [NumKeys]*TopicTable // per-topic entities (byte rates only)
@@ -412,9 +413,9 @@ type Resolution struct {
 	// Rate is the bucket's current rate per second and Utilization is
 	// Rate ÷ Quota; both are 0 when the bucket does not exist yet.
 	// InstanceRate is this instance's own part of Rate, as
-	// Usage.InstanceRate: Rate outside a Tollgate cluster.
+	// quota.Usage.InstanceRate: Rate outside a Tollgate cluster.
 	// Shadowed is what a shadow bucket would have throttled. Only
-	// Engine.Resolve fills them.
+	// quota.Engine.Resolve fills them.
 	Rate, Utilization, InstanceRate float64
 	Shadowed                        ShadowStats
 }

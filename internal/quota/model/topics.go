@@ -67,8 +67,8 @@ func (l lengths) clone() lengths {
 }
 
 // TopicTable is one key's per-topic entities (Quotas.TopicTable). Once
-// handed to an Engine it is never modified (SetQuotas takes a clone), so
-// the hot path reads it without a lock.
+// handed to the engine (quota.Engine) it is never modified (SetQuotas
+// takes a clone), so the hot path reads it without a lock.
 type TopicTable struct {
 	vals map[Entity]float64
 	// Entities per principal kind, so that a kind without any is skipped.
