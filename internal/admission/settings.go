@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Unlimited is Kafka's "no limit" for every connection quota: Int.MaxValue.
@@ -327,30 +329,8 @@ func ParseOverrides(s string, resolve func(host string) (netip.Addr, error)) (ma
 }
 
 // ParseIPEntity turns the name of an ip quota entity into a key of
-// Settings.IPConnectionRates: an address becomes its single-address prefix
-// (/32 or /128), a CIDR range must have no host bits set. IPv4-mapped IPv6
-// forms are converted to IPv4, because connections are matched by their
-// unmapped address. The default entity has no name; use
-// Settings.DefaultIPConnectionRate.
-func ParseIPEntity(name string) (netip.Prefix, error) {
-	name = strings.TrimSpace(name)
-	if strings.Contains(name, "/") {
-		p, err := netip.ParsePrefix(name)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%s is not a valid IP or CIDR range", name)
-		}
-		if p != p.Masked() {
-			return netip.Prefix{}, fmt.Errorf("%s has host bits set; did you mean %s?", name, p.Masked())
-		}
-		return normalizePrefix(p), nil
-	}
-	a, err := netip.ParseAddr(name)
-	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%s is not a valid IP or CIDR range", name)
-	}
-	a = a.Unmap()
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
+// Settings.IPConnectionRates (the quota model's rule, model.ParseIPEntity).
+func ParseIPEntity(name string) (netip.Prefix, error) { return model.ParseIPEntity(name) }
 
 // normalizeAddr is the key every per-IP table uses: dual-stack sockets report
 // IPv4 peers as ::ffff:a.b.c.d and Java's InetAddress treats those as IPv4,
@@ -358,9 +338,4 @@ func ParseIPEntity(name string) (netip.Prefix, error) {
 func normalizeAddr(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 // normalizePrefix maps ::ffff:a.b.c.d/n (n ≥ 96) to a.b.c.d/(n−96).
-func normalizePrefix(p netip.Prefix) netip.Prefix {
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		return netip.PrefixFrom(a.Unmap(), p.Bits()-96).Masked()
-	}
-	return p.Masked()
-}
+func normalizePrefix(p netip.Prefix) netip.Prefix { return model.NormalizePrefix(p) }

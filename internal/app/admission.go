@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // admissionSettings builds the connection-quota settings from the config:
@@ -54,30 +55,20 @@ func admissionSettings(c *Config, dynamic map[string]string, ips control.IPQuota
 		}
 		s.IPConnectionRates[p] = int(min(v, math.MaxInt32))
 	}
-	for i, e := range c.Quotas {
-		if e.IP == nil && !e.DefaultIP {
+	for _, e := range c.Quotas {
+		if ips != nil {
+			break // the store's view has the file's ip entities laid over it
+		}
+		// The file's ip entities; buildQuotas reports the invalid ones.
+		en, bad := e.Parse()
+		v, ok := en.Values[model.KeyConnectionCreationRate]
+		if len(bad) > 0 || !ok {
 			continue
 		}
-		if e.ConnectionCreationRate == nil {
-			errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity takes connection_creation_rate", i))
-			continue
-		}
-		v := *e.ConnectionCreationRate
-		if !(v > 0) || v > math.MaxInt32 || math.Abs(math.Mod(v, 1)) > 1e-6 {
-			errs = append(errs, fmt.Errorf("quotas[%d]: connection_creation_rate %v must be a whole number from 1 to %d", i, v, math.MaxInt32))
-			continue
-		}
-		if e.IP != nil {
-			if _, err := admission.ParseIPEntity(*e.IP); err != nil {
-				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
-			}
-		}
-		if ips == nil { // validating the file alone
-			if e.DefaultIP {
-				s.DefaultIPConnectionRate = int(v)
-			} else if p, err := admission.ParseIPEntity(*e.IP); err == nil {
-				s.IPConnectionRates[p] = int(v)
-			}
+		if name := en.IP(); name == nil {
+			s.DefaultIPConnectionRate = int(v)
+		} else if p, err := admission.ParseIPEntity(*name); err == nil {
+			s.IPConnectionRates[p] = int(v)
 		}
 	}
 	if err := s.Validate(); err != nil {

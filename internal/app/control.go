@@ -212,46 +212,19 @@ func (a *App) applyQuotas(q quota.Quotas, ips control.IPQuotas) {
 }
 
 // fileEntities turns the config file's quota entries into store entities
-// (the file layer laid over the store).
+// (the file layer laid over the store), as the quota model parses them.
 func fileEntities(entries []QuotaEntry) []store.EntityQuotas {
 	var out []store.EntityQuotas
 	for _, e := range entries {
-		var cs []store.Component
-		add := func(typ string, name *string, dflt bool) {
-			switch {
-			case dflt:
-				cs = append(cs, store.DefaultOf(typ))
-			case name != nil:
-				cs = append(cs, store.Named(typ, *name))
-			}
+		en, bad := e.Parse()
+		if len(bad) > 0 {
+			continue // buildQuotas reported it
 		}
-		add(store.TypeUser, e.User, e.DefaultUser)
-		add(store.TypeClientID, e.ClientID, e.DefaultClientID)
-		add(store.TypeClientIDPrefix, e.ClientIDPrefix, false)
-		add(store.TypeTopic, e.Topic, false)
-		add(store.TypeTopicPrefix, e.TopicPrefix, false)
-		add(store.TypeIP, e.IP, e.DefaultIP)
-		ent, err := store.NewEntity(cs...)
+		ent, err := store.EntityOfParts(en.Parts)
 		if err != nil {
-			continue // Validate reported it
+			continue
 		}
-		vals := map[string]float64{}
-		for k, v := range map[string]*float64{
-			"producer_byte_rate": e.ProducerByteRate, "consumer_byte_rate": e.ConsumerByteRate,
-			"request_percentage": e.RequestPercentage, "controller_mutation_rate": e.ControllerMutationRate,
-			"connection_creation_rate": e.ConnectionCreationRate,
-		} {
-			if v != nil {
-				vals[k] = *v
-			}
-		}
-		if e.Shadow {
-			vals[control.KeyShadow] = 1
-		}
-		if e.BurstSeconds != nil {
-			vals[control.KeyBurstSeconds] = *e.BurstSeconds
-		}
-		out = append(out, store.EntityQuotas{Entity: ent, Values: vals})
+		out = append(out, store.EntityQuotas{Entity: ent, Values: en.Values})
 	}
 	return control.Overlay(nil, out)
 }

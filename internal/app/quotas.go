@@ -3,10 +3,10 @@ package app
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // QuotaSettings are Kafka's quota.* broker settings. They take effect at
@@ -101,80 +101,43 @@ func (s QuotaSettings) engineConfig() (quota.EngineConfig, error) {
 	}, nil
 }
 
-// QuotaEntry is one entity's quotas in the config file (quota.FileEntry,
+// QuotaEntry is one entity's quotas in the config file (model.FileEntry,
 // shared with `tollgate quotas apply`, which reads the same shape).
-type QuotaEntry = quota.FileEntry
+type QuotaEntry = model.FileEntry
 
-// buildQuotas turns the config entries into a quota set, validating values
-// as Kafka's AlterClientQuotas does.
+// buildQuotas turns the config entries into a quota set, validating them as
+// Kafka's AlterClientQuotas does (model.Entries); ip entities are
+// admission's (admissionSettings).
 func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 	var q quota.Quotas
 	var errs []error
+	var set model.Entries
 	for i, e := range entries {
-		if e.IP != nil || e.DefaultIP {
-			if e.User != nil || e.DefaultUser || e.ClientID != nil || e.DefaultClientID || e.ClientIDPrefix != nil || e.Topic != nil || e.TopicPrefix != nil {
-				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity cannot be combined with user, client-id, client_id_prefix, topic or topic_prefix", i))
-			} else if e.IP != nil && e.DefaultIP {
-				errs = append(errs, fmt.Errorf("quotas[%d]: ip and default_ip are exclusive", i))
-			} else if e.ProducerByteRate != nil || e.ConsumerByteRate != nil || e.RequestPercentage != nil || e.ControllerMutationRate != nil ||
-				e.Options() != (quota.Options{}) {
-				errs = append(errs, fmt.Errorf("quotas[%d]: an ip entity takes only connection_creation_rate", i))
-			}
-			continue // connection quotas: see admissionSettings
-		}
-		if e.ConnectionCreationRate != nil {
-			errs = append(errs, fmt.Errorf("quotas[%d]: connection_creation_rate applies to ip entities only", i))
-			continue
-		}
-		ent, err := e.Entity()
-		if err != nil {
+		en, bad := set.Add(e)
+		for _, err := range bad {
 			errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+		}
+		ent, ok := en.Entity()
+		if len(bad) > 0 || !ok {
 			continue
 		}
-		set := 0
-		for _, kv := range []struct {
-			k       quota.Key
-			v       *float64
-			integer bool
-		}{
-			{quota.ProducerByteRate, e.ProducerByteRate, true},
-			{quota.ConsumerByteRate, e.ConsumerByteRate, true},
-			{quota.RequestPercentage, e.RequestPercentage, false},
-			{quota.ControllerMutationRate, e.ControllerMutationRate, false},
-		} {
-			if kv.v == nil {
-				continue
-			}
-			set++
-			v := *kv.v
-			switch {
-			case !(v > 0):
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Quota %s must be greater than 0", i, ent, kv.k))
-				continue
-			case kv.integer && v > math.MaxInt64:
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Proposed value for %s is too large for a LONG.", i, ent, kv.k))
-				continue
-			case kv.integer && math.Abs(math.Mod(v, 1)) > 1e-6:
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): %s cannot be a fractional value.", i, ent, kv.k))
-				continue
-			}
-			if _, dup := q.Get(ent, kv.k); dup {
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): %s is set twice for this entity", i, ent, kv.k))
-				continue
-			}
-			if err := q.Set(ent, kv.k, v); err != nil {
-				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+		for _, k := range quota.Keys() {
+			if v, ok := en.Values[k.String()]; ok {
+				if err := q.Set(ent, k, v); err != nil {
+					errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
+				}
 			}
 		}
-		if set == 0 {
-			errs = append(errs, fmt.Errorf("quotas[%d] (%v): no quota key set", i, ent))
-		}
-		if o := e.Options(); o != (quota.Options{}) {
-			if q.Options(ent) != (quota.Options{}) {
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): the entity's options (shadow, burst_seconds) are set by another entry", i, ent))
-			} else if o.HasBurst && !(o.Burst >= 0 && o.Burst <= quota.MaxBurstSeconds) {
-				errs = append(errs, fmt.Errorf("quotas[%d] (%v): Quota burst_seconds must be from 0 to %d (seconds of quota a fresh client may send at once; 0: none; absent: Kafka's, 10)", i, ent, quota.MaxBurstSeconds))
-			} else if err := q.SetOptions(ent, o); err != nil {
+		if o := en.Options(); o != (quota.Options{}) {
+			// Entries set each option once: merge those of the entity's
+			// other entries.
+			if was := q.Options(ent); was.Shadow || was.HasBurst {
+				o.Shadow = o.Shadow || was.Shadow
+				if !o.HasBurst {
+					o.Burst, o.HasBurst = was.Burst, was.HasBurst
+				}
+			}
+			if err := q.SetOptions(ent, o); err != nil {
 				errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
 			}
 		}
@@ -189,7 +152,8 @@ func (a *App) logModeChanges(before, after []QuotaEntry) {
 	modes := func(es []QuotaEntry) map[quota.Entity]bool {
 		m := map[quota.Entity]bool{}
 		for _, e := range es {
-			if ent, err := e.Entity(); err == nil && e.IP == nil && !e.DefaultIP {
+			en, errs := e.Parse()
+			if ent, ok := en.Entity(); ok && len(errs) == 0 {
 				m[ent] = m[ent] || e.Shadow
 			}
 		}

@@ -53,15 +53,22 @@ func TestFileQuotaModel(t *testing.T) {
 		e    QuotaEntry
 		want string
 	}{
-		{QuotaEntry{ClientIDPrefix: sptr(""), ProducerByteRate: fptr(1)}, "client_id_prefix must not be empty"},
-		{QuotaEntry{ClientIDPrefix: sptr("p"), User: sptr("u"), ProducerByteRate: fptr(1)}, "client_id_prefix stands alone"},
-		{QuotaEntry{ClientIDPrefix: sptr("p"), DefaultClientID: true, ProducerByteRate: fptr(1)}, "client_id_prefix stands alone"},
-		{QuotaEntry{ClientIDPrefix: sptr("p"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "an ip entity cannot be combined"},
-		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1), Shadow: true}, "an ip entity takes only connection_creation_rate"},
+		{QuotaEntry{ClientIDPrefix: sptr(""), ProducerByteRate: fptr(1)}, "Empty client-id-prefix not supported"},
+		{QuotaEntry{ClientIDPrefix: sptr("p"), User: sptr("u"), ProducerByteRate: fptr(1)}, "a client-id-prefix entity stands alone"},
+		{QuotaEntry{ClientIDPrefix: sptr("p"), DefaultClientID: true, ProducerByteRate: fptr(1)}, "a client-id-prefix entity stands alone"},
+		{QuotaEntry{ClientIDPrefix: sptr("p"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "a client-id-prefix entity stands alone"},
+		{QuotaEntry{User: sptr("u"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "IP entity shouldnot be combined with User or ClientId"},
+		{QuotaEntry{User: sptr(""), ProducerByteRate: fptr(1)}, "Empty user not supported"},
+		{QuotaEntry{User: sptr("u"), DefaultUser: true, ProducerByteRate: fptr(1)}, "user and default_user are exclusive"},
+		{QuotaEntry{ProducerByteRate: fptr(1)}, "Invalid empty client quota entity"},
+		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1.5)}, "connection_creation_rate cannot be a fractional value."},
+		{QuotaEntry{IP: sptr("10.1.2.3/8"), ConnectionCreationRate: fptr(1)}, "10.1.2.3/8 has host bits set; did you mean 10.0.0.0/8?"},
+		{QuotaEntry{IP: sptr("1.2.3.4"), ProducerByteRate: fptr(1)}, "Invalid configuration key producer_byte_rate"},
+		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1), Shadow: true}, "Invalid configuration key shadow"},
 		{QuotaEntry{User: sptr("u"), Shadow: true}, "no quota key set"},
 		{QuotaEntry{User: sptr("u"), ProducerByteRate: fptr(1), BurstSeconds: fptr(-1)}, "Quota burst_seconds must be from 0 to 3600"},
 		{QuotaEntry{User: sptr("u"), ProducerByteRate: fptr(1), BurstSeconds: fptr(4000)}, "Quota burst_seconds must be from 0 to 3600"},
-		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1), BurstSeconds: fptr(1)}, "an ip entity takes only connection_creation_rate"},
+		{QuotaEntry{IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1), BurstSeconds: fptr(1)}, "Invalid configuration key burst_seconds"},
 	} {
 		_, err := buildQuotas([]QuotaEntry{tc.e})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -114,21 +121,43 @@ func TestFileTopicQuotas(t *testing.T) {
 		e    QuotaEntry
 		want string
 	}{
-		{QuotaEntry{Topic: sptr(""), ProducerByteRate: fptr(1)}, "topic must not be empty"},
-		{QuotaEntry{TopicPrefix: sptr(""), ProducerByteRate: fptr(1)}, "topic_prefix must not be empty"},
-		{QuotaEntry{Topic: sptr("a"), TopicPrefix: sptr("b"), ProducerByteRate: fptr(1)}, "topic and topic_prefix are exclusive"},
-		{QuotaEntry{Topic: sptr("a"), ClientID: sptr("c"), ProducerByteRate: fptr(1)}, "not a client_id"},
-		{QuotaEntry{Topic: sptr("a"), DefaultClientID: true, ProducerByteRate: fptr(1)}, "not a client_id"},
-		{QuotaEntry{Topic: sptr("a"), User: sptr("u"), ClientIDPrefix: sptr("p"), ProducerByteRate: fptr(1)}, "client_id_prefix cannot be combined with user"},
-		{QuotaEntry{Topic: sptr("a"), RequestPercentage: fptr(1)}, "a topic quota takes producer_byte_rate and consumer_byte_rate"},
-		{QuotaEntry{Topic: sptr("a"), ControllerMutationRate: fptr(1)}, "a topic quota takes producer_byte_rate and consumer_byte_rate"},
-		{QuotaEntry{Topic: sptr("a"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "an ip entity cannot be combined"},
-		{QuotaEntry{Topic: sptr("a"), ConnectionCreationRate: fptr(1)}, "connection_creation_rate applies to ip entities only"},
+		{QuotaEntry{Topic: sptr(""), ProducerByteRate: fptr(1)}, "Empty topic not supported"},
+		{QuotaEntry{TopicPrefix: sptr(""), ProducerByteRate: fptr(1)}, "Empty topic-prefix not supported"},
+		{QuotaEntry{Topic: sptr("a"), TopicPrefix: sptr("b"), ProducerByteRate: fptr(1)}, "a quota is on a topic or on a topic-prefix, not both"},
+		{QuotaEntry{Topic: sptr("a"), ClientID: sptr("c"), ProducerByteRate: fptr(1)}, "it cannot be combined with client-id or ip"},
+		{QuotaEntry{Topic: sptr("a"), DefaultClientID: true, ProducerByteRate: fptr(1)}, "it cannot be combined with client-id or ip"},
+		{QuotaEntry{Topic: sptr("a"), User: sptr("u"), ClientIDPrefix: sptr("p"), ProducerByteRate: fptr(1)}, "a client-id-prefix cannot be combined with a user"},
+		{QuotaEntry{Topic: sptr("a"), RequestPercentage: fptr(1)}, "Invalid configuration key request_percentage"},
+		{QuotaEntry{Topic: sptr("a"), ControllerMutationRate: fptr(1)}, "Invalid configuration key controller_mutation_rate"},
+		{QuotaEntry{Topic: sptr("a"), IP: sptr("1.2.3.4"), ConnectionCreationRate: fptr(1)}, "it cannot be combined with client-id or ip"},
+		{QuotaEntry{Topic: sptr("a"), ConnectionCreationRate: fptr(1)}, "Invalid configuration key connection_creation_rate"},
 		{QuotaEntry{Topic: sptr("a"), ProducerByteRate: fptr(1.5)}, "cannot be a fractional value"},
 	} {
 		_, err := buildQuotas([]QuotaEntry{tc.e})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.e, err, tc.want)
 		}
+	}
+}
+
+// Each key of an entity is set by one entry; options of two entries of the
+// same entity combine.
+func TestFileQuotaEntriesOfOneEntity(t *testing.T) {
+	q, err := buildQuotas([]QuotaEntry{
+		{User: sptr("u"), ProducerByteRate: fptr(1), Shadow: true},
+		{User: sptr("u"), ConsumerByteRate: fptr(2), BurstSeconds: fptr(3)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := q.Options(quota.UserEntity(quota.Exact("u"))); !o.Shadow || !o.HasBurst || o.Burst != 3 {
+		t.Errorf("options %+v, want shadow and a 3 s burst", o)
+	}
+	_, err = buildQuotas([]QuotaEntry{
+		{User: sptr("u"), ProducerByteRate: fptr(1), BurstSeconds: fptr(1)},
+		{User: sptr("u"), ConsumerByteRate: fptr(2), BurstSeconds: fptr(3)},
+	})
+	if err == nil || err.Error() != "quotas[1]: burst_seconds is set twice for user=u" {
+		t.Errorf("two bursts: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/api"
 )
 
 // defaultAdminURL is Tollgate's default admin HTTP port.
@@ -156,9 +158,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body any, wan
 		return err
 	}
 	if resp.StatusCode != want {
-		var e struct {
-			Error string `json:"error"`
-		}
+		var e api.Error
 		msg := fmt.Sprintf("%s %s: HTTP %s", method, c.base+path, resp.Status)
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
 			msg = fmt.Sprintf("%s (HTTP %s)", e.Error, resp.Status)

@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/principal"
 )
@@ -119,18 +120,9 @@ func runAPIKeys(ctx context.Context, env *Env, args []string) int {
 	return 0
 }
 
-// apiKey is an API key as the admin API answers it.
-type apiKey struct {
-	ID       string `json:"id"`
-	Identity string `json:"identity"`
-	Key      string `json:"key"`
-	Created  string `json:"created"`
-	Revoked  bool   `json:"revoked"`
-}
-
 func (c *adminClient) create(ctx context.Context, env *Env, identity string) error {
-	var k apiKey
-	if err := c.do(ctx, "POST", "/api/v1/apikeys", map[string]string{"identity": identity}, http.StatusCreated, &k); err != nil {
+	var k api.APIKey
+	if err := c.do(ctx, "POST", "/api/v1/apikeys", api.APIKeyCreate{Identity: &identity}, http.StatusCreated, &k); err != nil {
 		return err
 	}
 	if k.Key == "" {
@@ -191,9 +183,7 @@ func createInFile(env *Env, file, identity string) error {
 }
 
 func (c *adminClient) list(ctx context.Context, env *Env) error {
-	var body struct {
-		APIKeys []apiKey `json:"apikeys"`
-	}
+	var body api.APIKeys
 	if err := c.do(ctx, "GET", "/api/v1/apikeys", nil, http.StatusOK, &body); err != nil {
 		return err
 	}
@@ -214,7 +204,7 @@ func (c *adminClient) list(ctx context.Context, env *Env) error {
 }
 
 func (c *adminClient) revoke(ctx context.Context, env *Env, id string) error {
-	var k apiKey
+	var k api.APIKey
 	if err := c.do(ctx, "DELETE", "/api/v1/apikeys/"+url.PathEscape(id), nil, http.StatusOK, &k); err != nil {
 		return err
 	}

@@ -13,27 +13,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-// Entity types on the wire (ClientQuotaEntity.USER, CLIENT_ID, IP, and
-// Redpanda's client-id-prefix, which Tollgate accepts too; and Tollgate's
-// per-topic topic and topic-prefix).
+// Entity types on the wire (the quota model's: ClientQuotaEntity.USER,
+// CLIENT_ID, IP, and Redpanda's client-id-prefix, which Tollgate accepts
+// too; and Tollgate's per-topic topic and topic-prefix).
 const (
-	typeUser         = "user"
-	typeClient       = "client-id"
-	typeIP           = "ip"
-	typeClientPrefix = "client-id-prefix"
-	typeTopic        = "topic"
-	typeTopicPrefix  = "topic-prefix"
+	typeUser         = model.TypeUser
+	typeClient       = model.TypeClientID
+	typeIP           = model.TypeIP
+	typeClientPrefix = model.TypeClientIDPrefix
+	typeTopic        = model.TypeTopic
+	typeTopicPrefix  = model.TypeTopicPrefix
 )
 
 // The quota keys: the four client quotas and the ip connection quota; and
 // Tollgate's option keys of user, client-id and client-id-prefix entities.
 const (
-	keyConnectionCreationRate = "connection_creation_rate"
-	keyShadow                 = "shadow"
-	keyBurstSeconds           = "burst_seconds"
+	keyConnectionCreationRate = model.KeyConnectionCreationRate
+	keyShadow                 = model.KeyShadow
+	keyBurstSeconds           = model.KeyBurstSeconds
 )
 
 // allKeys lists every quota key in a fixed order, for listings.
@@ -49,20 +49,14 @@ func keyRank(k string) int {
 	return len(allKeys)
 }
 
-func isClientQuotaKey(k string) bool { _, ok := quota.ParseKey(k); return ok }
+func isClientQuotaKey(k string) bool { _, ok := model.ParseKey(k); return ok }
 
 // isOptionKey reports whether k is one of Tollgate's option keys
-// (quota.Options), which user, client-id and client-id-prefix entities take.
+// (model.Options), which user, client-id and client-id-prefix entities take.
 func isOptionKey(k string) bool { return k == keyShadow || k == keyBurstSeconds }
 
 // options reads an entity's options from its described values.
-func options(vals map[string]float64) quota.Options {
-	o := quota.Options{Shadow: vals[keyShadow] == 1}
-	if v, ok := vals[keyBurstSeconds]; ok {
-		o.Burst, o.HasBurst = v, true
-	}
-	return o
-}
+func options(vals map[string]float64) model.Options { return model.OptionsOf(vals) }
 
 // part is one component of an entity: absent, the default, or a name.
 type part struct {
@@ -205,59 +199,17 @@ func (e entity) String() string {
 	return strings.Join(parts, ",")
 }
 
-func quoteName(n string) string {
-	if n == "" || strings.ContainsAny(n, " ,=<>\"\\'") || strconv.Quote(n) != `"`+n+`"` {
-		return strconv.Quote(n)
-	}
-	return n
-}
+func quoteName(n string) string { return model.QuoteName(n) }
 
 // quotaEntity converts a user/client-id or client-id prefix entity for the
 // quota package.
-func (e entity) quotaEntity() (quota.Entity, bool) {
-	if e.isTopic() {
-		var qe quota.Entity
-		switch {
-		case e.topic.set && !e.topic.dflt && !e.topicPrefix.set:
-			qe.Topic = quota.Exact(e.topic.name)
-		case e.topicPrefix.set && !e.topicPrefix.dflt && !e.topic.set:
-			qe.Topic = quota.Prefix(e.topicPrefix.name)
-		default:
-			return quota.Entity{}, false
-		}
-		switch {
-		case e.user.set && e.user.dflt:
-			qe.User = quota.Default()
-		case e.user.set:
-			qe.User = quota.Exact(e.user.name)
-		}
-		if e.prefix.set && !e.prefix.dflt {
-			qe.Client = quota.Prefix(e.prefix.name)
-		}
-		if e.client.set || e.ip.set || qe.Validate() != nil {
-			return quota.Entity{}, false
-		}
-		return qe, true
+func (e entity) quotaEntity() (model.Entity, bool) {
+	var parts []model.Part
+	for _, c := range e.components() {
+		parts = append(parts, model.Part{Type: c.typ, Name: c.p.wire()})
 	}
-	if e.prefix.set {
-		if e.user.set || e.client.set || e.ip.set || e.prefix.dflt {
-			return quota.Entity{}, false
-		}
-		return quota.ClientPrefixEntity(e.prefix.name), true
-	}
-	if e.ip.set || (!e.user.set && !e.client.set) {
-		return quota.Entity{}, false
-	}
-	conv := func(p part) quota.Name {
-		switch {
-		case !p.set:
-			return quota.Name{}
-		case p.dflt:
-			return quota.Default()
-		}
-		return quota.Exact(p.name)
-	}
-	return quota.Entity{User: conv(e.user), Client: conv(e.client)}, true
+	qe, err := model.EntityOf(parts)
+	return qe, err == nil
 }
 
 // described is one entity and its quota values as DescribeClientQuotas

@@ -10,7 +10,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/api"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // httpLive reads live rate and utilization from Tollgate's admin HTTP API
@@ -34,31 +35,7 @@ func (h *httpLive) Live(ctx context.Context, user, clientID string, row resolved
 }
 
 func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string]liveRow, error) {
-	var body struct {
-		Quotas []struct {
-			Quota        string  `json:"quota"`
-			Rate         float64 `json:"rate"`
-			InstanceRate float64 `json:"instance_rate"`
-			Utilization  float64 `json:"utilization"`
-			Shadowed     *struct {
-				Records         int64 `json:"records"`
-				Throttled       int64 `json:"throttled"`
-				ThrottleMsTotal int64 `json:"throttle_ms_total"`
-				ThrottleMsMax   int64 `json:"throttle_ms_max"`
-			} `json:"shadowed"`
-		} `json:"quotas"`
-		Tenant *struct {
-			Name  string `json:"name"`
-			Usage []struct {
-				Quota     string  `json:"quota"`
-				Ceiling   float64 `json:"ceiling"`
-				Rate      float64 `json:"rate"`
-				Active    int     `json:"active_principals"`
-				FairShare float64 `json:"fair_share"`
-				Shadow    bool    `json:"shadow"`
-			} `json:"usage"`
-		} `json:"tenant"`
-	}
+	var body api.Resolve
 	path := "/api/v1/resolve?" + url.Values{"user": {user}, "client_id": {clientID}}.Encode()
 	if err := h.c.do(ctx, "GET", path, nil, http.StatusOK, &body); err != nil {
 		return nil, err
@@ -67,7 +44,7 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 	for _, q := range body.Quotas {
 		lr := liveRow{rate: q.Rate, instanceRate: q.InstanceRate, utilization: q.Utilization}
 		if s := q.Shadowed; s != nil {
-			lr.shadowed = &quota.ShadowStats{Records: s.Records, Throttled: s.Throttled,
+			lr.shadowed = &model.ShadowStats{Records: s.Records, Throttled: s.Throttled,
 				Total: time.Duration(s.ThrottleMsTotal) * time.Millisecond, Max: time.Duration(s.ThrottleMsMax) * time.Millisecond}
 		}
 		out[q.Quota] = lr
@@ -88,32 +65,10 @@ func (h *httpLive) fetch(ctx context.Context, user, clientID string) (map[string
 	return out, nil
 }
 
-// clusterView is the part of GET /api/v1/cluster that resolve prints.
-type clusterView struct {
-	ClusterID  string            `json:"cluster_id"`
-	InstanceID string            `json:"instance_id"`
-	Connected  bool              `json:"connected"`
-	Live       int               `json:"live"`
-	Instances  []clusterInstance `json:"instances"`
-	ConfigLog  struct {
-		Ready bool   `json:"ready"`
-		Error string `json:"error"`
-	} `json:"config_log"`
-	DigestsDiffer bool `json:"config_digests_differ"`
-}
-
-// clusterInstance is one instance of a Tollgate cluster.
-type clusterInstance struct {
-	ID      string `json:"instance_id"`
-	Version string `json:"version"`
-	Addr    string `json:"admin_addr"`
-	Self    bool   `json:"self"`
-}
-
 // Cluster returns the Tollgate cluster the admin port's instance is part
 // of; nil outside one (the port answers 404).
-func (h *httpLive) Cluster(ctx context.Context) (*clusterView, error) {
-	var v clusterView
+func (h *httpLive) Cluster(ctx context.Context) (*api.ClusterStatus, error) {
+	var v api.ClusterStatus
 	err := h.c.do(ctx, "GET", "/api/v1/cluster", nil, http.StatusOK, &v)
 	if se := (*statusError)(nil); errors.As(err, &se) && se.status == http.StatusNotFound {
 		return nil, nil
@@ -131,9 +86,9 @@ func (h *httpLive) Cluster(ctx context.Context) (*clusterView, error) {
 // and what is wrong, if anything: this instance cut off from the exchange,
 // the shared configuration not read yet, config files that declare
 // different quotas.
-func (v *clusterView) lines() []string {
+func clusterLines(v *api.ClusterStatus) []string {
 	var ms []string
-	for _, m := range v.Instances {
+	for _, m := range v.Members {
 		var about []string
 		if m.Self {
 			about = append(about, "this instance")

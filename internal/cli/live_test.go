@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
@@ -151,10 +152,10 @@ func TestResolveCluster(t *testing.T) {
 
 // What resolve says under its table about a Tollgate cluster in trouble.
 func TestClusterLines(t *testing.T) {
-	v := clusterView{ClusterID: "prod", InstanceID: "tg-a", Live: 2, DigestsDiffer: true}
+	v := api.ClusterStatus{ClusterID: "prod", InstanceID: "tg-a", Live: 2, DigestsDiffer: true}
 	v.ConfigLog.Error = "NOT_LEADER_FOR_PARTITION"
-	v.Instances = []clusterInstance{{ID: "tg-a", Version: "1.2.0", Addr: "10.0.0.1:9644", Self: true}, {ID: "tg-b"}}
-	got := strings.Join(v.lines(), "\n")
+	v.Members = []api.ClusterMember{{ID: "tg-a", Version: "1.2.0", Addr: "10.0.0.1:9644", Self: true}, {ID: "tg-b"}}
+	got := strings.Join(clusterLines(&v), "\n")
 	want := `Tollgate cluster prod, as tg-a sees it: 2 live instances: tg-a (this instance, 1.2.0, admin 10.0.0.1:9644), tg-b
 warning: tg-a does not hear the usage exchange (cut off): the others' part of each rate is an estimate
 warning: tg-a has not read the shared configuration topic yet: NOT_LEADER_FOR_PARTITION

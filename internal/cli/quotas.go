@@ -16,7 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/admission"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/api"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // defaultBootstrap is Tollgate's default listener.
@@ -356,7 +357,7 @@ type resolvedRow struct {
 	// res is the quota engine's resolution for the user/client-id keys
 	// (nil for connection_creation_rate): the bucket tags say who shares
 	// the quota.
-	res *quota.Resolution
+	res *model.Resolution
 	// topic is set for a per-topic quota's row (--topic).
 	topic bool
 }
@@ -373,7 +374,7 @@ type liveSource interface {
 	Live(ctx context.Context, user, clientID string, row resolvedRow) (live liveRow, ok bool, err error)
 	// Cluster returns the Tollgate cluster the gateway is one instance
 	// of; nil outside one.
-	Cluster(ctx context.Context) (*clusterView, error)
+	Cluster(ctx context.Context) (*api.ClusterStatus, error)
 }
 
 // liveRow is one key's bucket as the gateway sees it.
@@ -383,7 +384,7 @@ type liveRow struct {
 	rate, instanceRate, utilization float64
 	// shadowed is what a shadow quota's bucket would have throttled; nil
 	// when the quota is enforced.
-	shadowed *quota.ShadowStats
+	shadowed *model.ShadowStats
 }
 
 func runResolve(ctx context.Context, env *Env, args []string) int {
@@ -448,7 +449,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 
 	// In a Tollgate cluster the rate is the whole cluster's: a column of
 	// the gateway's own part beside it, and the instances under the table.
-	var tc *clusterView
+	var tc *api.ClusterStatus
 	var clusterErr error
 	if live != nil {
 		tc, clusterErr = live.Cluster(ctx)
@@ -511,7 +512,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	}
 	switch {
 	case tc != nil:
-		for _, l := range tc.lines() {
+		for _, l := range clusterLines(tc) {
 			fmt.Fprintln(env.Stdout, l)
 		}
 	case clusterErr != nil:
@@ -530,7 +531,7 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 func resolveRows(st state, user, clientID string) []resolvedRow {
 	q, back := engineQuotas(st)
 	var rows []resolvedRow
-	for _, k := range quota.Keys() {
+	for _, k := range model.Keys() {
 		r := q.Resolve(k, user, clientID)
 		row := resolvedRow{key: k.String(), res: &r}
 		if r.Limited() {
@@ -547,7 +548,7 @@ func resolveRows(st state, user, clientID string) []resolvedRow {
 func resolveTopicRows(st state, user, clientID, topic string) []resolvedRow {
 	q, back := engineQuotas(st)
 	var rows []resolvedRow
-	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+	for _, k := range []model.Key{model.ProducerByteRate, model.ConsumerByteRate} {
 		r := q.ResolveTopic(k, user, clientID, topic)
 		row := resolvedRow{key: k.String() + " on topic " + quoteName(topic), res: &r, topic: true}
 		if r.Limited() {
@@ -561,9 +562,9 @@ func resolveTopicRows(st state, user, clientID, topic string) []resolvedRow {
 
 // engineQuotas builds the quota engine's input from the configured
 // entities, and the way back to them.
-func engineQuotas(st state) (quota.Quotas, map[quota.Entity]entity) {
-	var q quota.Quotas
-	back := map[quota.Entity]entity{}
+func engineQuotas(st state) (model.Quotas, map[model.Entity]entity) {
+	var q model.Quotas
+	back := map[model.Entity]entity{}
 	for e, vals := range st {
 		qe, ok := e.quotaEntity()
 		if !ok {
@@ -572,7 +573,7 @@ func engineQuotas(st state) (quota.Quotas, map[quota.Entity]entity) {
 		back[qe] = e
 		_ = q.SetOptions(qe, options(vals))
 		for k, v := range vals {
-			if key, ok := quota.ParseKey(k); ok {
+			if key, ok := model.ParseKey(k); ok {
 				_ = q.Set(qe, key, v) // Kafka stores only valid values
 			}
 		}
@@ -611,7 +612,7 @@ func resolveIP(st state, ip netip.Addr) resolvedRow {
 
 // optionsNote renders an entity's options after its value in resolve:
 // " (shadow, burst 2s)".
-func optionsNote(o quota.Options) string {
+func optionsNote(o model.Options) string {
 	var parts []string
 	if o.Shadow {
 		parts = append(parts, "shadow")

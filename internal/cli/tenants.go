@@ -12,7 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/tollgate/tollgate/internal/control"
+	"github.com/tollgate/tollgate/internal/api"
 )
 
 const tenantsUsage = `usage: tollgate tenants <command> [NAME] [flags]
@@ -59,50 +59,6 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-// tenantBody is a tenant as the admin API takes and answers it.
-type tenantBody struct {
-	Name                   string   `json:"name"`
-	Principals             []string `json:"principals,omitempty"`
-	PrincipalPrefixes      []string `json:"principal_prefixes,omitempty"`
-	PrincipalRules         []string `json:"principal_rules,omitempty"`
-	ProducerByteRate       *float64 `json:"producer_byte_rate,omitempty"`
-	ConsumerByteRate       *float64 `json:"consumer_byte_rate,omitempty"`
-	ControllerMutationRate *float64 `json:"controller_mutation_rate,omitempty"`
-	Shadow                 bool     `json:"shadow,omitempty"`
-	BurstSeconds           *float64 `json:"burst_seconds,omitempty"`
-	Admins                 []string `json:"admins,omitempty"`
-}
-
-type tenantAnswer struct {
-	tenantBody
-	Source string `json:"source"`
-	Usage  []struct {
-		Quota       string  `json:"quota"`
-		Ceiling     float64 `json:"ceiling"`
-		Rate        float64 `json:"rate"`
-		Utilization float64 `json:"utilization"`
-		Active      int     `json:"active_principals"`
-		FairShare   float64 `json:"fair_share"`
-		Throttled   int64   `json:"throttled"`
-		ThrottleMs  int64   `json:"throttle_ms_total"`
-		Shadow      bool    `json:"shadow"`
-		Shadowed    *struct {
-			Records          int64   `json:"records"`
-			Throttled        int64   `json:"throttled"`
-			ThrottledPercent float64 `json:"throttled_percent"`
-			ThrottleMsMax    int64   `json:"throttle_ms_max"`
-		} `json:"shadowed"`
-	} `json:"usage"`
-	Members []struct {
-		Principal   string  `json:"principal"`
-		Quota       string  `json:"quota"`
-		ChargedRate float64 `json:"charged_rate"`
-		Active      bool    `json:"active"`
-		Throttled   int64   `json:"throttled"`
-		ThrottleMs  int64   `json:"throttle_ms_total"`
-	} `json:"members"`
-}
 
 func runTenants(ctx context.Context, env *Env, args []string) int {
 	if len(args) == 0 {
@@ -182,23 +138,23 @@ func runTenants(ctx context.Context, env *Env, args []string) int {
 	case "describe":
 		err = c.describeTenant(ctx, env, pos[0])
 	case "create":
-		b := tenantBody{Name: pos[0], Principals: principals, PrincipalPrefixes: prefixes, PrincipalRules: rules, Admins: admins}
-		if err := b.apply(set); err != nil {
+		b := api.TenantSpec{Name: pos[0], Principals: principals, PrincipalPrefixes: prefixes, PrincipalRules: rules, Admins: admins}
+		if err := applyConfigs(&b, set); err != nil {
 			return fail("--add-config: %v", err)
 		}
-		var out tenantAnswer
+		var out api.Tenant
 		if err = c.do(ctx, "POST", "/api/v1/tenants", b, http.StatusCreated, &out); err == nil {
 			fmt.Fprintf(env.Stdout, "Created tenant %s.\n", out.Name)
 		}
 	case "alter":
-		a := control.TenantAlter{AddPrincipals: addP, RemovePrincipals: rmP, AddPrincipalPrefixes: addPre, RemovePrincipalPrefixes: rmPre,
+		a := api.TenantAlter{AddPrincipals: addP, RemovePrincipals: rmP, AddPrincipalPrefixes: addPre, RemovePrincipalPrefixes: rmPre,
 			AddPrincipalRules: addR, RemovePrincipalRules: rmR, AddAdmins: addA, RemoveAdmins: rmA, Set: set, Delete: del}
-		var out tenantAnswer
+		var out api.Tenant
 		if err = c.do(ctx, "PATCH", "/api/v1/tenants/"+url.PathEscape(pos[0]), a, http.StatusOK, &out); err == nil {
 			fmt.Fprintf(env.Stdout, "Altered tenant %s.\n", out.Name)
 		}
 	case "delete":
-		var out map[string]any
+		var out api.TenantDeleted
 		if err = c.do(ctx, "DELETE", "/api/v1/tenants/"+url.PathEscape(pos[0]), nil, http.StatusOK, &out); err == nil {
 			fmt.Fprintf(env.Stdout, "Deleted tenant %s.\n", pos[0])
 		}
@@ -230,8 +186,8 @@ func parseConfigs(s string) (map[string]float64, error) {
 	return out, nil
 }
 
-// apply puts --add-config's keys into a new tenant.
-func (b *tenantBody) apply(set map[string]float64) error {
+// applyConfigs puts --add-config's keys into a new tenant.
+func applyConfigs(b *api.TenantSpec, set map[string]float64) error {
 	for k, v := range set {
 		switch k {
 		case "producer_byte_rate":
@@ -255,7 +211,7 @@ func (b *tenantBody) apply(set map[string]float64) error {
 }
 
 // ceilings renders a tenant's ceilings as K=V,K=V.
-func (b tenantBody) ceilings() string {
+func ceilings(b api.TenantSpec) string {
 	var parts []string
 	for _, kv := range []struct {
 		k string
@@ -277,7 +233,8 @@ func (b tenantBody) ceilings() string {
 	return strings.Join(parts, ",")
 }
 
-func (b tenantBody) members() string {
+// members renders who belongs to a tenant.
+func members(b api.TenantSpec) string {
 	var parts []string
 	parts = append(parts, b.Principals...)
 	for _, p := range b.PrincipalPrefixes {
@@ -298,9 +255,7 @@ func orDash(vs []string) string {
 }
 
 func (c *adminClient) listTenants(ctx context.Context, env *Env) error {
-	var body struct {
-		Tenants []tenantAnswer `json:"tenants"`
-	}
+	var body api.Tenants
 	if err := c.do(ctx, "GET", "/api/v1/tenants", nil, http.StatusOK, &body); err != nil {
 		return err
 	}
@@ -315,7 +270,7 @@ func (c *adminClient) listTenants(ctx context.Context, env *Env) error {
 		for _, u := range t.Usage {
 			use = append(use, fmt.Sprintf("%s %.0f%%", shortKey(u.Quota), 100*u.Utilization))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Source, t.members(), t.ceilings(), orDash(t.Admins), orDash(use))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Source, members(t.TenantSpec), ceilings(t.TenantSpec), orDash(t.Admins), orDash(use))
 	}
 	return tw.Flush()
 }
@@ -333,7 +288,7 @@ func shortKey(k string) string {
 }
 
 func (c *adminClient) describeTenant(ctx context.Context, env *Env, name string) error {
-	var t tenantAnswer
+	var t api.TenantDetail
 	if err := c.do(ctx, "GET", "/api/v1/tenants/"+url.PathEscape(name), nil, http.StatusOK, &t); err != nil {
 		return err
 	}
@@ -342,7 +297,7 @@ func (c *adminClient) describeTenant(ctx context.Context, env *Env, name string)
 	fmt.Fprintf(w, "  principals:         %s\n", orDash(t.Principals))
 	fmt.Fprintf(w, "  principal prefixes: %s\n", orDash(t.PrincipalPrefixes))
 	fmt.Fprintf(w, "  principal rules:    %s\n", orDash(t.PrincipalRules))
-	fmt.Fprintf(w, "  ceilings:           %s\n", t.ceilings())
+	fmt.Fprintf(w, "  ceilings:           %s\n", ceilings(t.TenantSpec))
 	fmt.Fprintf(w, "  admins:             %s\n", orDash(t.Admins))
 	if len(t.Usage) > 0 {
 		fmt.Fprintln(w)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/quota"
 )
 
@@ -34,17 +35,9 @@ type Transport interface {
 	Receive(ctx context.Context) ([]byte, error)
 }
 
-// Member is one instance of the Tollgate cluster as this one sees it.
-type Member struct {
-	ID          string    `json:"instance_id"`
-	Incarnation int64     `json:"incarnation"`
-	Version     string    `json:"version,omitempty"`
-	Addr        string    `json:"admin_addr,omitempty"`
-	Digest      string    `json:"config_digest,omitempty"`
-	Self        bool      `json:"self"`
-	Joined      time.Time `json:"joined"`
-	LastSeen    time.Time `json:"last_seen"`
-}
+// Member is one instance of the Tollgate cluster as this one sees it
+// (declared with the admin API's types: GET /api/v1/cluster shows it).
+type Member = api.ClusterMember
 
 // Event is a change of membership.
 type Event struct {
@@ -120,15 +113,7 @@ type seenTotal struct {
 }
 
 // ExchangeStats counts the exchange's traffic.
-type ExchangeStats struct {
-	Published      uint64 `json:"reports_published"`
-	PublishFailed  uint64 `json:"reports_failed"`
-	PublishedBytes uint64 `json:"bytes_published"`
-	Received       uint64 `json:"reports_received"`
-	ReceivedBytes  uint64 `json:"bytes_received"`
-	Rejected       uint64 `json:"reports_rejected"`
-	Entries        uint64 `json:"entries_published"`
-}
+type ExchangeStats = api.ExchangeStats
 
 // NewExchange returns an exchange; Run starts it.
 func NewExchange(cfg ExchangeConfig) *Exchange {
@@ -523,15 +508,4 @@ func (x *Exchange) Stats() ExchangeStats {
 
 // Status is a Tollgate cluster as one instance sees it (GET
 // /api/v1/cluster).
-type Status struct {
-	ClusterID  string        `json:"cluster_id"`
-	InstanceID string        `json:"instance_id"`
-	Connected  bool          `json:"connected"`
-	Live       int           `json:"live"`
-	Members    []Member      `json:"instances"`
-	ConfigLog  LogStatus     `json:"config_log"`
-	Exchange   ExchangeStats `json:"exchange"`
-	// DigestsDiffer: the instances' config files declare different
-	// quotas (docs/cluster.md says how file quotas combine).
-	DigestsDiffer bool `json:"config_digests_differ"`
-}
+type Status = api.ClusterStatus

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -131,13 +132,7 @@ func (l *Log) Close() {
 }
 
 // LogStatus is what the log reports about itself.
-type LogStatus struct {
-	Topic   string    `json:"topic"`
-	Ready   bool      `json:"ready"`
-	Next    int64     `json:"next_offset"`
-	Applied time.Time `json:"last_applied,omitzero"`
-	Error   string    `json:"error,omitempty"`
-}
+type LogStatus = api.ConfigLogStatus
 
 // Status returns the log's state.
 func (l *Log) Status() LogStatus {

@@ -250,15 +250,7 @@ func validate(je javaEntity, alts []alteration, order []int) (store.Entity, apiE
 // storeEntity converts a Kafka entity to the store's, or nil if it is not
 // one the store can hold.
 func storeEntity(je javaEntity) store.Entity {
-	cs := make([]store.Component, len(je.pairs))
-	for i, p := range je.pairs {
-		if p.name == nil {
-			cs[i] = store.DefaultOf(p.typ)
-		} else {
-			cs[i] = store.Named(p.typ, *p.name)
-		}
-	}
-	e, err := store.NewEntity(cs...)
+	e, err := store.EntityOfParts(je.parts())
 	if err != nil {
 		return nil
 	}

@@ -221,3 +221,13 @@ func (f *fixture) storedCount(t *testing.T) int {
 	}
 	return len(all)
 }
+
+// The quota model's messages of the client-id-prefix and per-topic
+// entities (model.KeysFor), as the tests assert them.
+const (
+	msgPrefixAlone   = "Invalid quota entity combination, a client-id-prefix entity stands alone: it cannot be combined with user, client-id or ip"
+	msgPrefixDefault = "Invalid quota entity, client-id-prefix has no default entity (a default client-id quota covers every client-id)"
+	msgTopicBoth     = "Invalid quota entity combination, a quota is on a topic or on a topic-prefix, not both"
+	msgTopicWith     = "Invalid quota entity combination, a topic or topic-prefix quota is for a user, a client-id-prefix or every client: it cannot be combined with client-id or ip"
+	msgTopicPrefix   = "Invalid quota entity combination, a client-id-prefix cannot be combined with a user"
+)

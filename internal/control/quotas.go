@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -146,23 +147,12 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 			}
 			continue
 		}
-		var e quota.Entity
-		if p, ok := eq.Entity.Get(store.TypeClientIDPrefix); ok {
-			e.Client = quota.Prefix(p.Name)
+		e, err := model.EntityOf(eq.Entity.Parts())
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%v: %w", eq.Entity, err))
+			continue
 		}
-		if u, ok := eq.Entity.Get(store.TypeUser); ok {
-			e.User = quotaName(u)
-		}
-		if cl, ok := eq.Entity.Get(store.TypeClientID); ok {
-			e.Client = quotaName(cl)
-		}
-		if t, ok := eq.Entity.Get(store.TypeTopic); ok {
-			e.Topic = quota.Exact(t.Name)
-		}
-		if t, ok := eq.Entity.Get(store.TypeTopicPrefix); ok {
-			e.Topic = quota.Prefix(t.Name)
-		}
-		if o := OptionsOf(eq.Values); o != (quota.Options{}) {
+		if o := model.OptionsOf(eq.Values); o != (quota.Options{}) {
 			if err := q.SetOptions(e, o); err != nil {
 				errs = append(errs, fmt.Errorf("%v options: %w", eq.Entity, err))
 			}
@@ -178,13 +168,6 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 		}
 	}
 	return q, ips, errors.Join(errs...)
-}
-
-func quotaName(c store.Component) quota.Name {
-	if c.Default {
-		return quota.Default()
-	}
-	return quota.Exact(c.Name)
 }
 
 // changed hands the store's quotas to OnChange.
@@ -205,15 +188,4 @@ func (c *ClientQuotas) changed() {
 // refusal are not fatal: the response is an error already.
 func (c *ClientQuotas) record(ctx context.Context, e audit.Event) error {
 	return c.Audit.Record(ctx, e)
-}
-
-// OptionsOf reads an entity's options from its keys: shadow = 1, and
-// burst_seconds.
-func OptionsOf(vals map[string]float64) quota.Options {
-	var o quota.Options
-	o.Shadow = vals[KeyShadow] == 1
-	if v, ok := vals[KeyBurstSeconds]; ok {
-		o.Burst, o.HasBurst = v, true
-	}
-	return o
 }

@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/quota"
@@ -58,30 +59,8 @@ import (
 // returns
 
 // TenantSpec is a tenant as the config file, the admin HTTP API and the
-// CLI write it.
-type TenantSpec struct {
-	Name string `yaml:"name" json:"name"`
-	// Principals are principal names ("alice" for User:alice).
-	Principals []string `yaml:"principals" json:"principals,omitempty"`
-	// PrincipalPrefixes: every principal whose name starts with one.
-	PrincipalPrefixes []string `yaml:"principal_prefixes" json:"principal_prefixes,omitempty"`
-	// PrincipalRules are Kafka principal mapping rules; a principal
-	// belongs when one of them maps its name to the tenant's name.
-	PrincipalRules []string `yaml:"principal_rules" json:"principal_rules,omitempty"`
-	// The ceilings all the tenant's principals share.
-	ProducerByteRate       *float64 `yaml:"producer_byte_rate" json:"producer_byte_rate,omitempty"`
-	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate" json:"consumer_byte_rate,omitempty"`
-	ControllerMutationRate *float64 `yaml:"controller_mutation_rate" json:"controller_mutation_rate,omitempty"`
-	// Shadow: the ceilings are computed and shown, not applied.
-	Shadow bool `yaml:"shadow" json:"shadow,omitempty"`
-	// BurstSeconds is the ceilings' start-up burst in seconds of ceiling
-	// (absent: Kafka's, 10 s).
-	BurstSeconds *float64 `yaml:"burst_seconds" json:"burst_seconds,omitempty"`
-	// Admins may describe and alter the quotas of the tenant's principals
-	// through the Kafka API, never above the ceilings ("carol" or
-	// "User:carol").
-	Admins []string `yaml:"admins" json:"admins,omitempty"`
-}
+// CLI write it (declared with the admin API's types).
+type TenantSpec = api.TenantSpec
 
 // Limits of a tenant's lists, and of the whole: a tenant is one record of
 // a Tollgate cluster's shared configuration topic, whose batches hold
@@ -93,34 +72,11 @@ const (
 )
 
 // ceilingKeys are a tenant's ceilings by Kafka's key names.
-var ceilingKeys = []string{"producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate"}
+var ceilingKeys = api.CeilingKeys
 
-// Ceilings returns the spec's ceilings by key name.
-func (s TenantSpec) Ceilings() map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range map[string]*float64{"producer_byte_rate": s.ProducerByteRate, "consumer_byte_rate": s.ConsumerByteRate,
-		"controller_mutation_rate": s.ControllerMutationRate} {
-		if v != nil {
-			out[k] = *v
-		}
-	}
-	return out
-}
-
-func (s *TenantSpec) setCeiling(key string, v *float64) {
-	switch key {
-	case "producer_byte_rate":
-		s.ProducerByteRate = v
-	case "consumer_byte_rate":
-		s.ConsumerByteRate = v
-	case "controller_mutation_rate":
-		s.ControllerMutationRate = v
-	}
-}
-
-// Validate checks one tenant alone (the checks across tenants are the
-// set's). The error's text is the message for the operator.
-func (s TenantSpec) Validate() error {
+// ValidateTenant checks one tenant alone (the checks across tenants are
+// the set's). The error's text is the message for the operator.
+func ValidateTenant(s TenantSpec) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	switch {
@@ -174,7 +130,7 @@ func (s TenantSpec) Validate() error {
 	if b := s.BurstSeconds; b != nil && !(*b >= 0 && *b <= quota.MaxBurstSeconds) {
 		bad("burst_seconds must be from 0 to %d (0: none; absent: Kafka's, 10)", quota.MaxBurstSeconds)
 	}
-	if b, err := json.Marshal(s.storeTenant()); err == nil && len(b) > maxTenantBytes {
+	if b, err := json.Marshal(storeTenant(s)); err == nil && len(b) > maxTenantBytes {
 		bad("the tenant takes %d bytes, more than %d: use principal prefixes or rules rather than long lists", len(b), maxTenantBytes)
 	}
 	return errors.Join(errs...)
@@ -193,7 +149,7 @@ func compileRule(r string) (*auth.Mapper, error) {
 }
 
 // quotaTenant is the engine's tenant of s (s valid).
-func (s TenantSpec) quotaTenant() quota.Tenant {
+func quotaTenant(s TenantSpec) quota.Tenant {
 	t := quota.Tenant{Name: s.Name, Principals: s.Principals, Prefixes: s.PrincipalPrefixes, Ceilings: map[quota.Key]float64{},
 		Options: quota.Options{Shadow: s.Shadow}}
 	for k, v := range s.Ceilings() {
@@ -223,7 +179,7 @@ func (s TenantSpec) quotaTenant() quota.Tenant {
 	return t
 }
 
-func (s TenantSpec) storeTenant() store.Tenant {
+func storeTenant(s TenantSpec) store.Tenant {
 	t := store.Tenant{Name: s.Name, Principals: s.Principals, PrincipalPrefixes: s.PrincipalPrefixes, PrincipalRules: s.PrincipalRules,
 		Shadow: s.Shadow, BurstSeconds: s.BurstSeconds, Admins: s.Admins}
 	if c := s.Ceilings(); len(c) > 0 {
@@ -237,7 +193,7 @@ func specOf(t store.Tenant) TenantSpec {
 		Shadow: t.Shadow, BurstSeconds: t.BurstSeconds, Admins: t.Admins}
 	for _, k := range ceilingKeys {
 		if v, ok := t.Ceilings[k]; ok {
-			s.setCeiling(k, &v)
+			s.SetCeiling(k, &v)
 		}
 	}
 	return s
@@ -305,7 +261,7 @@ func merge(fixed []TenantSpec, stored []store.Tenant) ([]TenantInfo, []error) {
 		if names[s.Name] {
 			continue // the config file's tenant of that name is authoritative
 		}
-		if err := s.Validate(); err != nil {
+		if err := ValidateTenant(s); err != nil {
 			errs = append(errs, fmt.Errorf("stored tenant %q left out: %w", s.Name, err))
 			continue
 		}
@@ -323,7 +279,7 @@ func compile(infos []TenantInfo) (*tenantView, error) {
 	ts := make([]quota.Tenant, len(infos))
 	v := &tenantView{infos: infos, admin: map[string]Admins{}}
 	for i, in := range infos {
-		ts[i] = in.quotaTenant()
+		ts[i] = quotaTenant(in.TenantSpec)
 		if len(in.Admins) > 0 {
 			v.admin[in.Name] = Admins{Principals: in.Admins}
 		}
@@ -361,7 +317,7 @@ type Tenants struct {
 func ValidateTenants(specs []TenantSpec) error {
 	var errs []error
 	for i, s := range specs {
-		if err := s.Validate(); err != nil {
+		if err := ValidateTenant(s); err != nil {
 			errs = append(errs, fmt.Errorf("tenants[%d] (%s): %w", i, s.Name, err))
 		}
 	}
@@ -458,26 +414,12 @@ func (t *Tenants) Get(name string) (TenantInfo, bool) { return t.current().info(
 // file (which is authoritative for it).
 var ErrConflict = errors.New("conflict")
 
-// TenantAlter is a change to a tenant, kafka-configs style: lists gain
-// and lose entries, ceilings and options are set (Set: the three ceiling
-// keys, shadow = 1, burst_seconds) or deleted (Delete). Removing what is
-// absent, or adding what is there, is an error: the caller's view is
-// stale.
-type TenantAlter struct {
-	AddPrincipals           []string           `json:"add_principals,omitempty"`
-	RemovePrincipals        []string           `json:"remove_principals,omitempty"`
-	AddPrincipalPrefixes    []string           `json:"add_principal_prefixes,omitempty"`
-	RemovePrincipalPrefixes []string           `json:"remove_principal_prefixes,omitempty"`
-	AddPrincipalRules       []string           `json:"add_principal_rules,omitempty"`
-	RemovePrincipalRules    []string           `json:"remove_principal_rules,omitempty"`
-	AddAdmins               []string           `json:"add_admins,omitempty"`
-	RemoveAdmins            []string           `json:"remove_admins,omitempty"`
-	Set                     map[string]float64 `json:"set,omitempty"`
-	Delete                  []string           `json:"delete,omitempty"`
-}
+// TenantAlter is a change to a tenant, kafka-configs style (declared
+// with the admin API's types).
+type TenantAlter = api.TenantAlter
 
-// apply returns s changed by a.
-func (a TenantAlter) apply(s TenantSpec) (TenantSpec, error) {
+// applyAlter returns s changed by a.
+func applyAlter(a TenantAlter, s TenantSpec) (TenantSpec, error) {
 	var errs []error
 	edit := func(what string, list []string, add, remove []string) []string {
 		out := slices.Clone(list)
@@ -505,7 +447,7 @@ func (a TenantAlter) apply(s TenantSpec) (TenantSpec, error) {
 	for _, k := range a.Delete {
 		switch {
 		case slices.Contains(ceilingKeys, k):
-			s.setCeiling(k, nil)
+			s.SetCeiling(k, nil)
 		case k == KeyShadow:
 			s.Shadow = false
 		case k == KeyBurstSeconds:
@@ -517,7 +459,7 @@ func (a TenantAlter) apply(s TenantSpec) (TenantSpec, error) {
 	for k, v := range a.Set {
 		switch {
 		case slices.Contains(ceilingKeys, k):
-			s.setCeiling(k, &v)
+			s.SetCeiling(k, &v)
 		case k == KeyShadow:
 			if v != 1 {
 				errs = append(errs, errors.New("shadow must be 1 (delete the key to enforce the tenant)"))
@@ -548,7 +490,7 @@ func (t *Tenants) AlterTenant(ctx context.Context, who Initiator, name string, a
 		if cur == nil {
 			return TenantSpec{}, &opError{ErrNotFound, fmt.Sprintf("tenant %q does not exist", name)}
 		}
-		return a.apply(*cur)
+		return applyAlter(a, *cur)
 	})
 }
 
@@ -617,7 +559,7 @@ func (t *Tenants) put(ctx context.Context, who Initiator, action, name string, n
 		return reject(ErrInvalid, fmt.Sprintf("the tenant's name is %q, not %q (a tenant cannot be renamed)", want.Name, name))
 	}
 	if want != nil {
-		if err := want.Validate(); err != nil {
+		if err := ValidateTenant(*want); err != nil {
 			return reject(ErrInvalid, err.Error())
 		}
 		// With the others in force: no principal or prefix taken twice.
@@ -647,7 +589,7 @@ func (t *Tenants) put(ctx context.Context, who Initiator, action, name string, n
 		if action == audit.ActionTenantCreate {
 			mode = store.CreateTenant
 		}
-		_, err = t.Store.PutTenantFunc(want.storeTenant(), mode, func(*store.Tenant) error { return hook() })
+		_, err = t.Store.PutTenantFunc(storeTenant(*want), mode, func(*store.Tenant) error { return hook() })
 	}
 	if err != nil {
 		t.followUp(ctx, ev, hooked, auditErr, err)

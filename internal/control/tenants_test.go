@@ -55,14 +55,14 @@ func TestTenantSpecValidate(t *testing.T) {
 		{TenantSpec{Name: "t", Admins: make([]string, maxTenantList+1)}, "more than"},
 		{TenantSpec{Name: "t", Principals: manyNames(1000, 600)}, "more than 524288"},
 	} {
-		if err := c.s.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := ValidateTenant(c.s); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.s.Name, err, c.want)
 		}
 	}
 	ok := TenantSpec{Name: "team-a.1_x", Principals: []string{"alice"}, PrincipalPrefixes: []string{"svc-a-"},
 		PrincipalRules: []string{`RULE:^(.*)@A\.EXAMPLE$/team-a.1_x/`, "DEFAULT"}, ProducerByteRate: fp(1 << 20),
 		ControllerMutationRate: fp(0.5), BurstSeconds: fp(0), Admins: []string{"User:carol"}}
-	if err := ok.Validate(); err != nil {
+	if err := ValidateTenant(ok); err != nil {
 		t.Fatal(err)
 	}
 	if err := ValidateTenants([]TenantSpec{ok, {Name: "b", Principals: []string{"alice"}}}); err == nil || !strings.Contains(err.Error(), "alice") {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/cluster"
+	"github.com/tollgate/tollgate/internal/api"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -45,7 +45,7 @@ type Sources struct {
 	Usage func(usage.Query) (*usage.Report, error)
 	// Cluster returns the Tollgate cluster's state; ok false (or a nil
 	// func) outside one (/api/v1/cluster, cluster.go).
-	Cluster func() (cluster.Status, bool)
+	Cluster func() (api.ClusterStatus, bool)
 	// Tenants manages tenants (/api/v1/tenants, tenants.go).
 	Tenants TenantManager
 	// Telemetry holds the clients' own metrics (KIP-714); nil when
@@ -101,11 +101,6 @@ func Handler(s Sources) http.Handler {
 	return g.wrap(mux)
 }
 
-// apiError is the one error shape of the API.
-type apiError struct {
-	Error string `json:"error"`
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -118,7 +113,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
-func fail(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, apiError{msg}) }
+func fail(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, api.Error{Error: msg}) }
 
 // num renders Kafka's "unlimited" (Long.MAX_VALUE) as null.
 func num(v float64) *float64 {
@@ -126,51 +121,6 @@ func num(v float64) *float64 {
 		return nil
 	}
 	return &v
-}
-
-// Bucket is one live quota bucket: Kafka's tags user and client_id, or a
-// client-id prefix group (client_id_prefix set, user and client_id ""); a
-// per-topic quota's bucket also has its topic, or its topic prefix.
-type Bucket struct {
-	Quota          string       `json:"quota"`
-	User           string       `json:"user"`
-	ClientID       string       `json:"client_id"`
-	ClientIDPrefix string       `json:"client_id_prefix,omitempty"`
-	Topic          string       `json:"topic,omitempty"`
-	TopicPrefix    string       `json:"topic_prefix,omitempty"`
-	Level          string       `json:"level"`
-	Entity         []EntityPart `json:"entity,omitempty"`
-	Limit          *float64     `json:"limit"`
-	// Rate is the bucket's rate per second; in a Tollgate cluster the
-	// whole cluster's as this instance knows it (tollgate_quota_rate), and
-	// Utilization is of it. InstanceRate is this instance's own part
-	// (tollgate_quota_instance_rate): Rate outside a cluster.
-	Rate         float64 `json:"rate"`
-	InstanceRate float64 `json:"instance_rate"`
-	Utilization  float64 `json:"utilization"`
-	Throttled    int64   `json:"throttled"`
-	ThrottleMs   int64   `json:"throttle_ms_total"`
-	LastActive   string  `json:"last_active"`
-	// Shadow is set for a bucket whose quota is in shadow mode (measured,
-	// not enforced): Throttled and ThrottleMs stay 0, Shadowed says what
-	// it would have done.
-	Shadow   bool    `json:"shadow,omitempty"`
-	Shadowed *Shadow `json:"shadowed,omitempty"`
-	// BurstSeconds is the entity's start-up burst in seconds of quota,
-	// when it sets one (absent: Kafka's).
-	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
-}
-
-// Shadow is what a shadow quota's bucket would have throttled (since it
-// was created or last switched to shadow): of its records (produce
-// requests, fetch responses, partition mutations), how many, what share,
-// by how much in all and at most.
-type Shadow struct {
-	Records          int64   `json:"records"`
-	Throttled        int64   `json:"throttled"`
-	ThrottledPercent float64 `json:"throttled_percent"`
-	ThrottleMsTotal  int64   `json:"throttle_ms_total"`
-	ThrottleMsMax    int64   `json:"throttle_ms_max"`
 }
 
 func burstJSON(o quota.Options) *float64 {
@@ -181,11 +131,11 @@ func burstJSON(o quota.Options) *float64 {
 	return &v
 }
 
-func shadowJSON(on bool, s quota.ShadowStats) *Shadow {
+func shadowJSON(on bool, s quota.ShadowStats) *api.Shadow {
 	if !on {
 		return nil
 	}
-	return &Shadow{Records: s.Records, Throttled: s.Throttled, ThrottledPercent: s.Percent(),
+	return &api.Shadow{Records: s.Records, Throttled: s.Throttled, ThrottledPercent: s.Percent(),
 		ThrottleMsTotal: s.Total.Milliseconds(), ThrottleMsMax: s.Max.Milliseconds()}
 }
 
@@ -210,9 +160,9 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 	sort.SliceStable(usage, func(i, j int) bool { return usage[i].Utilization > usage[j].Utilization })
 	total := len(usage)
 	usage = usage[:min(len(usage), limit)]
-	out := []Bucket{}
+	out := []api.Bucket{}
 	for _, u := range usage {
-		b := Bucket{
+		b := api.Bucket{
 			Quota: u.Key.String(), User: u.User, ClientID: u.ClientID, Level: u.Level.String(),
 			Limit: num(u.Quota), Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization,
 			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
@@ -233,29 +183,20 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, b)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"buckets": out, "total": total})
+	writeJSON(w, http.StatusOK, api.Buckets{Buckets: out, Total: total})
 }
 
 // DefaultBucketsLimit is how many buckets GET /api/v1/buckets lists
 // without a limit parameter.
 const DefaultBucketsLimit = 1000
 
-// EntityPart is one (type, name) pair of a quota entity, as in Kafka's
-// DescribeClientQuotas: Default marks the default entity (name absent), so
-// a literal name "<default>" stays distinct.
-type EntityPart struct {
-	Type    string  `json:"type"`
-	Name    *string `json:"name"`
-	Default bool    `json:"default,omitempty"`
-}
-
-func entityJSON(e quota.Entity) []EntityPart {
-	var out []EntityPart
+func entityJSON(e quota.Entity) []api.EntityPart {
+	var out []api.EntityPart
 	add := func(typ string, n quota.Name) {
 		if !n.IsSet() {
 			return
 		}
-		p := EntityPart{Type: typ}
+		p := api.EntityPart{Type: typ}
 		if n.IsDefault() {
 			p.Default = true
 		} else {
@@ -278,34 +219,6 @@ func entityJSON(e quota.Entity) []EntityPart {
 	return out
 }
 
-// Resolved is the answer for one quota key.
-type Resolved struct {
-	Quota      string       `json:"quota"`
-	Level      string       `json:"level"`
-	Entity     []EntityPart `json:"entity,omitempty"`
-	Value      *float64     `json:"value"`
-	BucketUser string       `json:"bucket_user"`
-	BucketCID  string       `json:"bucket_client_id"`
-	// BucketPrefix is set when the bucket is a client-id prefix group:
-	// every client-id starting with it shares it (BucketCID is then "").
-	BucketPrefix string `json:"bucket_client_id_prefix,omitempty"`
-	// BucketTopic and BucketTopicPrefix name a per-topic quota's bucket
-	// (the answer for a topic asked with topic=).
-	BucketTopic       string `json:"bucket_topic,omitempty"`
-	BucketTopicPrefix string `json:"bucket_topic_prefix,omitempty"`
-	// Shadow is set when the quota that applies is in shadow mode;
-	// Shadowed is then what its bucket would have throttled.
-	Shadow   bool    `json:"shadow,omitempty"`
-	Shadowed *Shadow `json:"shadowed,omitempty"`
-	// BurstSeconds is the entity's start-up burst, when it sets one.
-	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
-	// Rate, InstanceRate and Utilization are the bucket's, as in Bucket
-	// (0 while it does not exist).
-	Rate         float64 `json:"rate"`
-	InstanceRate float64 `json:"instance_rate"`
-	Utilization  float64 `json:"utilization"`
-}
-
 func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 	if s.Engine == nil {
 		fail(w, http.StatusServiceUnavailable, "no quota engine")
@@ -318,54 +231,21 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.Now()
-	var out []Resolved
+	resp := api.Resolve{User: user, ClientID: cid}
 	for _, k := range quota.Keys() {
-		res := s.Engine.Resolve(k, user, cid, now)
-		rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
-			BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
-			Utilization: res.Utilization}
-		if res.ClientPrefix {
-			rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
-		}
-		rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
-		rv.BurstSeconds = burstJSON(res.Options)
-		if res.Level != quota.LevelNone {
-			rv.Entity = entityJSON(res.Entity)
-		}
-		out = append(out, rv)
+		resp.Quotas = append(resp.Quotas, resolvedJSON(s.Engine.Resolve(k, user, cid, now)))
 	}
-	resp := map[string]any{"user": user, "client_id": cid, "quotas": out}
 	if name, ok := s.Engine.TenantOf(user); ok {
 		// The tenant whose ceilings bound the user too (the tightest wins).
 		tn := tenants{eng: s.Engine, now: func() time.Time { return now }}
-		resp["tenant"] = map[string]any{"name": name,
-			"usage": tn.view(control.TenantInfo{TenantSpec: control.TenantSpec{Name: name}}, nil).Usage}
+		resp.Tenant = &api.ResolveTenant{Name: name,
+			Usage: tn.view(control.TenantInfo{TenantSpec: api.TenantSpec{Name: name}}, nil).Usage}
 	}
 	if q.Has("topic") {
 		// The per-topic quotas of the client on the topic, beside its
 		// client quotas: the request is held by the largest throttle.
 		topic := q.Get("topic")
-		var tq []Resolved
-		for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
-			res := s.Engine.ResolveTopic(k, user, cid, topic, now)
-			rv := Resolved{Quota: k.String(), Level: res.Level.String(), Value: num(res.Quota),
-				BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, Utilization: res.Utilization}
-			if res.ClientPrefix {
-				rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
-			}
-			if res.TopicPrefix {
-				rv.BucketTopicPrefix = res.TopicTag
-			} else {
-				rv.BucketTopic = res.TopicTag
-			}
-			rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
-			rv.BurstSeconds = burstJSON(res.Options)
-			if res.Limited() {
-				rv.Entity = entityJSON(res.Entity)
-			}
-			tq = append(tq, rv)
-		}
-		resp["topic"], resp["topic_quotas"] = topic, tq
+		resp.Topic, resp.TopicQuotas = &topic, s.resolveTopic(user, cid, topic, now)
 	}
 	if ipS := q.Get("ip"); ipS != "" {
 		ip, err := netip.ParseAddr(ipS)
@@ -373,42 +253,63 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 			fail(w, http.StatusBadRequest, "ip: "+err.Error())
 			return
 		}
-		ipr := map[string]any{"ip": ip.String(), "quota": "connection_creation_rate", "value": nil}
-		if s.IPRate != nil {
-			if rate, ent, ok := s.IPRate(ip); ok {
-				part := EntityPart{Type: "ip", Default: ent == ""}
-				if ent != "" {
-					part.Name = &ent
-				}
-				ipr["value"], ipr["entity"] = rate, []EntityPart{part}
-			}
-		}
-		if s.Admission != nil {
-			if r, ok := s.Admission.IPConnectionAcceptRate(ip, now); ok {
-				ipr["rate"] = r
-			}
-			ipr["connections"] = s.Admission.IPConnections(ip)
-		}
-		resp["ip"] = ipr
+		resp.IP = s.resolveIP(ip, now)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// Listener is one listener's connections and limits.
-type Listener struct {
-	Name             string   `json:"name"`
-	Exempt           bool     `json:"exempt"`
-	Sessions         int      `json:"sessions"`
-	Active           int      `json:"active"`
-	MaxConnections   *float64 `json:"max_connections"`
-	MaxCreationRate  *float64 `json:"max_connection_creation_rate"`
-	AcceptRate       float64  `json:"connection_accept_rate"`
-	Accepted         uint64   `json:"accepted"`
-	Throttled        uint64   `json:"throttled"`
-	Blocked          uint64   `json:"blocked"`
-	Parked           uint64   `json:"parked"`
-	Rejected         uint64   `json:"rejected"`
-	BlockedPercent1m float64  `json:"acceptor_blocked_percent"`
+// resolvedJSON is the answer of one resolution.
+func resolvedJSON(res quota.Resolution) api.Resolved {
+	rv := api.Resolved{Quota: res.Key.String(), Level: res.Level.String(), Value: num(res.Quota),
+		BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
+		Utilization: res.Utilization}
+	if res.ClientPrefix {
+		rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
+	}
+	rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
+	rv.BurstSeconds = burstJSON(res.Options)
+	if res.Limited() {
+		rv.Entity = entityJSON(res.Entity)
+	}
+	return rv
+}
+
+// resolveTopic is the per-topic quotas of a client on a topic.
+func (s Sources) resolveTopic(user, cid, topic string, now time.Time) []api.Resolved {
+	var tq []api.Resolved
+	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+		res := s.Engine.ResolveTopic(k, user, cid, topic, now)
+		rv := resolvedJSON(res)
+		if res.TopicPrefix {
+			rv.BucketTopicPrefix = res.TopicTag
+		} else {
+			rv.BucketTopic = res.TopicTag
+		}
+		tq = append(tq, rv)
+	}
+	return tq
+}
+
+// resolveIP is the connection_creation_rate of an address.
+func (s Sources) resolveIP(ip netip.Addr, now time.Time) *api.ResolvedIP {
+	ipr := &api.ResolvedIP{IP: ip.String(), Quota: "connection_creation_rate"}
+	if s.IPRate != nil {
+		if rate, ent, ok := s.IPRate(ip); ok {
+			part := api.EntityPart{Type: "ip", Default: ent == ""}
+			if ent != "" {
+				part.Name = &ent
+			}
+			ipr.Value, ipr.Entity = &rate, []api.EntityPart{part}
+		}
+	}
+	if s.Admission != nil {
+		if r, ok := s.Admission.IPConnectionAcceptRate(ip, now); ok {
+			ipr.Rate = &r
+		}
+		n := s.Admission.IPConnections(ip)
+		ipr.Connections = &n
+	}
+	return ipr
 }
 
 func limit(v int) *float64 {
@@ -429,9 +330,9 @@ func (s Sources) connections(w http.ResponseWriter, r *http.Request) {
 	if s.Sessions != nil {
 		sessions = s.Sessions()
 	}
-	var ls []Listener
+	var ls []api.Listener
 	for _, l := range st.Listeners {
-		ls = append(ls, Listener{
+		ls = append(ls, api.Listener{
 			Name: l.Name, Exempt: l.Exempt, Sessions: sessions[l.Name], Active: l.Active,
 			MaxConnections: limit(l.MaxConnections), MaxCreationRate: limit(l.MaxConnectionCreationRate),
 			AcceptRate: l.ConnectionAcceptRate, Accepted: l.Accepted,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
 )
@@ -24,18 +25,8 @@ type APIKeyManager interface {
 	RevokeAPIKey(ctx context.Context, who control.Initiator, id string) error
 }
 
-// APIKey is an API key as the API shows it: never the key's hash, and the
-// key itself (Key) only in the answer that creates it.
-type APIKey struct {
-	ID       string `json:"id"`
-	Identity string `json:"identity"`
-	Key      string `json:"key,omitempty"`
-	Created  string `json:"created"` // RFC 3339, UTC
-	Revoked  bool   `json:"revoked"`
-}
-
-func apiKeyJSON(k auth.APIKey) APIKey {
-	return APIKey{ID: k.ID, Identity: k.Identity, Created: k.Created.UTC().Format(time.RFC3339), Revoked: k.Revoked}
+func apiKeyJSON(k auth.APIKey) api.APIKey {
+	return api.APIKey{ID: k.ID, Identity: k.Identity, Created: k.Created.UTC().Format(time.RFC3339), Revoked: k.Revoked}
 }
 
 // maxAPIKeyBody bounds a create request's body.
@@ -102,11 +93,11 @@ func (a apiKeys) list(w http.ResponseWriter, r *http.Request) {
 		controlError(w, initiatorOf(r), "manage API keys", err)
 		return
 	}
-	out := make([]APIKey, len(keys))
+	out := make([]api.APIKey, len(keys))
 	for i, k := range keys {
 		out[i] = apiKeyJSON(k)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"apikeys": out})
+	writeJSON(w, http.StatusOK, api.APIKeys{APIKeys: out})
 }
 
 func (a apiKeys) revoke(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +110,7 @@ func (a apiKeys) revoke(w http.ResponseWriter, r *http.Request) {
 		controlError(w, who, "manage API keys", err)
 		return
 	}
-	out := APIKey{ID: id, Revoked: true}
+	out := api.APIKey{ID: id, Revoked: true}
 	if keys, err := a.m.ListAPIKeys(); err == nil {
 		for _, k := range keys {
 			if k.ID == id {
@@ -137,9 +128,7 @@ func decodeCreate(contentType string, body io.Reader) (identity string, code int
 	if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != "application/json" {
 		return "", http.StatusUnsupportedMediaType, errors.New(`send {"identity": "..."} as Content-Type: application/json`)
 	}
-	var req struct {
-		Identity *string `json:"identity"`
-	}
+	var req api.APIKeyCreate
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {

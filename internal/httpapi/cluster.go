@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/tollgate/tollgate/internal/cluster"
+	"github.com/tollgate/tollgate/internal/api"
 )
 
 // EndpointCluster lists the Tollgate cluster's instances as this one sees
@@ -11,7 +11,7 @@ import (
 const EndpointCluster = "/api/v1/cluster"
 
 func (s Sources) cluster(w http.ResponseWriter, _ *http.Request) {
-	var st cluster.Status
+	var st api.ClusterStatus
 	ok := false
 	if s.Cluster != nil {
 		st, ok = s.Cluster()

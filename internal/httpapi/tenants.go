@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
 )
@@ -20,64 +21,19 @@ import (
 type TenantManager interface {
 	List() []control.TenantInfo
 	Get(name string) (control.TenantInfo, bool)
-	CreateTenant(ctx context.Context, who control.Initiator, s control.TenantSpec) error
-	ReplaceTenant(ctx context.Context, who control.Initiator, s control.TenantSpec) error
-	AlterTenant(ctx context.Context, who control.Initiator, name string, a control.TenantAlter) error
+	CreateTenant(ctx context.Context, who control.Initiator, s api.TenantSpec) error
+	ReplaceTenant(ctx context.Context, who control.Initiator, s api.TenantSpec) error
+	AlterTenant(ctx context.Context, who control.Initiator, name string, a api.TenantAlter) error
 	DeleteTenant(ctx context.Context, who control.Initiator, name string) error
 }
 
-// Tenant is a tenant as the API shows it: its definition (the fields of
-// control.TenantSpec), where it is declared, and how its ceilings are
-// used now.
-type Tenant struct {
-	control.TenantSpec
-	// Source is "config" (the config file, changed only there) or "api".
-	Source string          `json:"source"`
-	Usage  []TenantCeiling `json:"usage"`
-}
-
-// TenantDetail is GET /api/v1/tenants/{name}: the tenant and each
-// principal's part of its ceilings (those seen in the last hour).
-type TenantDetail struct {
-	Tenant
-	Members []TenantMember `json:"members"`
-}
-
-// TenantCeiling is how one ceiling is used.
-type TenantCeiling struct {
-	Quota       string  `json:"quota"`
-	Ceiling     float64 `json:"ceiling"`
-	Rate        float64 `json:"rate"`
-	Utilization float64 `json:"utilization"`
-	// Active principals (a record in the last (N−1)·W) and the fair
-	// share each is guaranteed while the ceiling binds.
-	Active     int     `json:"active_principals"`
-	FairShare  float64 `json:"fair_share"`
-	Throttled  int64   `json:"throttled"`
-	ThrottleMs int64   `json:"throttle_ms_total"`
-	Shadow     bool    `json:"shadow,omitempty"`
-	Shadowed   *Shadow `json:"shadowed,omitempty"`
-}
-
-// TenantMember is one principal's part of a ceiling.
-type TenantMember struct {
-	Principal string `json:"principal"`
-	Quota     string `json:"quota"`
-	// ChargedRate is what the principal sent while the ceiling bound,
-	// per second: what its fair share holds.
-	ChargedRate float64 `json:"charged_rate"`
-	Active      bool    `json:"active"`
-	Throttled   int64   `json:"throttled"`
-	ThrottleMs  int64   `json:"throttle_ms_total"`
-}
-
 // maxTenantBody bounds a tenant request's body (a tenant is at most
-// 512 KiB: control.TenantSpec.Validate).
+// 512 KiB: control.ValidateTenant).
 const maxTenantBody = 1 << 20
 
 // tenants serves the tenant endpoints:
 //
-//	GET    /api/v1/tenants         → 200 {"tenants": [Tenant]}
+//	GET    /api/v1/tenants         → 200 {"tenants": [Tenant]} (api.Tenants)
 //	POST   /api/v1/tenants         {TenantSpec} → 201 Tenant
 //	GET    /api/v1/tenants/{name}  → 200 Tenant, with members
 //	PUT    /api/v1/tenants/{name}  {TenantSpec} → 200 Tenant (the whole definition)
@@ -125,13 +81,13 @@ func controlError(w http.ResponseWriter, who control.Initiator, action string, e
 }
 
 // usage returns every tenant's ceilings' use, by tenant.
-func (t tenants) usage() map[string][]TenantCeiling {
-	out := map[string][]TenantCeiling{}
+func (t tenants) usage() map[string][]api.TenantCeiling {
+	out := map[string][]api.TenantCeiling{}
 	if t.eng == nil {
 		return out
 	}
 	for _, u := range t.eng.TenantUsage(t.now()) {
-		out[u.Tenant] = append(out[u.Tenant], TenantCeiling{Quota: u.Key.String(), Ceiling: u.Ceiling, Rate: u.Rate, Utilization: u.Utilization,
+		out[u.Tenant] = append(out[u.Tenant], api.TenantCeiling{Quota: u.Key.String(), Ceiling: u.Ceiling, Rate: u.Rate, Utilization: u.Utilization,
 			Active: u.Active, FairShare: u.FairShare, Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			Shadow: u.Shadow, Shadowed: shadowJSON(u.Shadow, u.Shadowed)})
 	}
@@ -139,8 +95,8 @@ func (t tenants) usage() map[string][]TenantCeiling {
 }
 
 // view renders a tenant with its usage (nil: read it now).
-func (t tenants) view(in control.TenantInfo, usage map[string][]TenantCeiling) Tenant {
-	out := Tenant{TenantSpec: in.TenantSpec, Source: "api", Usage: []TenantCeiling{}}
+func (t tenants) view(in control.TenantInfo, usage map[string][]api.TenantCeiling) api.Tenant {
+	out := api.Tenant{TenantSpec: in.TenantSpec, Source: "api", Usage: []api.TenantCeiling{}}
 	if in.Fixed {
 		out.Source = "config"
 	}
@@ -154,13 +110,13 @@ func (t tenants) view(in control.TenantInfo, usage map[string][]TenantCeiling) T
 }
 
 // detail renders a tenant with its usage and members.
-func (t tenants) detail(in control.TenantInfo) TenantDetail {
-	out := TenantDetail{Tenant: t.view(in, nil), Members: []TenantMember{}}
+func (t tenants) detail(in control.TenantInfo) api.TenantDetail {
+	out := api.TenantDetail{Tenant: t.view(in, nil), Members: []api.TenantMember{}}
 	if t.eng == nil {
 		return out
 	}
 	for _, m := range t.eng.TenantMembers(in.Name, t.now()) {
-		out.Members = append(out.Members, TenantMember{Principal: m.Principal, Quota: m.Key.String(), ChargedRate: m.Charged,
+		out.Members = append(out.Members, api.TenantMember{Principal: m.Principal, Quota: m.Key.String(), ChargedRate: m.Charged,
 			Active: m.Active, Throttled: m.Throttles, ThrottleMs: m.ThrottleTotal.Milliseconds()})
 	}
 	return out
@@ -170,12 +126,12 @@ func (t tenants) list(w http.ResponseWriter, r *http.Request) {
 	if !t.ok(w) {
 		return
 	}
-	out := []Tenant{}
+	out := []api.Tenant{}
 	usage := t.usage()
 	for _, in := range t.m.List() {
 		out = append(out, t.view(in, usage))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+	writeJSON(w, http.StatusOK, api.Tenants{Tenants: out})
 }
 
 func (t tenants) get(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +160,7 @@ func (t tenants) create(w http.ResponseWriter, r *http.Request) {
 	if !t.ok(w) {
 		return
 	}
-	var s control.TenantSpec
+	var s api.TenantSpec
 	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &s); err != nil {
 		fail(w, code, err.Error())
 		return
@@ -221,7 +177,7 @@ func (t tenants) replace(w http.ResponseWriter, r *http.Request) {
 	if !t.ok(w) {
 		return
 	}
-	var s control.TenantSpec
+	var s api.TenantSpec
 	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &s); err != nil {
 		fail(w, code, err.Error())
 		return
@@ -246,7 +202,7 @@ func (t tenants) alter(w http.ResponseWriter, r *http.Request) {
 	if !t.ok(w) {
 		return
 	}
-	var a control.TenantAlter
+	var a api.TenantAlter
 	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &a); err != nil {
 		fail(w, code, err.Error())
 		return
@@ -270,7 +226,7 @@ func (t tenants) delete(w http.ResponseWriter, r *http.Request) {
 		controlError(w, who, "change tenants", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "deleted": true})
+	writeJSON(w, http.StatusOK, api.TenantDeleted{Name: name, Deleted: true})
 }
 
 // decodeJSON reads a request body: Content-Type application/json, one

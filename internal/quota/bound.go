@@ -3,6 +3,7 @@ package quota
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/rate"
 )
 
@@ -292,7 +293,7 @@ func (m *manager) removeRoute(r *route) {
 // rebuildRoutes publishes routes as the view (the dirty map is dropped) and
 // rebuilds the route ring: the routes of order first, in that order, then
 // any others. Engine.mu must be held.
-func (m *manager) rebuildRoutes(enabled bool, tt *topicTable, routes map[ident]*route, order []routeSlot) {
+func (m *manager) rebuildRoutes(enabled bool, tt *model.TopicTable, routes map[ident]*route, order []routeSlot) {
 	ring := make([]routeSlot, 0, len(routes))
 	for _, rs := range order {
 		if rs.r != nil && routes[rs.id] == rs.r {

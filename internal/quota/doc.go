@@ -8,23 +8,25 @@
 //     arithmetic of package rate (Kafka's sampled rate, throttle formula
 //     and token bucket), with the caps Tollgate adds, and the strict and
 //     permissive mutation modes (Mutation);
-//   - quota entities, the eight user/client-id levels and Kafka's two-step
-//     precedence algorithm, including the enabled-levels bitmask as changed
-//     by KAFKA-19282 and the empty client-id quirk (Entity, Quotas);
+//   - the buckets of quota entities, on package model's eight
+//     user/client-id levels and Kafka's two-step precedence algorithm
+//     (model.Quotas: the enabled-levels bitmask as changed by KAFKA-19282,
+//     the empty client-id quirk; Entity, Quotas and the other model names
+//     are aliases here);
 //   - the Engine the gateway calls on the hot path, which keeps one bucket
 //     per metric-tag pair exactly like Kafka keeps one sensor, expires idle
 //     buckets and reports usage for metrics, and the per-connection Client
 //     handle that skips the bucket lookup;
 //   - tenants (TenantSet, tenantstate.go): named sets of principals whose
 //     ceilings nest over the client buckets, shared out by a fair-share
-//     rule (work-conserving, ceiling ÷ active principals while it binds);
-//   - Kafka's user-name sanitization for metric tags (Sanitize).
+//     rule (work-conserving, ceiling ÷ active principals while it binds).
 //
 // The package is pure: it does no I/O, starts no goroutines and has no global
 // state. Time is always a parameter (a time.Time here, int64 milliseconds in
 // package rate), so every behaviour is reproducible in a test without
 // sleeping. It must not import anything from the rest of the project but the
-// leaf package rate; the gateway depends on it, never the reverse.
+// leaf packages rate and quota/model; the gateway depends on it, never the
+// reverse.
 //
 // Where Tollgate departs from Kafka on purpose it says so: byte-rate
 // throttles are capped at EngineConfig.MaxThrottle (quota.max.throttle.ms),

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/rate"
 )
 
@@ -201,8 +202,8 @@ type ident struct{ user, client, topic string }
 
 // view is what the hot path reads; it is never modified once published.
 type view struct {
-	enabled bool        // some entity has this key (Kafka's E ≠ 0)
-	tt      *topicTable // a per-topic manager's entities (never modified)
+	enabled bool              // some entity has this key (Kafka's E ≠ 0)
+	tt      *model.TopicTable // a per-topic manager's entities (never modified)
 	routes  map[ident]*route
 }
 
@@ -267,7 +268,7 @@ type bucket struct {
 
 // tags returns the bucket's tags, its key in the manager's bucket map.
 func (b *bucket) tags() tags {
-	return tags{user: b.user, client: b.client, prefix: b.prefix, topic: b.topic, topicPrefix: b.topicPrefix}
+	return tags{User: b.user, Client: b.client, Prefix: b.prefix, Topic: b.topic, TopicPrefix: b.topicPrefix}
 }
 
 func (b *bucket) noteThrottle(t int64) {
@@ -334,15 +335,15 @@ func (e *Engine) SetQuotas(q Quotas) {
 			}
 			b.level, b.entity, b.quota = lvl, ent, v
 			b.tokens.SetQuota(v)
-			e.setOptions(b, c.optionsOf(ent))
+			e.setOptions(b, c.Options(ent))
 			b.mu.Unlock()
 		}
 		routes, order := e.reroute(m)
 		if m.topic {
-			tt := c.topics[m.key]
-			m.rebuildRoutes(tt.enabled(), tt, routes, order)
+			tt := c.TopicTable(m.key)
+			m.rebuildRoutes(tt.Enabled(), tt, routes, order)
 		} else {
-			m.rebuildRoutes(c.keys[m.key].enabled() != 0, nil, routes, order)
+			m.rebuildRoutes(c.Enabled(m.key), nil, routes, order)
 		}
 		// After the view: a Client that sees the new gen resolves against
 		// the new view.
@@ -355,19 +356,18 @@ func (e *Engine) SetQuotas(q Quotas) {
 // Engine.mu must be held.
 func (e *Engine) resolveLocked(m *manager, id ident) (tags, bool) {
 	if m.topic {
-		return e.quotas.topics[m.key].tags(id.user, id.client, id.topic)
+		return e.quotas.TopicTable(m.key).Tags(id.user, id.client, id.topic)
 	}
-	t := e.quotas.keys[m.key]
-	return t.tags(t.enabled(), id.user, id.client), true
+	return e.quotas.Tags(m.key, id.user, id.client), true
 }
 
 // limitLocked is the bound of m's bucket with tags tg. Engine.mu must be
 // held.
 func (e *Engine) limitLocked(m *manager, tg tags) (Level, Entity, float64) {
 	if m.topic {
-		return e.quotas.topics[m.key].limit(tg)
+		return e.quotas.TopicTable(m.key).Limit(tg)
 	}
-	return e.quotas.keys[m.key].limit(tg)
+	return e.quotas.Limit(m.key, tg)
 }
 
 // reroute re-resolves every cached route of m under the quotas in force,
@@ -381,7 +381,7 @@ func (e *Engine) reroute(m *manager) (map[ident]*route, []routeSlot) {
 	if len(src) == 0 {
 		return nil, nil
 	}
-	if m.topic && !e.quotas.topics[m.key].enabled() || !m.topic && e.quotas.keys[m.key].enabled() == 0 {
+	if m.topic && !e.quotas.TopicTable(m.key).Enabled() || !m.topic && !e.quotas.Enabled(m.key) {
 		return nil, nil
 	}
 	routes := make(map[ident]*route, len(src))
@@ -419,7 +419,7 @@ func (e *Engine) bucketFor(m *manager, id ident, nowMs int64) *bucket {
 		return r.b
 	}
 	if m.topic {
-		if _, ok := v.tt.tags(id.user, id.client, id.topic); !ok {
+		if _, ok := v.tt.Tags(id.user, id.client, id.topic); !ok {
 			return nil // no quota: no bucket, and no lock taken
 		}
 	}
@@ -484,11 +484,11 @@ func (e *Engine) newBucket(m *manager, tg tags, nowMs int64) *bucket {
 	lvl, ent, v := e.limitLocked(m, tg)
 	b := &bucket{
 		key:         m.key,
-		user:        strings.Clone(tg.user),
-		client:      strings.Clone(tg.client),
-		prefix:      tg.prefix,
-		topic:       strings.Clone(tg.topic),
-		topicPrefix: tg.topicPrefix,
+		user:        strings.Clone(tg.User),
+		client:      strings.Clone(tg.Client),
+		prefix:      tg.Prefix,
+		topic:       strings.Clone(tg.Topic),
+		topicPrefix: tg.TopicPrefix,
 		level:       lvl,
 		entity:      ent,
 		quota:       v,
@@ -496,7 +496,7 @@ func (e *Engine) newBucket(m *manager, tg tags, nowMs int64) *bucket {
 		rslot:       -1,
 		lastActive:  nowMs,
 	}
-	o := e.quotas.optionsOf(ent)
+	o := e.quotas.Options(ent)
 	b.shadow, b.hasBurst, b.burst = o.Shadow, o.HasBurst, o.Burst
 	e.initAccounting(b)
 	return b
@@ -510,7 +510,7 @@ func (e *Engine) initAccounting(b *bucket) {
 		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
 		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
-		if e.cfg.ByteRate == ByteRateTokenBucket && b.key.byteRate() {
+		if e.cfg.ByteRate == ByteRateTokenBucket && b.key.ByteRate() {
 			// Kafka's first-burst allowance, Q·(N−1)·W, as the burst.
 			b.tokens = rate.NewTokenBucket(b.quota, e.cfg.WindowNum-1, e.windowMs)
 			b.useTokens = true

@@ -522,3 +522,18 @@ func TestEngineHoldProduceCountsInFlight(t *testing.T) {
 		t.Fatalf("without SharedDeadline: hold %v", h)
 	}
 }
+
+// testClientIdNotSanitized: Kafka's sensor for client-id "client@#$%" with
+// a client-id quota is Produce-:client@#$%, user tag empty, client raw.
+func TestEngineClientIDNotSanitized(t *testing.T) {
+	e := newTestEngine(t, EngineConfig{})
+	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+	e.Client("ANONYMOUS", "client@#$%").RecordProduce(100, at(0))
+	u := e.Usage(at(0))
+	if len(u) != 1 {
+		t.Fatalf("usage %+v", u)
+	}
+	if name := "Produce-" + Sanitize(u[0].User) + ":" + u[0].ClientID; name != "Produce-:client@#$%" {
+		t.Errorf("sensor name %q", name)
+	}
+}

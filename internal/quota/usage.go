@@ -118,7 +118,7 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 	}
 	e.mu.Lock()
 	r := e.quotas.Resolve(k, user, clientID)
-	b := e.mgr[k].buckets[tags{user: r.UserTag, client: r.ClientTag, prefix: r.ClientPrefix}]
+	b := e.mgr[k].buckets[tags{User: r.UserTag, Client: r.ClientTag, Prefix: r.ClientPrefix}]
 	e.mu.Unlock()
 	if b == nil || !r.Enabled {
 		return r

@@ -8,30 +8,26 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-// The client-quota entity types of Kafka's wire model, Redpanda's
+// The client-quota entity types (the quota model's) of Kafka's wire model, Redpanda's
 // client-id-prefix (a Tollgate extension to Kafka's model: one quota shared
 // by every client-id that starts with the name), and Tollgate's per-topic
 // quotas: topic and topic-prefix, each with a user, a client-id-prefix or
 // alone.
 const (
-	TypeUser           = "user"
-	TypeClientID       = "client-id"
-	TypeIP             = "ip"
-	TypeClientIDPrefix = "client-id-prefix"
-	TypeTopic          = "topic"
-	TypeTopicPrefix    = "topic-prefix"
+	TypeUser           = model.TypeUser
+	TypeClientID       = model.TypeClientID
+	TypeIP             = model.TypeIP
+	TypeClientIDPrefix = model.TypeClientIDPrefix
+	TypeTopic          = model.TypeTopic
+	TypeTopicPrefix    = model.TypeTopicPrefix
 )
 
 // KnownType reports whether t is one of the entity types.
-func KnownType(t string) bool {
-	switch t {
-	case TypeUser, TypeClientID, TypeIP, TypeClientIDPrefix, TypeTopic, TypeTopicPrefix:
-		return true
-	}
-	return false
-}
+func KnownType(t string) bool { return model.KnownType(t) }
 
 // Component is one (entity type, name) pair of an entity. Name is used only
 // when Default is false; the default (entity_name = null on the wire) is its
@@ -70,6 +66,33 @@ func (c Component) String() string {
 // by type, each type at most once. Build one with NewEntity; an Entity from
 // this package (ClientQuotas, results) is always canonical.
 type Entity []Component
+
+// Parts is the entity in the quota model's shape.
+func (e Entity) Parts() []model.Part {
+	out := make([]model.Part, len(e))
+	for i, c := range e {
+		out[i] = model.Part{Type: c.Type}
+		if !c.Default {
+			n := c.Name
+			out[i].Name = &n
+		}
+	}
+	return out
+}
+
+// EntityOfParts is the entity of a quota model entity's parts (a name, or
+// nil for the default, each).
+func EntityOfParts(parts []model.Part) (Entity, error) {
+	cs := make([]Component, len(parts))
+	for i, p := range parts {
+		if p.Name == nil {
+			cs[i] = DefaultOf(p.Type)
+		} else {
+			cs[i] = Named(p.Type, *p.Name)
+		}
+	}
+	return NewEntity(cs...)
+}
 
 // NewEntity returns the canonical entity of the given components. It
 // refuses an empty entity, an unknown type and a type given twice.

@@ -1,4 +1,4 @@
-package quota
+package model
 
 import (
 	"cmp"
@@ -52,7 +52,7 @@ func (t *table) addEntity(e Entity) {
 	if !e.Client.IsPrefix() {
 		return
 	}
-	l := len(e.Client.name)
+	l := len(e.Client.Value())
 	if t.plenCount == nil {
 		t.plenCount = make(map[int]int)
 	}
@@ -68,7 +68,7 @@ func (t *table) removeEntity(e Entity) {
 	if !e.Client.IsPrefix() {
 		return
 	}
-	l := len(e.Client.name)
+	l := len(e.Client.Value())
 	if t.plenCount[l]--; t.plenCount[l] == 0 {
 		delete(t.plenCount, l)
 		t.plens = slices.DeleteFunc(t.plens, func(x int) bool { return x == l })
@@ -97,7 +97,7 @@ func (t *table) enabled() uint8 {
 	var e uint8
 	for l, n := range t.count {
 		if n > 0 {
-			e |= Level(l).bit()
+			e |= levelBit(Level(l))
 		}
 	}
 	return e
@@ -108,18 +108,18 @@ func (t *table) has(user, client Name) bool {
 	return ok
 }
 
-// tags name a bucket: Kafka's metric tags (user, client), an empty tag being
+// Tags name a bucket: Kafka's metric tags (user, client), an empty tag being
 // an unused dimension, or a client-id prefix group (prefix set, user empty,
 // client the prefix). The group is its own kind of tag, so the group of
 // prefix "bar-" and the bucket of a client-id spelled "bar-" never meet.
 //
 // A per-topic bucket also names its topic: topic is the topic, or the
 // topic prefix when topicPrefix is set.
-type tags struct {
-	user, client string
-	prefix       bool
-	topic        string
-	topicPrefix  bool
+type Tags struct {
+	User, Client string
+	Prefix       bool
+	Topic        string
+	TopicPrefix  bool
 }
 
 // tags is Step A of §3.3: the tags that name the bucket of (user, client).
@@ -132,27 +132,27 @@ type tags struct {
 // (level 7) that starts with a configured prefix goes to the longest such
 // prefix's group (Redpanda's rule: exact client-id, then prefix, then the
 // default client-id).
-func (t *table) tags(enabled uint8, user, client string) tags {
+func (t *table) tags(enabled uint8, user, client string) Tags {
 	switch enabled {
 	case 0, bitClient:
 		return t.clientTags(client)
 	case bitUser:
-		return tags{user: user}
+		return Tags{User: user}
 	case bitUserClient:
-		return tags{user: user, client: client}
+		return Tags{User: user, Client: client}
 	}
 	// More than one kind of level is configured: the first existing of
 	// levels 1 to 6 decides the shape of the tags.
 	u, c := Exact(user), Exact(client)
 	switch {
 	case t.has(u, c), t.has(u, Default()):
-		return tags{user: user, client: client}
+		return Tags{User: user, Client: client}
 	case t.has(u, Name{}):
-		return tags{user: user}
+		return Tags{User: user}
 	case t.has(Default(), c), t.has(Default(), Default()):
-		return tags{user: user, client: client}
+		return Tags{User: user, Client: client}
 	case t.has(Default(), Name{}):
-		return tags{user: user}
+		return Tags{User: user}
 	}
 	return t.clientTags(client)
 }
@@ -160,14 +160,14 @@ func (t *table) tags(enabled uint8, user, client string) tags {
 // clientTags is the client-only shape: the client-id's prefix group when it
 // has no entity of its own and starts with a configured prefix, else
 // ("", client).
-func (t *table) clientTags(client string) tags {
+func (t *table) clientTags(client string) Tags {
 	if t == nil || len(t.plens) == 0 || t.has(Name{}, Exact(client)) {
-		return tags{client: client}
+		return Tags{Client: client}
 	}
 	if p, ok := t.longestPrefix(client); ok {
-		return tags{client: p, prefix: true}
+		return Tags{Client: p, Prefix: true}
 	}
-	return tags{client: client}
+	return Tags{Client: client}
 }
 
 // limit is Step B of §3.3: the bound that applies to a bucket with the given
@@ -175,18 +175,18 @@ func (t *table) clientTags(client string) tags {
 // means the dimension is unused, which is why an empty client-id can only be
 // limited by a user-level quota. A prefix group is bounded by its prefix's
 // entity alone.
-func (t *table) limit(tg tags) (Level, Entity, float64) {
+func (t *table) limit(tg Tags) (Level, Entity, float64) {
 	if t == nil {
 		return LevelNone, Entity{}, Unlimited
 	}
-	if tg.prefix {
-		e := ClientPrefixEntity(tg.client)
+	if tg.Prefix {
+		e := ClientPrefixEntity(tg.Client)
 		if v, ok := t.vals[e]; ok {
 			return LevelClientPrefix, e, v
 		}
 		return LevelNone, Entity{}, Unlimited
 	}
-	userTag, clientTag := tg.user, tg.client
+	userTag, clientTag := tg.User, tg.Client
 	var candidates [4]Entity
 	var n int
 	switch {
@@ -215,10 +215,11 @@ func (t *table) limit(tg tags) (Level, Entity, float64) {
 // that carry it and their values. The zero value is an empty set ready to
 // use. Like a map, a Quotas value refers to shared storage once it holds
 // something; use Clone for an independent copy. It is not safe for
-// concurrent mutation; the Engine takes its own copy in SetQuotas.
+// concurrent mutation; the engine (quota.Engine) takes its own copy in
+// SetQuotas.
 type Quotas struct {
-	keys   [numKeys]*table
-	topics [numKeys]*topicTable // per-topic entities (byte rates only)
+	keys   [NumKeys]*table
+	topics [NumKeys]*TopicTable // per-topic entities (byte rates only)
 	opts   map[Entity]Options   // Options, by entity
 }
 
@@ -228,21 +229,21 @@ type Quotas struct {
 // LONG-only integer checks belong to the admin API, not here.
 func (q *Quotas) Set(e Entity, k Key, v float64) error {
 	if !k.Valid() {
-		return fmt.Errorf("quota: invalid configuration key %v", k)
+		return fmt.Errorf("Invalid configuration key %v", k)
 	}
 	if err := e.Validate(); err != nil {
 		return err
 	}
 	if !(v > 0) {
-		return fmt.Errorf("quota: %v must be greater than 0", k)
+		return fmt.Errorf("Quota %v must be greater than 0", k)
 	}
 	if e.IsTopic() {
-		if !k.byteRate() {
-			return fmt.Errorf("quota: a topic quota takes producer_byte_rate and consumer_byte_rate, not %v", k)
+		if !k.ByteRate() {
+			return fmt.Errorf("Invalid configuration key %v", k) // a topic quota takes the byte rates only (model.TopicKeys)
 		}
 		t := q.topics[k]
 		if t == nil {
-			t = &topicTable{vals: make(map[Entity]float64)}
+			t = &TopicTable{vals: make(map[Entity]float64)}
 			q.topics[k] = t
 		}
 		if _, ok := t.vals[e]; !ok {
@@ -344,24 +345,14 @@ func (q *Quotas) Entities() []Entity {
 			add(t.vals)
 		}
 	}
-	slices.SortFunc(out, compareEntities)
+	slices.SortFunc(out, Compare)
 	return out
-}
-
-func compareEntities(a, b Entity) int {
-	return cmp.Or(
-		cmp.Compare(a.Level(), b.Level()),
-		cmp.Compare(a.User.name, b.User.name),
-		cmp.Compare(a.Client.name, b.Client.name),
-		cmp.Compare(a.Topic.kind, b.Topic.kind),
-		cmp.Compare(a.Topic.name, b.Topic.name),
-	)
 }
 
 // Values returns every key configured on entity e.
 func (q *Quotas) Values(e Entity) map[Key]float64 {
 	out := make(map[Key]float64)
-	for k := range numKeys {
+	for k := range NumKeys {
 		if v, ok := q.Get(e, k); ok {
 			out[k] = v
 		}
@@ -422,9 +413,9 @@ type Resolution struct {
 	// Rate is the bucket's current rate per second and Utilization is
 	// Rate ÷ Quota; both are 0 when the bucket does not exist yet.
 	// InstanceRate is this instance's own part of Rate, as
-	// Usage.InstanceRate: Rate outside a Tollgate cluster.
+	// quota.Usage.InstanceRate: Rate outside a Tollgate cluster.
 	// Shadowed is what a shadow bucket would have throttled. Only
-	// Engine.Resolve fills them.
+	// quota.Engine.Resolve fills them.
 	Rate, Utilization, InstanceRate float64
 	Shadowed                        ShadowStats
 }
@@ -455,8 +446,46 @@ func resolve(k Key, t *table, enabled uint8, user, clientID string) Resolution {
 		Level:        lvl,
 		Entity:       ent,
 		Quota:        v,
-		UserTag:      tg.user,
-		ClientTag:    tg.client,
-		ClientPrefix: tg.prefix,
+		UserTag:      tg.User,
+		ClientTag:    tg.Client,
+		ClientPrefix: tg.Prefix,
 	}
 }
+
+// Bits of Kafka's "enabled levels" mask (§3.3 Step A).
+const (
+	bitClient     = 1 // levels 7, 8 and the client-id prefix level
+	bitUser       = 2 // levels 3, 6
+	bitUserClient = 4 // levels 1, 2, 4, 5
+)
+
+// levelBit returns the enabled-levels bit the level belongs to.
+func levelBit(l Level) uint8 {
+	switch l {
+	case LevelClient, LevelClientPrefix, LevelDefaultClient:
+		return bitClient
+	case LevelUser, LevelDefaultUser:
+		return bitUser
+	case LevelNone, LevelUserTopic, LevelDefaultUserTopic, LevelClientPrefixTopic, LevelTopic:
+		return 0 // per-topic levels live in their own tables
+	}
+	return bitUserClient
+}
+
+// The engine's view of the tables: it names a client's bucket (Tags, Step
+// A), bounds it (Limit, Step B), and reads a per-topic table without a lock
+// (TopicTable).
+
+// Tags names the bucket of (user, client) for key k (k valid).
+func (q *Quotas) Tags(k Key, user, client string) Tags {
+	t := q.keys[k]
+	return t.tags(t.enabled(), user, client)
+}
+
+// Limit is the bound of key k's bucket with tags tg, the level and the
+// entity that supplies it (k valid).
+func (q *Quotas) Limit(k Key, tg Tags) (Level, Entity, float64) { return q.keys[k].limit(tg) }
+
+// TopicTable returns key k's per-topic entities; nil when there are none
+// (k valid).
+func (q *Quotas) TopicTable(k Key) *TopicTable { return q.topics[k] }

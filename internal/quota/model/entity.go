@@ -1,6 +1,8 @@
-package quota
+package model
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 )
@@ -15,10 +17,12 @@ const (
 	ConsumerByteRate                  // consumer_byte_rate, bytes/s
 	RequestPercentage                 // request_percentage, % of one thread
 	ControllerMutationRate            // controller_mutation_rate, partitions/s
-	numKeys
+
+	// NumKeys is how many client quota keys there are.
+	NumKeys
 )
 
-var keyNames = [numKeys]string{
+var keyNames = [NumKeys]string{
 	ProducerByteRate:       "producer_byte_rate",
 	ConsumerByteRate:       "consumer_byte_rate",
 	RequestPercentage:      "request_percentage",
@@ -32,17 +36,17 @@ func Keys() []Key {
 
 // String returns Kafka's configuration name of the key.
 func (k Key) String() string {
-	if k < numKeys {
+	if k < NumKeys {
 		return keyNames[k]
 	}
 	return "Key(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Valid reports whether k is one of the four client quota keys.
-func (k Key) Valid() bool { return k < numKeys }
+func (k Key) Valid() bool { return k < NumKeys }
 
-// byteRate reports whether k is producer_byte_rate or consumer_byte_rate.
-func (k Key) byteRate() bool { return k == ProducerByteRate || k == ConsumerByteRate }
+// ByteRate reports whether k is producer_byte_rate or consumer_byte_rate.
+func (k Key) ByteRate() bool { return k == ProducerByteRate || k == ConsumerByteRate }
 
 // ParseKey maps a Kafka configuration name to its Key.
 func ParseKey(s string) (Key, bool) {
@@ -206,13 +210,14 @@ func (e Entity) Level() Level {
 // Validate rejects entities Kafka's AlterClientQuotas would reject: no
 // component at all, or an exact name that is empty; and a client-id prefix
 // that is empty or comes with a user (a prefix group stands alone, as in
-// Redpanda), or a user that is a prefix.
+// Redpanda), or a user that is a prefix. Its messages are CheckEntity's
+// for the same mistakes.
 func (e Entity) Validate() error {
 	if e.Topic.kind != absent {
 		return e.validateTopic()
 	}
 	if !e.User.IsSet() && !e.Client.IsSet() {
-		return fmt.Errorf("quota: empty entity")
+		return errors.New(msgEmptyEntity)
 	}
 	if e.User.kind == prefix {
 		return fmt.Errorf("quota: a user cannot be a prefix")
@@ -220,17 +225,17 @@ func (e Entity) Validate() error {
 	if e.Client.kind == prefix {
 		switch {
 		case e.User.IsSet():
-			return fmt.Errorf("quota: a client-id prefix cannot be combined with a user")
+			return errors.New(msgPrefixAlone)
 		case e.Client.name == "":
-			return fmt.Errorf("quota: empty client-id prefix not supported")
+			return errors.New("Empty client-id-prefix not supported")
 		}
 		return nil
 	}
 	if e.User.kind == exact && e.User.name == "" {
-		return fmt.Errorf("quota: empty user not supported")
+		return errors.New("Empty user not supported")
 	}
 	if e.Client.kind == exact && e.Client.name == "" {
-		return fmt.Errorf("quota: empty client-id not supported")
+		return errors.New("Empty client-id not supported")
 	}
 	return nil
 }
@@ -241,21 +246,21 @@ func (e Entity) Validate() error {
 func (e Entity) validateTopic() error {
 	switch {
 	case e.Topic.kind == dflt:
-		return fmt.Errorf("quota: a topic quota names its topic or topic prefix: there is no default topic")
+		return fmt.Errorf(msgTopicDefault, TypeTopic)
 	case e.Topic.name == "" && e.Topic.kind == prefix:
-		return fmt.Errorf("quota: empty topic prefix not supported")
+		return errors.New("Empty topic-prefix not supported")
 	case e.Topic.name == "":
-		return fmt.Errorf("quota: empty topic not supported")
+		return errors.New("Empty topic not supported")
 	case e.User.kind == prefix:
 		return fmt.Errorf("quota: a user cannot be a prefix")
 	case e.User.kind == exact && e.User.name == "":
-		return fmt.Errorf("quota: empty user not supported")
+		return errors.New("Empty user not supported")
 	case e.Client.kind == exact || e.Client.kind == dflt:
-		return fmt.Errorf("quota: a topic quota is for a user, a client-id prefix or every client, not a client-id")
+		return errors.New(msgTopicWith)
 	case e.Client.kind == prefix && e.User.IsSet():
-		return fmt.Errorf("quota: a client-id prefix cannot be combined with a user")
+		return errors.New(msgTopicPrefix)
 	case e.Client.kind == prefix && e.Client.name == "":
-		return fmt.Errorf("quota: empty client-id prefix not supported")
+		return errors.New("Empty client-id-prefix not supported")
 	}
 	return nil
 }
@@ -340,22 +345,13 @@ func (l Level) String() string {
 	return "Level(" + strconv.Itoa(int(l)) + ")"
 }
 
-// Bits of Kafka's "enabled levels" mask (§3.3 Step A).
-const (
-	bitClient     = 1 // levels 7, 8 and the client-id prefix level
-	bitUser       = 2 // levels 3, 6
-	bitUserClient = 4 // levels 1, 2, 4, 5
-)
-
-// bit returns the enabled-levels bit the level belongs to.
-func (l Level) bit() uint8 {
-	switch l {
-	case LevelClient, LevelClientPrefix, LevelDefaultClient:
-		return bitClient
-	case LevelUser, LevelDefaultUser:
-		return bitUser
-	case LevelNone, LevelUserTopic, LevelDefaultUserTopic, LevelClientPrefixTopic, LevelTopic:
-		return 0 // per-topic levels live in their own tables
-	}
-	return bitUserClient
+// Compare orders entities for listings: by level, then by name.
+func Compare(a, b Entity) int {
+	return cmp.Or(
+		cmp.Compare(a.Level(), b.Level()),
+		cmp.Compare(a.User.name, b.User.name),
+		cmp.Compare(a.Client.name, b.Client.name),
+		cmp.Compare(a.Topic.kind, b.Topic.kind),
+		cmp.Compare(a.Topic.name, b.Topic.name),
+	)
 }

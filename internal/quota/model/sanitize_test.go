@@ -1,4 +1,4 @@
-package quota
+package model
 
 import "testing"
 
@@ -50,20 +50,5 @@ func TestDesanitize(t *testing.T) {
 		if _, err := Desanitize(bad); err == nil {
 			t.Errorf("Desanitize(%q) accepted", bad)
 		}
-	}
-}
-
-// testClientIdNotSanitized: Kafka's sensor for client-id "client@#$%" with
-// a client-id quota is Produce-:client@#$%, user tag empty, client raw.
-func TestEngineClientIDNotSanitized(t *testing.T) {
-	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
-	e.Client("ANONYMOUS", "client@#$%").RecordProduce(100, at(0))
-	u := e.Usage(at(0))
-	if len(u) != 1 {
-		t.Fatalf("usage %+v", u)
-	}
-	if name := "Produce-" + Sanitize(u[0].User) + ":" + u[0].ClientID; name != "Produce-:client@#$%" {
-		t.Errorf("sensor name %q", name)
 	}
 }
