@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -113,24 +116,26 @@ func TestBrokerAddedAndRemoved(t *testing.T) {
 
 // An upstream broker that dies closes only the connections that reach it;
 // clients recover through fresh metadata and the gateway keeps running.
+// The death is the gateway's dialer's (testkit.FaultDialer cuts every
+// connection to the broker's address and refuses new ones until revived),
+// so it is the same on kfake and on the real cluster, whose broker lives on.
 func TestUpstreamBrokerDies(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, upstreamBrokerDies)
+}
+
+func upstreamBrokerDies(t *testing.T, up *testkit.Upstream) {
 	faults := &testkit.FaultDialer{}
-	env := testkit.Start(t, app.Options{ProxyOpts: []proxy.Option{proxy.WithDialFunc(faults.DialContext)}})
+	env := up.Start(t, app.Options{ProxyOpts: []proxy.Option{proxy.WithDialFunc(faults.DialContext)}})
 	ctx := ctxT(t, 60*time.Second)
-	dev := env.App.DevCluster()
-	const topic = "resilient"
-	cl := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	topic := up.Topic(t, "resilient")
+	freshTopics(t, up, topic)
+	cl := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("create")}).FirstErr(); err != nil {
-		t.Fatal(err)
+	if r, err := kadm.NewClient(cl).CreateTopic(ctx, 3, -1, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, r.Err)
 	}
-	for p := int32(0); p < 3; p++ {
-		if err := dev.MoveTopicPartition(topic, p, p); err != nil {
-			t.Fatal(err)
-		}
-	}
+	leaders := env.SpreadLeaders(t, topic, 3)
 	// A second client holds a connection to every broker.
 	other := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for p := int32(0); p < 3; p++ {
@@ -138,25 +143,49 @@ func TestUpstreamBrokerDies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	victim := dev.ListenAddrs()[1] // node 1
+	node := leaders[1]
+	victim := upstreamAddrOf(t, ctx, env, node)
 	if n := faults.Kill(victim); n == 0 {
-		t.Fatal("no gateway connection reached node 1")
+		t.Fatalf("no gateway connection reached node %d (%s)", node, victim)
 	}
-	if !env.Logs.WaitFor("node=1 reason=upstream_closed", 5*time.Second) {
-		t.Fatal("no client connection to node 1 was closed")
+	if !env.Logs.WaitFor(fmt.Sprintf("node=%d reason=upstream_closed", node), 5*time.Second) {
+		t.Fatalf("no client connection to node %d was closed", node)
 	}
 	// Connections to the other brokers keep working meanwhile.
 	for _, p := range []int32{0, 2} {
 		if err := other.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("during")}).FirstErr(); err != nil {
-			t.Fatalf("partition %d (a live broker) failed while node 1 was down: %v", p, err)
+			t.Fatalf("partition %d (a live broker) failed while node %d was down: %v", p, node, err)
 		}
 	}
-	if strings.Count(env.Logs.String(), "node=0 reason=upstream_closed")+strings.Count(env.Logs.String(), "node=2 reason=upstream_closed") > 0 {
-		t.Fatal("connections to live brokers were closed")
+	for _, p := range []int32{0, 2} {
+		if strings.Contains(env.Logs.String(), fmt.Sprintf("node=%d reason=upstream_closed", leaders[p])) {
+			t.Fatalf("connections to live broker %d were closed", leaders[p])
+		}
 	}
 	// The broker comes back; the client recovers through fresh metadata.
 	faults.Revive(victim)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Partition: 1, Value: []byte("after")}).FirstErr(); err != nil {
-		t.Fatalf("produce to node 1 after it came back: %v", err)
+		t.Fatalf("produce to node %d after it came back: %v", node, err)
 	}
+}
+
+// upstreamAddrOf is the address the gateway dials for upstream broker id.
+func upstreamAddrOf(t *testing.T, ctx context.Context, env *testkit.Env, id int32) string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range md.Brokers {
+		if b.NodeID == id {
+			return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+		}
+	}
+	t.Fatalf("no upstream broker %d", id)
+	return ""
 }
