@@ -34,16 +34,11 @@ import (
 // PushTelemetry itself and shows what each client reported next to its
 // own view of the same user and client-id.
 
-// telemetryEnv is a gateway asking clients to push every second, whose
-// producer_byte_rate quota of 256 KiB/s on (ANONYMOUS, cid) throttles the
-// tests' producers, with a one-second burst so that throttling starts at
-// once.
-func telemetryEnv(t *testing.T, cid string) *testkit.Env {
-	t.Helper()
-	return telemetryEnvOn(t, &testkit.Upstream{Name: "kfake"}, cid)
-}
 
-// telemetryEnvOn is telemetryEnv in front of up.
+// telemetryEnvOn is a gateway in front of up asking clients to push every
+// second, whose producer_byte_rate quota of 256 KiB/s on (ANONYMOUS, cid)
+// throttles the tests' producers, with a one-second burst so that
+// throttling starts at once.
 func telemetryEnvOn(t *testing.T, up *testkit.Upstream, cid string) *testkit.Env {
 	t.Helper()
 	user, rate, burst := "ANONYMOUS", float64(256<<10), 1.0
@@ -327,14 +322,18 @@ func TestTelemetryLibrdkafka(t *testing.T) {
 	if err != nil {
 		t.Fatalf("node is not installed (%v), yet node-rdkafka was built in %s", err, dir)
 	}
-	const cid = "tg-librdkafka"
-	env := telemetryEnv(t, cid)
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { telemetryLibrdkafka(t, up, dir, node) })
+}
+
+func telemetryLibrdkafka(t *testing.T, up *testkit.Upstream, dir, node string) {
+	cid := up.Topic(t, "tg-librdkafka")
+	env := telemetryEnvOn(t, up, cid)
 	ctx := ctxT(t, 2*time.Minute)
 	script, err := filepath.Abs("testdata/telemetry/produce.js")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, node, script, env.Bootstrap, cid, "telemetry-librdkafka")
+	cmd := exec.CommandContext(ctx, node, script, env.Bootstrap, cid, up.Topic(t, "telemetry-librdkafka"))
 	cmd.Env = append(os.Environ(), "NODE_RDKAFKA_DIR="+dir, "MAX_MS=90000")
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
