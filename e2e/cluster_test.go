@@ -35,6 +35,7 @@ import (
 // until every instance lists all n.
 func startTollgateCluster(t *testing.T, n int, opts func(i int) app.Options, edit ...func(i int, c *app.Config)) (envs []*testkit.Env, upstream []string, adminKey string) {
 	t.Helper()
+	testkit.SkipIfRealOnly(t)
 	return startTollgateClusterOn(t, &testkit.Upstream{Name: "kfake"}, n, opts, edit...)
 }
 
@@ -86,7 +87,7 @@ func startTollgateClusterOn(t *testing.T, up *testkit.Upstream, n int, opts func
 				e(i, c)
 			}
 		}
-		envs = append(envs, testkit.Start(t, o, cfgEdit))
+		envs = append(envs, up.Start(t, o, cfgEdit))
 	}
 	waitMembers(t, envs, n)
 	return envs, upstream, keys[0]
@@ -330,8 +331,12 @@ func clusterSharedControlPlane(t *testing.T, up *testkit.Upstream) {
 // quotas it had; when the upstream comes back it rejoins.
 func TestClusterInstanceCutOff(t *testing.T) {
 	t.Parallel()
+	testkit.EachUpstream(t, clusterInstanceCutOff)
+}
+
+func clusterInstanceCutOff(t *testing.T, up *testkit.Upstream) {
 	faults := &testkit.FaultDialer{}
-	envs, upstream, _ := startTollgateCluster(t, 3, func(i int) app.Options {
+	envs, upstream, _ := startTollgateClusterOn(t, up, 3, func(i int) app.Options {
 		if i == 2 {
 			return app.Options{UpstreamDial: faults.DialContext}
 		}
@@ -395,7 +400,11 @@ func TestClusterInstanceCutOff(t *testing.T) {
 // however it spreads them.
 func TestClusterConnectionLimitSplit(t *testing.T) {
 	t.Parallel()
-	envs, _, _ := startTollgateCluster(t, 3, nil)
+	testkit.EachUpstream(t, clusterConnectionLimitSplit)
+}
+
+func clusterConnectionLimitSplit(t *testing.T, up *testkit.Upstream) {
+	envs, _, _ := startTollgateClusterOn(t, up, 3, nil)
 	ctx := ctxT(t, 60*time.Second)
 	if _, err := adminAs(t, envs[0], "127.0.0.2").AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "max.connections.per.ip", Value: kadmStr("3")}}); err != nil {
 		t.Fatal(err)
