@@ -225,9 +225,6 @@ var pendingLong = []string{
 	"internal/kafkaapi",
 	"internal/proxy",
 	"internal/quota",
-	"internal/cli",
-	"internal/httpapi",
-	"internal/control",
 }
 
 // Every function of the module (tests, generated code and bench/ aside)

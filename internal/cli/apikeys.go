@@ -9,16 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 	"text/tabwriter"
-	"unicode"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/auth"
-	"github.com/tollgate/tollgate/internal/principal"
 )
 
 const apiKeysUsage = `usage: tollgate apikeys <command> [flags]
@@ -142,14 +138,8 @@ func printCreated(env *Env, id, identity, key string) {
 // createInFile adds a key for identity to a credentials file (created if
 // missing), as the running gateway's store would hold it: only its hash.
 func createInFile(env *Env, file, identity string) error {
-	// The rules control.CreateAPIKey applies to identities.
-	switch {
-	case identity == principal.Anonymous:
-		return fmt.Errorf("identity %s is the unauthenticated principal", principal.Anonymous)
-	case len(identity) > 1024 || !utf8.ValidString(identity):
-		return errors.New("identity must be at most 1024 bytes of UTF-8")
-	case strings.IndexFunc(identity, unicode.IsControl) >= 0:
-		return errors.New("identity contains a control character")
+	if err := api.CheckIdentity(identity); err != nil {
+		return err
 	}
 	var cf auth.CredentialFile
 	if data, err := os.ReadFile(file); err == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
@@ -235,8 +236,9 @@ func TestAPIKeysCLIFile(t *testing.T) {
 	if strings.Count(string(data), "identity:") != 2 {
 		t.Fatalf("the first key was lost:\n%s", data)
 	}
+	// The admin API's messages (api.CheckIdentity).
 	for _, id := range []string{"ANONYMOUS", "a\x07b"} {
-		if code, _, errs := runKeysEnv(t, nil, "create", "--identity", id, "--file", file); code != 1 || !strings.Contains(errs, "identity") {
+		if code, _, errs := runKeysEnv(t, nil, "create", "--identity", id, "--file", file); code != 1 || !strings.Contains(errs, api.CheckIdentity(id).Error()) {
 			t.Errorf("identity %q: %d %q", id, code, errs)
 		}
 	}

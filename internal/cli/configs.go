@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"regexp"
@@ -247,6 +248,35 @@ func argErr(format string, a ...any) error { return &usageError{msg: fmt.Sprintf
 // check is ConfigCommandOptions.checkArgs plus processCommand's checks,
 // in kafka-configs' order and with its messages.
 func (o *configsOpts) check() error {
+	if err := o.checkFlags(); err != nil {
+		return err
+	}
+	types := o.entityTypes()
+	seen, err := distinctTypes(types)
+	if err != nil {
+		return err
+	}
+	if len(o.bootstrap) == 0 {
+		return argErr("Either --bootstrap-server or --bootstrap-controller must be specified.")
+	}
+	if err := o.checkTypes(types, seen); err != nil {
+		return err
+	}
+	names := o.entityNames()
+	if err := checkNames(types, seen, names); err != nil {
+		return err
+	}
+	if o.alter > 0 {
+		return o.checkAlter(types, names)
+	}
+	if len(o.entityNames()) > len(types) {
+		return argErr(moreNames)
+	}
+	return nil
+}
+
+// checkFlags checks the flags one by one and the action they ask for.
+func (o *configsOpts) checkFlags() error {
 	for _, f := range [][]string{o.bootstrap, o.addConfig, o.user, o.client, o.ip, o.clientPrefix, o.onTopic, o.onTopicPrefix} {
 		if len(f) > 1 {
 			return argErr("Found multiple arguments for an option that takes only one")
@@ -271,7 +301,12 @@ func (o *configsOpts) check() error {
 			}
 		}
 	}
-	types := o.entityTypes()
+	return nil
+}
+
+// distinctTypes returns the set of the entity types given, refusing any
+// given twice.
+func distinctTypes(types []string) (map[string]bool, error) {
 	var dups []string
 	seen := map[string]bool{}
 	for _, t := range types {
@@ -281,11 +316,14 @@ func (o *configsOpts) check() error {
 		seen[t] = true
 	}
 	if len(dups) > 0 {
-		return argErr("Duplicate entity type(s) specified: %s", strings.Join(dups, ","))
+		return nil, argErr("Duplicate entity type(s) specified: %s", strings.Join(dups, ","))
 	}
-	if len(o.bootstrap) == 0 {
-		return argErr("Either --bootstrap-server or --bootstrap-controller must be specified.")
-	}
+	return seen, nil
+}
+
+// checkTypes checks the entity types: ones Tollgate manages, in a
+// combination kafka-configs accepts, and named one way only.
+func (o *configsOpts) checkTypes(types []string, seen map[string]bool) error {
 	for _, t := range types {
 		if slices.Contains(kafkaOnlyTypes, t) {
 			return argErr("Entity type %s is not supported: tollgate configs manages client quotas (users, clients, ips, client-id-prefixes) and broker configs (brokers); use kafka-configs.sh for %s", t, t)
@@ -303,47 +341,53 @@ func (o *configsOpts) check() error {
 	if (o.hasEntityName || len(o.typeFlags) > 0 || o.hasEntityDefault) && o.hasShorthand() {
 		return argErr("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
 	}
-	names := o.entityNames()
+	return nil
+}
+
+// checkNames checks the entity names against their types: broker ids,
+// no default client-id prefix, IP addresses or hosts.
+func checkNames(types []string, seen map[string]bool, names []string) error {
 	if seen[brokersType] {
 		if _, err := brokerIDs(names); err != nil {
 			return err
 		}
 	}
-	hasName := slices.ContainsFunc(names, func(n string) bool { return n != "" })
-	hasDefault := slices.Contains(names, "")
-	if seen[clientPrefixesType] && hasDefault {
+	if seen[clientPrefixesType] && slices.Contains(names, "") {
 		return argErr("client-id-prefixes have no default entity: give the prefix with --entity-name (a default client-id quota is --entity-type clients --entity-default)")
 	}
-	if hasName && seen[ipsType] {
+	if seen[ipsType] {
 		for _, n := range names {
 			if n != "" && !validIPEntity(n) {
 				return argErr("The entity name for %s must be a valid IP or resolvable host, but it is: %s", types[0], n)
 			}
 		}
 	}
-	if o.alter > 0 {
-		if !hasName && !hasDefault && len(types) > 0 {
-			if len(types) == 1 && types[0] == ipsType {
-				// KIP-612: "--entity-type ips" alone alters the default ip.
-				o.specNames = append(o.specNames, "")
-			} else {
-				return argErr("An entity-name or default entity must be specified with --alter of users, clients, brokers, ips or client-id-prefixes")
-			}
-		}
-		if len(o.addConfig) > 0 && len(o.addConfigFile) > 0 {
-			return argErr("Only one of --add-config or --add-config-file must be specified")
-		}
-		if len(o.addConfig) == 0 && len(o.addConfigFile) == 0 && !o.hasDelete {
-			return argErr("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
-		}
-		if n := len(o.entityNames()); n > len(types) {
-			return argErr(moreNames)
-		} else if n < len(types) {
-			return argErr("An entity name must be specified for every entity type")
+	return nil
+}
+
+// checkAlter checks what --alter needs: an entity for each type (alone,
+// --entity-type ips is the default ip) and one source of changes.
+func (o *configsOpts) checkAlter(types, names []string) error {
+	hasName := slices.ContainsFunc(names, func(n string) bool { return n != "" })
+	hasDefault := slices.Contains(names, "")
+	if !hasName && !hasDefault && len(types) > 0 {
+		if len(types) == 1 && types[0] == ipsType {
+			// KIP-612: "--entity-type ips" alone alters the default ip.
+			o.specNames = append(o.specNames, "")
+		} else {
+			return argErr("An entity-name or default entity must be specified with --alter of users, clients, brokers, ips or client-id-prefixes")
 		}
 	}
-	if o.describe > 0 && len(o.entityNames()) > len(types) {
+	if len(o.addConfig) > 0 && len(o.addConfigFile) > 0 {
+		return argErr("Only one of --add-config or --add-config-file must be specified")
+	}
+	if len(o.addConfig) == 0 && len(o.addConfigFile) == 0 && !o.hasDelete {
+		return argErr("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
+	}
+	if n := len(o.entityNames()); n > len(types) {
 		return argErr(moreNames)
+	} else if n < len(types) {
+		return argErr("An entity name must be specified for every entity type")
 	}
 	return nil
 }
@@ -772,67 +816,26 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 	if len(types) > 0 {
 		entityType = types[0]
 	}
-
-	add := map[string]string{}
-	var addOrder []string
-	for _, f := range o.addConfigFile {
-		props, err := loadProps(f)
-		if err != nil {
-			return err
-		}
-		keys := make([]string, 0, len(props))
-		for k := range props {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			add[k] = props[k]
-			addOrder = append(addOrder, k)
-		}
-	}
-	if len(o.addConfig) > 0 {
-		props, order, err := parseAddConfig(o.addConfig[0])
-		if err != nil {
-			return err
-		}
-		add, addOrder = props, order
-	}
-	for _, k := range addOrder {
-		if !configKeyChars.MatchString(k) {
-			return argErr("Invalid character found for config key: %s", k)
-		}
+	add, addOrder, err := o.configsToAdd()
+	if err != nil {
+		return err
 	}
 	if entityType == brokersType {
 		return alterBrokers(ctx, env, cl, o, add, addOrder)
 	}
 	del := o.deleteConfig
-
-	var unknownAdd, unknownDel []string
-	for _, k := range addOrder {
-		if !validKeyFor(entityType, k) {
-			unknownAdd = append(unknownAdd, k)
-		}
-	}
-	for _, k := range del {
-		if !validKeyFor(entityType, k) {
-			unknownDel = append(unknownDel, k)
-		}
-	}
-	slices.Sort(unknownAdd)
-	slices.Sort(unknownDel)
+	unknownAdd, unknownDel := unknownKeys(entityType, addOrder), unknownKeys(entityType, del)
 	if o.perTopic() {
 		// A per-topic quota takes the byte rates and the options; the
 		// server says so for the other quota keys, with Kafka's message.
-		unknown := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(unknownAdd), unknownDel...))))
-		if len(unknown) > 0 {
+		if unknown := sortedUnion(unknownAdd, unknownDel); len(unknown) > 0 {
 			return argErr("Only quota configs can be set for a per-topic quota (producer_byte_rate, consumer_byte_rate, shadow, burst_seconds). Unexpected config names: %s", strings.Join(unknown, ","))
 		}
 		return alterQuotaConfigs(ctx, env, cl, o, types, names, add, addOrder, del)
 	}
 	switch {
 	case entityType == ipsType:
-		all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(unknownAdd), unknownDel...))))
-		if len(all) > 0 {
+		if all := sortedUnion(unknownAdd, unknownDel); len(all) > 0 {
 			return argErr("Only connection quota configs can be added for 'ips' using --bootstrap-server. Unexpected config names: %s", strings.Join(all, ", "))
 		}
 	case entityType == clientsType || entityType == clientPrefixesType || len(types) == 2:
@@ -840,22 +843,14 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 		if entityType == clientPrefixesType {
 			what = clientPrefixesType
 		}
-		if len(unknownAdd) > 0 {
-			return argErr("Only quota configs can be added for '%s' using --bootstrap-server. Unexpected config names: %s", what, strings.Join(unknownAdd, ","))
-		}
-		if len(unknownDel) > 0 {
-			return argErr("Only quota configs can be deleted for '%s' using --bootstrap-server. Unexpected config names: %s", what, strings.Join(unknownDel, ","))
+		if err := checkQuotaKeys(what, "Only quota configs", unknownAdd, unknownDel); err != nil {
+			return err
 		}
 	default: // users
-		notSCRAM := func(ks []string) []string { return slices.DeleteFunc(slices.Clone(ks), isSCRAMKey) }
-		if u := notSCRAM(unknownAdd); len(u) > 0 {
-			return argErr("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. Unexpected config names: %s", strings.Join(u, ","))
+		if err := checkQuotaKeys("users", "Only quota and SCRAM credential configs", notSCRAM(unknownAdd), notSCRAM(unknownDel)); err != nil {
+			return err
 		}
-		if u := notSCRAM(unknownDel); len(u) > 0 {
-			return argErr("Only quota and SCRAM credential configs can be deleted for 'users' using --bootstrap-server. Unexpected config names: %s", strings.Join(u, ","))
-		}
-		scramAdd := slices.DeleteFunc(slices.Clone(addOrder), func(k string) bool { return !isSCRAMKey(k) })
-		scramDel := slices.DeleteFunc(slices.Clone(del), func(k string) bool { return !isSCRAMKey(k) })
+		scramAdd, scramDel := scramKeys(addOrder), scramKeys(del)
 		if len(scramAdd) > 0 || len(scramDel) > 0 {
 			if slices.Contains(names, "") {
 				return argErr("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials using --bootstrap-server.")
@@ -870,8 +865,72 @@ func alterConfig(ctx context.Context, env *Env, cl *kgo.Client, o *configsOpts) 
 			return nil
 		}
 	}
-
 	return alterQuotaConfigs(ctx, env, cl, o, types, names, add, addOrder, del)
+}
+
+// configsToAdd reads the configs --add-config-file and --add-config give,
+// each file's keys sorted (a properties file has no order), --add-config's
+// in the order written and replacing the files'.
+func (o *configsOpts) configsToAdd() (add map[string]string, order []string, err error) {
+	add = map[string]string{}
+	for _, f := range o.addConfigFile {
+		props, err := loadProps(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			add[k] = props[k]
+			order = append(order, k)
+		}
+	}
+	if len(o.addConfig) > 0 {
+		if add, order, err = parseAddConfig(o.addConfig[0]); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, k := range order {
+		if !configKeyChars.MatchString(k) {
+			return nil, nil, argErr("Invalid character found for config key: %s", k)
+		}
+	}
+	return add, order, nil
+}
+
+// unknownKeys returns, sorted, the keys that are no config of entityType.
+func unknownKeys(entityType string, keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if !validKeyFor(entityType, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sortedUnion returns the keys of a and b, sorted, each once.
+func sortedUnion(a, b []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(a), b...))))
+}
+
+// checkQuotaKeys refuses the unknown keys of an alteration of what:
+// "<only> can be added (or deleted) for 'what'".
+func checkQuotaKeys(what, only string, unknownAdd, unknownDel []string) error {
+	if len(unknownAdd) > 0 {
+		return argErr("%s can be added for '%s' using --bootstrap-server. Unexpected config names: %s", only, what, strings.Join(unknownAdd, ","))
+	}
+	if len(unknownDel) > 0 {
+		return argErr("%s can be deleted for '%s' using --bootstrap-server. Unexpected config names: %s", only, what, strings.Join(unknownDel, ","))
+	}
+	return nil
+}
+
+// notSCRAM returns keys without the SCRAM mechanisms.
+func notSCRAM(keys []string) []string { return slices.DeleteFunc(slices.Clone(keys), isSCRAMKey) }
+
+// scramKeys returns the SCRAM mechanisms among keys.
+func scramKeys(keys []string) []string {
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !isSCRAMKey(k) })
 }
 
 func validKeyFor(entityType, k string) bool {

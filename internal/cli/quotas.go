@@ -268,6 +268,19 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stdout, "No changes: the client quotas match %s.\n", file)
 		return 0
 	}
+	printPlan(env, changes)
+	if dryRun {
+		fmt.Fprintln(env.Stdout, "Dry run: nothing applied.")
+		return 0
+	}
+	if !yes && !confirmApply(env) {
+		return 1
+	}
+	return applyPlan(ctx, env, cl, watch, changes)
+}
+
+// printPlan prints the changes, one a line, and how many of each kind.
+func printPlan(env *Env, changes []change) {
 	var adds, mods, dels int
 	for _, c := range changes {
 		fmt.Fprintln(env.Stdout, c)
@@ -281,23 +294,27 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	fmt.Fprintf(env.Stdout, "\nPlan: %d to add, %d to change, %d to remove.\n", adds, mods, dels)
-	if dryRun {
-		fmt.Fprintln(env.Stdout, "Dry run: nothing applied.")
-		return 0
-	}
-	if !yes {
-		if !env.isTerminal() {
-			fmt.Fprintln(env.Stderr, "tollgate quotas apply: not applying: stdin is not a terminal to confirm on; pass --yes to apply, or --dry-run")
-			return 1
-		}
-		fmt.Fprint(env.Stdout, "Apply these changes? [y/N] ")
-		answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			fmt.Fprintln(env.Stdout, "Cancelled: nothing applied.")
-			return 1
-		}
-	}
+}
 
+// confirmApply asks on the terminal whether to apply the plan, and says
+// why not when it does not.
+func confirmApply(env *Env) bool {
+	if !env.isTerminal() {
+		fmt.Fprintln(env.Stderr, "tollgate quotas apply: not applying: stdin is not a terminal to confirm on; pass --yes to apply, or --dry-run")
+		return false
+	}
+	fmt.Fprint(env.Stdout, "Apply these changes? [y/N] ")
+	answer, _ := bufio.NewReader(env.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		fmt.Fprintln(env.Stdout, "Cancelled: nothing applied.")
+		return false
+	}
+	return true
+}
+
+// applyPlan alters the client quotas as planned, in one request, and
+// reports each entity that failed: the command's exit code.
+func applyPlan(ctx context.Context, env *Env, cl *kgo.Client, watch *connWatch, changes []change) int {
 	var entities []entity
 	ops := map[entity][]op{}
 	for _, c := range changes {
@@ -454,7 +471,30 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 	if live != nil {
 		tc, clusterErr = live.Cluster(ctx)
 	}
-	var notes []string
+	notes := printResolved(ctx, env, rows, live, tc, user, clientID)
+	for _, n := range notes {
+		fmt.Fprintln(env.Stdout, n)
+	}
+	switch {
+	case tc != nil:
+		for _, l := range clusterLines(tc) {
+			fmt.Fprintln(env.Stdout, l)
+		}
+	case clusterErr != nil:
+		fmt.Fprintln(env.Stdout, "Tollgate cluster: unknown (the admin API did not answer: "+clusterErr.Error()+")")
+	}
+	if h, ok := live.(*httpLive); ok && h.err == nil {
+		for _, n := range h.tenant {
+			fmt.Fprintln(env.Stdout, n)
+		}
+	}
+	return 0
+}
+
+// printResolved prints the table of `quotas resolve`, with the live
+// columns when there is a live source (and tc, in a Tollgate cluster), and
+// returns a note for each shadow quota.
+func printResolved(ctx context.Context, env *Env, rows []resolvedRow, live liveSource, tc *api.ClusterStatus, user, clientID string) (notes []string) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
 	header := "KEY\tENTITY\tVALUE"
 	switch {
@@ -475,30 +515,10 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		line := r.key + "\t" + ent + "\t" + val
 		note := "measured, not enforced (--admin-url shows what it would have throttled)"
 		if live != nil {
-			lr, ok, err := live.Live(ctx, user, clientID, r)
-			blank := "\t-\t-"
-			if tc != nil {
-				blank += "\t-"
-			}
-			switch {
-			case r.topic:
-				line += "\t-\t-" // the admin API's /api/v1/resolve?topic= has them
-				note = "measured, not enforced"
-			case err != nil:
-				line += strings.ReplaceAll(blank, "-", "?")
-				note = "measured, not enforced (the admin API did not answer: " + err.Error() + ")"
-			case !ok:
-				line += blank
-				note = "measured, not enforced; no traffic yet"
-			default:
-				line += fmt.Sprintf("\t%.0f/s", lr.rate)
-				if tc != nil {
-					line += fmt.Sprintf("\t%.0f/s", lr.instanceRate)
-				}
-				line += fmt.Sprintf("\t%.2f%%", 100*lr.utilization)
-				if lr.shadowed != nil {
-					note = "measured, not enforced: " + lr.shadowed.String()
-				}
+			cols, liveNote := liveColumns(ctx, live, tc != nil, user, clientID, r)
+			line += cols
+			if liveNote != "" {
+				note = liveNote
 			}
 		}
 		fmt.Fprintln(tw, line)
@@ -507,23 +527,35 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		}
 	}
 	tw.Flush()
-	for _, n := range notes {
-		fmt.Fprintln(env.Stdout, n)
+	return notes
+}
+
+// liveColumns returns a row's live columns, the rate (the cluster's and,
+// inCluster, this instance's) and the utilization, and what a shadow quota
+// would have throttled ("" when there is nothing to say of it).
+func liveColumns(ctx context.Context, live liveSource, inCluster bool, user, clientID string, r resolvedRow) (cols, shadowNote string) {
+	lr, ok, err := live.Live(ctx, user, clientID, r)
+	blank := "\t-\t-"
+	if inCluster {
+		blank += "\t-"
 	}
 	switch {
-	case tc != nil:
-		for _, l := range clusterLines(tc) {
-			fmt.Fprintln(env.Stdout, l)
-		}
-	case clusterErr != nil:
-		fmt.Fprintln(env.Stdout, "Tollgate cluster: unknown (the admin API did not answer: "+clusterErr.Error()+")")
+	case r.topic:
+		return "\t-\t-", "measured, not enforced" // the admin API's /api/v1/resolve?topic= has them
+	case err != nil:
+		return strings.ReplaceAll(blank, "-", "?"), "measured, not enforced (the admin API did not answer: " + err.Error() + ")"
+	case !ok:
+		return blank, "measured, not enforced; no traffic yet"
 	}
-	if h, ok := live.(*httpLive); ok && h.err == nil {
-		for _, n := range h.tenant {
-			fmt.Fprintln(env.Stdout, n)
-		}
+	cols = fmt.Sprintf("\t%.0f/s", lr.rate)
+	if inCluster {
+		cols += fmt.Sprintf("\t%.0f/s", lr.instanceRate)
 	}
-	return 0
+	cols += fmt.Sprintf("\t%.2f%%", 100*lr.utilization)
+	if lr.shadowed != nil {
+		shadowNote = "measured, not enforced: " + lr.shadowed.String()
+	}
+	return cols, shadowNote
 }
 
 // resolveRows resolves the four client quota keys with the quota engine's

@@ -81,29 +81,8 @@ func runTenants(ctx context.Context, env *Env, args []string) int {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), tenantsUsage) }
 	var admin adminFlags
 	admin.register(fs, defaultAdminURL, "Tollgate's admin HTTP `URL`")
-	var principals, prefixes, rules, admins listFlag
-	var addP, rmP, addPre, rmPre, addR, rmR, addA, rmA listFlag
-	var addConfig, deleteConfig string
-	creating, altering := cmd == "create", cmd == "alter"
-	if creating {
-		fs.Var(&principals, "principal", "a principal that belongs (repeatable)")
-		fs.Var(&prefixes, "principal-prefix", "a principal name prefix (repeatable)")
-		fs.Var(&rules, "principal-rule", "a principal mapping rule (repeatable)")
-		fs.Var(&admins, "admin", "a principal administering the tenant (repeatable)")
-	}
-	if altering {
-		for _, f := range []struct {
-			name string
-			v    *listFlag
-		}{{"add-principal", &addP}, {"remove-principal", &rmP}, {"add-principal-prefix", &addPre}, {"remove-principal-prefix", &rmPre},
-			{"add-principal-rule", &addR}, {"remove-principal-rule", &rmR}, {"add-admin", &addA}, {"remove-admin", &rmA}} {
-			fs.Var(f.v, f.name, "repeatable")
-		}
-		fs.StringVar(&deleteConfig, "delete-config", "", "`keys` to remove, comma-separated")
-	}
-	if creating || altering {
-		fs.StringVar(&addConfig, "add-config", "", "`K=V[,K=V]`: ceilings, shadow=1, burst_seconds")
-	}
+	var tf tenantFlags
+	tf.register(fs, cmd)
 	pos, code, ok := parseInterleaved(fs, args[1:])
 	if !ok {
 		return code
@@ -118,13 +97,9 @@ func runTenants(ctx context.Context, env *Env, args []string) int {
 	case cmd != "list" && len(pos) != 1:
 		return fail("give the tenant's name (tollgate tenants list shows them)")
 	}
-	set, err := parseConfigs(addConfig)
+	set, err := parseConfigs(tf.addConfig)
 	if err != nil {
 		return fail("--add-config: %v", err)
-	}
-	var del []string
-	if deleteConfig != "" {
-		del = strings.Split(deleteConfig, ",")
 	}
 	c, err := admin.client(env)
 	if err != nil {
@@ -138,32 +113,100 @@ func runTenants(ctx context.Context, env *Env, args []string) int {
 	case "describe":
 		err = c.describeTenant(ctx, env, pos[0])
 	case "create":
-		b := api.TenantSpec{Name: pos[0], Principals: principals, PrincipalPrefixes: prefixes, PrincipalRules: rules, Admins: admins}
+		b := tf.spec(pos[0])
 		if err := applyConfigs(&b, set); err != nil {
 			return fail("--add-config: %v", err)
 		}
-		var out api.Tenant
-		if err = c.do(ctx, "POST", "/api/v1/tenants", b, http.StatusCreated, &out); err == nil {
-			fmt.Fprintf(env.Stdout, "Created tenant %s.\n", out.Name)
-		}
+		err = c.createTenant(ctx, env, b)
 	case "alter":
-		a := api.TenantAlter{AddPrincipals: addP, RemovePrincipals: rmP, AddPrincipalPrefixes: addPre, RemovePrincipalPrefixes: rmPre,
-			AddPrincipalRules: addR, RemovePrincipalRules: rmR, AddAdmins: addA, RemoveAdmins: rmA, Set: set, Delete: del}
-		var out api.Tenant
-		if err = c.do(ctx, "PATCH", "/api/v1/tenants/"+url.PathEscape(pos[0]), a, http.StatusOK, &out); err == nil {
-			fmt.Fprintf(env.Stdout, "Altered tenant %s.\n", out.Name)
-		}
+		err = c.alterTenant(ctx, env, pos[0], tf.alter(set))
 	case "delete":
-		var out api.TenantDeleted
-		if err = c.do(ctx, "DELETE", "/api/v1/tenants/"+url.PathEscape(pos[0]), nil, http.StatusOK, &out); err == nil {
-			fmt.Fprintf(env.Stdout, "Deleted tenant %s.\n", pos[0])
-		}
+		err = c.deleteTenant(ctx, env, pos[0])
 	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "tollgate tenants %s: %v\n", cmd, err)
 		return 1
 	}
 	return 0
+}
+
+// tenantFlags are the flags of tenants create and alter.
+type tenantFlags struct {
+	// create's
+	principals, prefixes, rules, admins listFlag
+	// alter's
+	addP, rmP, addPre, rmPre, addR, rmR, addA, rmA listFlag
+	deleteConfig                                   string
+	// both's
+	addConfig string
+}
+
+// register declares on fs the flags of cmd.
+func (tf *tenantFlags) register(fs *flag.FlagSet, cmd string) {
+	creating, altering := cmd == "create", cmd == "alter"
+	if creating {
+		fs.Var(&tf.principals, "principal", "a principal that belongs (repeatable)")
+		fs.Var(&tf.prefixes, "principal-prefix", "a principal name prefix (repeatable)")
+		fs.Var(&tf.rules, "principal-rule", "a principal mapping rule (repeatable)")
+		fs.Var(&tf.admins, "admin", "a principal administering the tenant (repeatable)")
+	}
+	if altering {
+		for _, f := range []struct {
+			name string
+			v    *listFlag
+		}{{"add-principal", &tf.addP}, {"remove-principal", &tf.rmP}, {"add-principal-prefix", &tf.addPre}, {"remove-principal-prefix", &tf.rmPre},
+			{"add-principal-rule", &tf.addR}, {"remove-principal-rule", &tf.rmR}, {"add-admin", &tf.addA}, {"remove-admin", &tf.rmA}} {
+			fs.Var(f.v, f.name, "repeatable")
+		}
+		fs.StringVar(&tf.deleteConfig, "delete-config", "", "`keys` to remove, comma-separated")
+	}
+	if creating || altering {
+		fs.StringVar(&tf.addConfig, "add-config", "", "`K=V[,K=V]`: ceilings, shadow=1, burst_seconds")
+	}
+}
+
+// spec is the tenant create's flags define, its configs aside
+// (applyConfigs).
+func (tf *tenantFlags) spec(name string) api.TenantSpec {
+	return api.TenantSpec{Name: name, Principals: tf.principals, PrincipalPrefixes: tf.prefixes, PrincipalRules: tf.rules, Admins: tf.admins}
+}
+
+// alter is the change alter's flags ask for, with set, the configs
+// --add-config sets.
+func (tf *tenantFlags) alter(set map[string]float64) api.TenantAlter {
+	var del []string
+	if tf.deleteConfig != "" {
+		del = strings.Split(tf.deleteConfig, ",")
+	}
+	return api.TenantAlter{AddPrincipals: tf.addP, RemovePrincipals: tf.rmP, AddPrincipalPrefixes: tf.addPre, RemovePrincipalPrefixes: tf.rmPre,
+		AddPrincipalRules: tf.addR, RemovePrincipalRules: tf.rmR, AddAdmins: tf.addA, RemoveAdmins: tf.rmA, Set: set, Delete: del}
+}
+
+func (c *adminClient) createTenant(ctx context.Context, env *Env, b api.TenantSpec) error {
+	var out api.Tenant
+	if err := c.do(ctx, "POST", "/api/v1/tenants", b, http.StatusCreated, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "Created tenant %s.\n", out.Name)
+	return nil
+}
+
+func (c *adminClient) alterTenant(ctx context.Context, env *Env, name string, a api.TenantAlter) error {
+	var out api.Tenant
+	if err := c.do(ctx, "PATCH", "/api/v1/tenants/"+url.PathEscape(name), a, http.StatusOK, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "Altered tenant %s.\n", out.Name)
+	return nil
+}
+
+func (c *adminClient) deleteTenant(ctx context.Context, env *Env, name string) error {
+	var out api.TenantDeleted
+	if err := c.do(ctx, "DELETE", "/api/v1/tenants/"+url.PathEscape(name), nil, http.StatusOK, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "Deleted tenant %s.\n", name)
+	return nil
 }
 
 // parseConfigs reads K=V[,K=V] into numbers.

@@ -75,41 +75,16 @@ func runUsage(ctx context.Context, env *Env, args []string, now func() time.Time
 	if err := usage.ValidFormat(format); err != nil {
 		return fail(2, fmt.Errorf("--%w", err))
 	}
-	t := now()
-	q := usage.Query{By: by, Until: t}
-	var err error
-	if q.Since, err = usage.ParseTime(since, t); err != nil {
-		return fail(2, fmt.Errorf("--since %w", err))
-	}
-	if until != "" {
-		if q.Until, err = usage.ParseTime(until, t); err != nil {
-			return fail(2, fmt.Errorf("--until %w", err))
-		}
-	}
-	if err := q.Validate(); err != nil {
-		return fail(2, fmt.Errorf("--%w", err))
+	q, err := usageQuery(by, since, until, now())
+	if err != nil {
+		return fail(2, err)
 	}
 	var rep *usage.Report
 	if dDir != "" {
-		adminSet := false
-		fset.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "admin-url", "api-key", "admin-ca-file", "admin-cert-file", "admin-key-file":
-				adminSet = true
-			}
-		})
-		if adminSet {
+		if adminFlagsSet(fset) {
 			return fail(2, errors.New("--data-dir reads the ledger directly: it takes no admin port flags"))
 		}
-		if st, err := os.Stat(dDir); err != nil || !st.IsDir() {
-			if err == nil {
-				err = errors.New("not a directory")
-			} else if errors.Is(err, fs.ErrNotExist) {
-				err = errors.New("no such directory")
-			}
-			return fail(1, fmt.Errorf("--data-dir %s: %w", dDir, err))
-		}
-		if rep, err = usage.Read(filepath.Join(dDir, "usage"), q); err != nil {
+		if rep, err = readLedger(dDir, q); err != nil {
 			return fail(1, err)
 		}
 	} else {
@@ -117,13 +92,7 @@ func runUsage(ctx context.Context, env *Env, args []string, now func() time.Time
 		if err != nil {
 			return fail(2, err)
 		}
-		ctx, cancel := context.WithTimeout(ctx, env.timeout())
-		defer cancel()
-		// The range as computed here, so that both sources answer the
-		// same minutes.
-		v := url.Values{"since": {q.Since.UTC().Format(time.RFC3339Nano)}, "until": {q.Until.UTC().Format(time.RFC3339Nano)}, "by": {by}}
-		rep = &usage.Report{}
-		if err := c.do(ctx, http.MethodGet, "/api/v1/usage?"+v.Encode(), nil, http.StatusOK, rep); err != nil {
+		if rep, err = c.usage(ctx, env, q); err != nil {
 			return fail(1, err)
 		}
 	}
@@ -134,4 +103,61 @@ func runUsage(ctx context.Context, env *Env, args []string, now func() time.Time
 		return fail(1, err)
 	}
 	return 0
+}
+
+// usageQuery is the query --by, --since and --until ask for, at t.
+func usageQuery(by, since, until string, t time.Time) (usage.Query, error) {
+	q := usage.Query{By: by, Until: t}
+	var err error
+	if q.Since, err = usage.ParseTime(since, t); err != nil {
+		return q, fmt.Errorf("--since %w", err)
+	}
+	if until != "" {
+		if q.Until, err = usage.ParseTime(until, t); err != nil {
+			return q, fmt.Errorf("--until %w", err)
+		}
+	}
+	if err := q.Validate(); err != nil {
+		return q, fmt.Errorf("--%w", err)
+	}
+	return q, nil
+}
+
+// adminFlagsSet reports whether the command line gave an admin port flag.
+func adminFlagsSet(fset *flag.FlagSet) bool {
+	set := false
+	fset.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "admin-url", "api-key", "admin-ca-file", "admin-cert-file", "admin-key-file":
+			set = true
+		}
+	})
+	return set
+}
+
+// readLedger answers q from the usage ledger of the data_dir dDir.
+func readLedger(dDir string, q usage.Query) (*usage.Report, error) {
+	if st, err := os.Stat(dDir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		} else if errors.Is(err, fs.ErrNotExist) {
+			err = errors.New("no such directory")
+		}
+		return nil, fmt.Errorf("--data-dir %s: %w", dDir, err)
+	}
+	return usage.Read(filepath.Join(dDir, "usage"), q)
+}
+
+// usage asks the admin port to answer q.
+func (c *adminClient) usage(ctx context.Context, env *Env, q usage.Query) (*usage.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, env.timeout())
+	defer cancel()
+	// The range as computed here, so that both sources answer the
+	// same minutes.
+	v := url.Values{"since": {q.Since.UTC().Format(time.RFC3339Nano)}, "until": {q.Until.UTC().Format(time.RFC3339Nano)}, "by": {q.By}}
+	rep := &usage.Report{}
+	if err := c.do(ctx, http.MethodGet, "/api/v1/usage?"+v.Encode(), nil, http.StatusOK, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }

@@ -98,104 +98,19 @@ type alteration struct {
 // Alter answers an AlterClientQuotas request.
 func (c *ClientQuotas) Alter(ctx context.Context, who Initiator, req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuotasResponse {
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
-	var dl *delegation // a tenant's admin: entry by entry (delegate.go)
-	if !c.authorize(who, OpAlterConfigs) && c.Tenants != nil {
-		if dl = c.Tenants.delegationOf(who); dl != nil && len(dl.admins) == 0 {
-			dl = nil
-		}
-	}
-	if !c.authorize(who, OpAlterConfigs) && dl == nil {
-		for _, entry := range req.Entries {
-			re := kmsg.NewAlterClientQuotasResponseEntry()
-			re.ErrorCode = errClusterAuthorizationFailed
-			msg := msgClusterAuthorizationFailed
-			re.ErrorMessage = &msg
-			for _, p := range entry.Entity {
-				ee := kmsg.NewAlterClientQuotasResponseEntryEntity()
-				ee.Type, ee.Name = p.Type, p.Name
-				re.Entity = append(re.Entity, ee)
-			}
-			resp.Entries = append(resp.Entries, re)
-			ev := c.event(who, audit.Denied, entry, c.requested(entry, storeEntity(wireEntity(entry))), apiError{code: errClusterAuthorizationFailed, msg: msg})
-			c.record(ctx, ev)
-		}
+	dl, ok := c.alterer(who)
+	if !ok {
+		c.denyAlter(ctx, who, req, resp)
 		return resp
 	}
-
 	results := newResultMap()
 	committed := false
 	for _, entry := range req.Entries {
-		je := wireEntity(entry)
-
-		// Kafka's map of key → value (nil: remove), sized for the ops.
-		opsMap := newJavaMap(len(entry.Ops))
-		var alts []alteration
-		seen := make(map[string]bool, len(entry.Ops))
-		for _, op := range entry.Ops {
-			if seen[op.Key] {
-				// The intended message, which the duplicate-entity check
-				// below always overwrites.
-				results.put(je, invalid("Duplicate quota key "+op.Key+" not updating quota for this entity "+je.String()))
-				continue
-			}
-			seen[op.Key] = true
-			a := alteration{key: op.Key}
-			if !op.Remove {
-				v := op.Value
-				a.value = &v
-			}
-			alts = append(alts, a)
-			opsMap.add(javaStringHash(op.Key))
-		}
-		if results.has(je) {
-			res := invalid("Ignoring duplicate entity " + je.String())
-			results.put(je, res)
-			c.record(ctx, c.event(who, audit.Rejected, entry, c.requested(entry, storeEntity(je)), res))
-			continue
-		}
-		if dl != nil {
-			if why := dl.allows(je, alts); why != "" {
-				res := delegatedDenial(who, why)
-				results.put(je, res)
-				c.record(ctx, c.event(who, audit.Denied, entry, c.requested(entry, storeEntity(je)), res))
-				continue
-			}
-		}
-
-		se, res := validate(je, alts, opsMap.order())
-		if !res.failed() {
-			for _, a := range alts {
-				if c.fixedKey(se, a.key) {
-					res = invalid("Quota " + a.key + " of " + se.String() + " is declared in Tollgate's config file, which is authoritative for what it names; change it there")
-					break
-				}
-			}
-		}
-		if res.failed() {
-			results.put(je, res)
-			c.record(ctx, c.event(who, audit.Rejected, entry, c.requested(entry, se), res))
-			continue
-		}
-		if req.ValidateOnly {
-			ev := c.event(who, audit.Validated, entry, c.requested(entry, se), apiError{})
-			c.Audit.Prepare(&ev)
-			if err := c.record(ctx, ev); err != nil {
-				res = auditRefusal(err)
-				follow := c.event(who, audit.Rejected, entry, ev.Changes, res)
-				follow.Supersedes = ev.ID
-				c.record(ctx, follow)
-			}
-			results.put(je, res)
-			continue
-		}
-		res, changed := c.apply(ctx, who, entry, se, alts)
-		committed = committed || changed
-		results.put(je, res)
+		committed = c.alterEntry(ctx, who, dl, req.ValidateOnly, entry, results) || committed
 	}
 	if committed {
 		c.changed()
 	}
-
 	for _, i := range results.m.order() {
 		r := results.list[i]
 		re := kmsg.NewAlterClientQuotasResponseEntry()
@@ -212,6 +127,129 @@ func (c *ClientQuotas) Alter(ctx context.Context, who Initiator, req *kmsg.Alter
 		resp.Entries = append(resp.Entries, re)
 	}
 	return resp
+}
+
+// alterer says whether who may alter client quotas: ok, as a quota
+// admin (dl nil), or entry by entry as a tenant's admin (dl, delegate.go).
+func (c *ClientQuotas) alterer(who Initiator) (dl *delegation, ok bool) {
+	if c.authorize(who, OpAlterConfigs) {
+		return nil, true
+	}
+	if c.Tenants != nil {
+		if dl = c.Tenants.delegationOf(who); dl != nil && len(dl.admins) > 0 {
+			return dl, true
+		}
+	}
+	return nil, false
+}
+
+// denyAlter answers every entry of a request who may not make, and
+// audits each denial.
+func (c *ClientQuotas) denyAlter(ctx context.Context, who Initiator, req *kmsg.AlterClientQuotasRequest, resp *kmsg.AlterClientQuotasResponse) {
+	for _, entry := range req.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		re.ErrorCode = errClusterAuthorizationFailed
+		msg := msgClusterAuthorizationFailed
+		re.ErrorMessage = &msg
+		for _, p := range entry.Entity {
+			ee := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			ee.Type, ee.Name = p.Type, p.Name
+			re.Entity = append(re.Entity, ee)
+		}
+		resp.Entries = append(resp.Entries, re)
+		ev := c.event(who, audit.Denied, entry, c.requested(entry, storeEntity(wireEntity(entry))), apiError{code: errClusterAuthorizationFailed, msg: msg})
+		c.record(ctx, ev)
+	}
+}
+
+// alterEntry checks, audits and applies (or, validateOnly, only checks
+// and audits) one entry of a request, with Kafka's verdicts in Kafka's
+// order, into results; it reports whether the store changed.
+func (c *ClientQuotas) alterEntry(ctx context.Context, who Initiator, dl *delegation, validateOnly bool, entry kmsg.AlterClientQuotasRequestEntry, results *resultMap) bool {
+	je := wireEntity(entry)
+	alts, order := entryAlterations(je, entry, results)
+	if results.has(je) {
+		res := invalid("Ignoring duplicate entity " + je.String())
+		results.put(je, res)
+		c.record(ctx, c.event(who, audit.Rejected, entry, c.requested(entry, storeEntity(je)), res))
+		return false
+	}
+	if dl != nil {
+		if why := dl.allows(je, alts); why != "" {
+			res := delegatedDenial(who, why)
+			results.put(je, res)
+			c.record(ctx, c.event(who, audit.Denied, entry, c.requested(entry, storeEntity(je)), res))
+			return false
+		}
+	}
+	se, res := validate(je, alts, order)
+	if !res.failed() {
+		res = c.checkNotFixed(se, alts)
+	}
+	if res.failed() {
+		results.put(je, res)
+		c.record(ctx, c.event(who, audit.Rejected, entry, c.requested(entry, se), res))
+		return false
+	}
+	if validateOnly {
+		results.put(je, c.validated(ctx, who, entry, se))
+		return false
+	}
+	res, changed := c.apply(ctx, who, entry, se, alts)
+	results.put(je, res)
+	return changed
+}
+
+// entryAlterations decodes an entry's ops as Kafka does: the alterations,
+// each key once (a key given twice is noted in results, under the
+// entity), and the order of Kafka's map of key → value.
+func entryAlterations(je javaEntity, entry kmsg.AlterClientQuotasRequestEntry, results *resultMap) ([]alteration, []int) {
+	// Kafka's map of key → value (nil: remove), sized for the ops.
+	opsMap := newJavaMap(len(entry.Ops))
+	var alts []alteration
+	seen := make(map[string]bool, len(entry.Ops))
+	for _, op := range entry.Ops {
+		if seen[op.Key] {
+			// The intended message, which the duplicate-entity check
+			// in alterEntry always overwrites.
+			results.put(je, invalid("Duplicate quota key "+op.Key+" not updating quota for this entity "+je.String()))
+			continue
+		}
+		seen[op.Key] = true
+		a := alteration{key: op.Key}
+		if !op.Remove {
+			v := op.Value
+			a.value = &v
+		}
+		alts = append(alts, a)
+		opsMap.add(javaStringHash(op.Key))
+	}
+	return alts, opsMap.order()
+}
+
+// checkNotFixed refuses an alteration of a quota the config file declares.
+func (c *ClientQuotas) checkNotFixed(se store.Entity, alts []alteration) apiError {
+	for _, a := range alts {
+		if c.fixedKey(se, a.key) {
+			return invalid("Quota " + a.key + " of " + se.String() + " is declared in Tollgate's config file, which is authoritative for what it names; change it there")
+		}
+	}
+	return apiError{}
+}
+
+// validated audits a valid entry of a validate-only request: its result,
+// an audit sink's refusal if the event could not be recorded.
+func (c *ClientQuotas) validated(ctx context.Context, who Initiator, entry kmsg.AlterClientQuotasRequestEntry, se store.Entity) apiError {
+	ev := c.event(who, audit.Validated, entry, c.requested(entry, se), apiError{})
+	c.Audit.Prepare(&ev)
+	if err := c.record(ctx, ev); err != nil {
+		res := auditRefusal(err)
+		follow := c.event(who, audit.Rejected, entry, ev.Changes, res)
+		follow.Supersedes = ev.ID
+		c.record(ctx, follow)
+		return res
+	}
+	return apiError{}
 }
 
 // wireEntity is the ClientQuotaEntity Kafka builds from a request entry.

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
-	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -36,9 +34,6 @@ type opError struct {
 
 func (e *opError) Error() string { return e.msg }
 func (e *opError) Unwrap() error { return e.kind }
-
-// maxIdentityLen bounds an API key's identity (its principal name).
-const maxIdentityLen = 1024
 
 // API keys
 //
@@ -93,21 +88,11 @@ func (c *Credentials) RevokeAPIKey(ctx context.Context, who Initiator, id string
 	return c.revokeAPIKey(ctx, who, id)
 }
 
+// validIdentity is api.CheckIdentity's verdict as the control plane's
+// error.
 func validIdentity(identity string) error {
-	switch {
-	case identity == "":
-		return &opError{ErrInvalid, "identity is required (the principal name the key authenticates as)"}
-	case len(identity) > maxIdentityLen:
-		return &opError{ErrInvalid, fmt.Sprintf("identity is %d bytes long, more than %d", len(identity), maxIdentityLen)}
-	case !utf8.ValidString(identity):
-		return &opError{ErrInvalid, "identity is not valid UTF-8"}
-	case identity == principal.Anonymous:
-		return &opError{ErrInvalid, "identity " + principal.Anonymous + " is the unauthenticated principal"}
-	}
-	for _, r := range identity {
-		if unicode.IsControl(r) {
-			return &opError{ErrInvalid, fmt.Sprintf("identity contains the control character %U", r)}
-		}
+	if err := api.CheckIdentity(identity); err != nil {
+		return &opError{ErrInvalid, err.Error()}
 	}
 	return nil
 }

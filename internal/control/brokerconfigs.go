@@ -199,18 +199,41 @@ func (b *BrokerConfigs) Alter(ctx context.Context, who Initiator, resource strin
 	if err != nil {
 		return errUnknownServerError, "Tollgate could not read its store: " + err.Error()
 	}
-	next := map[string]string{}
+	next, ops, removed := planConfigs(dyn, changes, replace)
+	for _, k := range removed {
+		ev.Changes = append(ev.Changes, audit.Change{Key: k})
+	}
+	if err := b.validate(next); err != nil {
+		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Rejected, errInvalidConfig, err.Error()
+		b.Audit.Record(ctx, ev)
+		return errInvalidConfig, err.Error()
+	}
+	if validateOnly {
+		ev.Outcome = audit.Validated
+		if err := b.Audit.Record(ctx, ev); err != nil {
+			return errUnknownServerError, "the change was not validated: the required audit log could not record it (" + err.Error() + ")"
+		}
+		return 0, ""
+	}
+	return b.commit(ctx, ev, ops)
+}
+
+// planConfigs returns the owned configs changes leave of dyn (replace:
+// those changes set only), the store's ops that make them, and the keys
+// replace removes that changes do not name.
+func planConfigs(dyn map[string]string, changes []Change, replace bool) (next map[string]string, ops []store.ConfigOp, removed []string) {
+	next = map[string]string{}
 	if !replace {
 		for k, v := range dyn {
 			next[k] = v
 		}
 	}
-	ops := []store.ConfigOp{}
+	ops = []store.ConfigOp{}
 	if replace {
 		for k := range dyn {
 			if !slices.ContainsFunc(changes, func(c Change) bool { return c.Key == k }) {
 				ops = append(ops, store.ConfigOp{Key: k, Remove: true})
-				ev.Changes = append(ev.Changes, audit.Change{Key: k})
+				removed = append(removed, k)
 			}
 		}
 	}
@@ -223,29 +246,30 @@ func (b *BrokerConfigs) Alter(ctx context.Context, who Initiator, resource strin
 		next[c.Key] = *c.Value
 		ops = append(ops, store.ConfigOp{Key: c.Key, Value: *c.Value})
 	}
-	if b.Validate != nil {
-		eff := map[string]string{}
-		if b.Static != nil {
-			for k, v := range b.Static() {
-				eff[k] = v
-			}
-		}
-		for k, v := range next {
+	return next, ops, removed
+}
+
+// validate checks the effective configs next would make, the static ones
+// under the owned ones, with b.Validate.
+func (b *BrokerConfigs) validate(next map[string]string) error {
+	if b.Validate == nil {
+		return nil
+	}
+	eff := map[string]string{}
+	if b.Static != nil {
+		for k, v := range b.Static() {
 			eff[k] = v
 		}
-		if err := b.Validate(eff); err != nil {
-			ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Rejected, errInvalidConfig, err.Error()
-			b.Audit.Record(ctx, ev)
-			return errInvalidConfig, err.Error()
-		}
 	}
-	if validateOnly {
-		ev.Outcome = audit.Validated
-		if err := b.Audit.Record(ctx, ev); err != nil {
-			return errUnknownServerError, "the change was not validated: the required audit log could not record it (" + err.Error() + ")"
-		}
-		return 0, ""
+	for k, v := range next {
+		eff[k] = v
 	}
+	return b.Validate(eff)
+}
+
+// commit writes ops to the store once ev, with the changes the store
+// reports, is recorded, and reports the new configs if they changed.
+func (b *BrokerConfigs) commit(ctx context.Context, ev audit.Event, ops []store.ConfigOp) (int16, string) {
 	res, err := b.Store.SetBrokerConfigsFunc([]store.BrokerChange{{Broker: store.BrokerDefault(), Ops: ops}}, func(rs []store.BrokerResult) error {
 		ev.Changes = ev.Changes[:0]
 		for _, r := range rs {

@@ -98,16 +98,8 @@ func scramMechanismLabel(t int8) string {
 // * A store read failure answers -1 UNKNOWN_SERVER_ERROR for the response
 func (c *Credentials) DescribeUserScramCredentials(ctx context.Context, who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) *kmsg.DescribeUserSCRAMCredentialsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	var dl *delegation // a tenant's admin: its principals' credentials (delegate.go)
-	if !c.authorize(who, OpDescribe) && c.Tenants != nil {
-		if dl = c.Tenants.delegationOf(who); dl != nil && !dl.describesUsers(req.Users) {
-			if len(dl.admins) > 0 {
-				c.Audit.Record(ctx, scramDescribeDenied(who, req))
-			}
-			dl = nil
-		}
-	}
-	if !c.authorize(who, OpDescribe) && dl == nil {
+	dl, ok := c.scramDescriber(ctx, who, req)
+	if !ok {
 		resp.ErrorCode = errClusterAuthorizationFailed
 		for range req.Users {
 			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
@@ -122,6 +114,49 @@ func (c *Credentials) DescribeUserScramCredentials(ctx context.Context, who Init
 		resp.ErrorMessage = kmsg.StringPtr("Tollgate could not read its store: " + err.Error())
 		return resp
 	}
+	infos, all := scramInfos(entries)
+	users, dup := describedUsers(req, all, dl)
+	for _, u := range users {
+		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		r.User = u
+		switch {
+		case dup[u]:
+			r.ErrorCode = errDuplicateResource
+			r.ErrorMessage = kmsg.StringPtr(msgDescribeDuplicate + u)
+		case len(infos[u]) == 0:
+			r.ErrorCode = errResourceNotFound
+			r.ErrorMessage = kmsg.StringPtr(msgDescribeNotFound + u)
+		default:
+			r.CredentialInfos = infos[u]
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp
+}
+
+// scramDescriber says whether who may describe the credentials req asks
+// for: ok, as a quota admin (dl nil), or as the admin of a tenant whose
+// principals they are all (dl, delegate.go). A tenant's admin asking for
+// more is audited as denied.
+func (c *Credentials) scramDescriber(ctx context.Context, who Initiator, req *kmsg.DescribeUserSCRAMCredentialsRequest) (dl *delegation, ok bool) {
+	if c.authorize(who, OpDescribe) {
+		return nil, true
+	}
+	if c.Tenants == nil {
+		return nil, false
+	}
+	if dl = c.Tenants.delegationOf(who); dl != nil && !dl.describesUsers(req.Users) {
+		if len(dl.admins) > 0 {
+			c.Audit.Record(ctx, scramDescribeDenied(who, req))
+		}
+		dl = nil
+	}
+	return dl, dl != nil
+}
+
+// scramInfos returns each user's credentials (those Tollgate can read),
+// sorted by mechanism, and the users in the store's order.
+func scramInfos(entries []store.ScramEntry) (map[string][]kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo, []string) {
 	infos := map[string][]kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo{}
 	var all []string
 	for _, e := range entries {
@@ -145,7 +180,14 @@ func (c *Credentials) DescribeUserScramCredentials(ctx context.Context, who Init
 			return int(a.Mechanism) - int(b.Mechanism)
 		})
 	}
+	return infos, all
+}
 
+// describedUsers returns the users a describe answers, in the order of
+// Kafka's HashMap, and those the request names twice: the ones it names,
+// or, when it names none, every user with credentials (a tenant's admin,
+// dl: its tenant's).
+func describedUsers(req *kmsg.DescribeUserSCRAMCredentialsRequest, all []string, dl *delegation) ([]string, map[string]bool) {
 	users := newJavaStringMap()
 	dup := map[string]bool{}
 	if len(req.Users) == 0 {
@@ -154,30 +196,15 @@ func (c *Credentials) DescribeUserScramCredentials(ctx context.Context, who Init
 				users.put(u)
 			}
 		}
-	} else {
-		for _, u := range req.Users {
-			if users.has(u.Name) {
-				dup[u.Name] = true
-			}
-			users.put(u.Name)
-		}
+		return users.keys(), dup
 	}
-	for _, u := range users.keys() {
-		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
-		r.User = u
-		switch {
-		case dup[u]:
-			r.ErrorCode = errDuplicateResource
-			r.ErrorMessage = kmsg.StringPtr(msgDescribeDuplicate + u)
-		case len(infos[u]) == 0:
-			r.ErrorCode = errResourceNotFound
-			r.ErrorMessage = kmsg.StringPtr(msgDescribeNotFound + u)
-		default:
-			r.CredentialInfos = infos[u]
+	for _, u := range req.Users {
+		if users.has(u.Name) {
+			dup[u.Name] = true
 		}
-		resp.Results = append(resp.Results, r)
+		users.put(u.Name)
 	}
-	return resp
+	return users.keys(), dup
 }
 
 // AlterUserScramCredentials: v0
@@ -239,71 +266,11 @@ func (c *Credentials) AlterUserScramCredentials(ctx context.Context, who Initiat
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
-
-	// Kafka's three HashMaps keyed by user name.
-	toDelete, toUpsert, toError := newJavaStringMap(), newJavaStringMap(), newJavaStringMap()
-	deletions := map[string]kmsg.AlterUserSCRAMCredentialsRequestDeletion{}
-	upsertions := map[string]kmsg.AlterUserSCRAMCredentialsRequestUpsertion{}
-	errs := map[string]apiError{}
-	fail := func(user string, e apiError) {
-		toError.put(user)
-		errs[user] = e
-	}
-	for _, d := range req.Deletions {
-		if toError.has(d.Name) {
-			continue
-		}
-		if toDelete.remove(d.Name) {
-			delete(deletions, d.Name)
-			fail(d.Name, apiError{code: errDuplicateResource, msg: msgAlteredTwice})
-			continue
-		}
-		if e := c.validateScramDeletion(d); e.failed() {
-			fail(d.Name, e)
-			continue
-		}
-		toDelete.put(d.Name)
-		deletions[d.Name] = d
-	}
-	for _, u := range req.Upsertions {
-		if toError.has(u.Name) {
-			continue
-		}
-		if toDelete.remove(u.Name) || toUpsert.remove(u.Name) {
-			delete(deletions, u.Name)
-			delete(upsertions, u.Name)
-			fail(u.Name, apiError{code: errDuplicateResource, msg: msgAlteredTwice})
-			continue
-		}
-		if e := validateScramUpsertion(u); e.failed() {
-			fail(u.Name, e)
-			continue
-		}
-		toUpsert.put(u.Name)
-		upsertions[u.Name] = u
-	}
-
-	// The changes, in Kafka's response order: deletions, then upsertions
-	// whose keys could be derived.
-	var changes []store.ScramChange
-	var okUsers []string
-	for _, name := range toDelete.keys() {
-		mech, _ := scramMechanismName(deletions[name].Mechanism)
-		changes = append(changes, store.ScramChange{User: name, Mechanism: mech, Delete: true})
-		okUsers = append(okUsers, name)
-	}
-	for _, name := range toUpsert.keys() {
-		cred, e := finishScramUpsertion(upsertions[name])
-		if e.failed() {
-			fail(name, e)
-			continue
-		}
-		changes = append(changes, store.ScramChange{User: name, Mechanism: cred.Mechanism, Credential: cred.Format()})
-		okUsers = append(okUsers, name)
-	}
-	errUsers := toError.keys()
+	sa := c.sortScramAlterations(req)
+	changes, okUsers := sa.changes()
+	errUsers := sa.toError.keys()
 	for _, name := range errUsers {
-		c.Audit.Record(ctx, c.scramEvent(who, audit.Rejected, name, c.requestedScram(req, name), errs[name]))
+		c.Audit.Record(ctx, c.scramEvent(who, audit.Rejected, name, c.requestedScram(req, name), sa.errs[name]))
 	}
 
 	results := make([]apiError, len(okUsers))
@@ -321,13 +288,98 @@ func (c *Credentials) AlterUserScramCredentials(ctx context.Context, who Initiat
 	}
 	for _, name := range errUsers {
 		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-		r.User, r.ErrorCode = name, errs[name].code
-		if errs[name].msg != "" {
-			r.ErrorMessage = kmsg.StringPtr(errs[name].msg)
+		r.User, r.ErrorCode = name, sa.errs[name].code
+		if sa.errs[name].msg != "" {
+			r.ErrorMessage = kmsg.StringPtr(sa.errs[name].msg)
 		}
 		resp.Results = append(resp.Results, r)
 	}
 	return resp
+}
+
+// scramAlterations are a request's changes as Kafka's controller sorts
+// them: Kafka's three HashMaps keyed by user name (the users to delete a
+// credential of, to upsert one of, and in error) and each one's change or
+// error.
+type scramAlterations struct {
+	toDelete, toUpsert, toError *javaStringMap
+	deletions                   map[string]kmsg.AlterUserSCRAMCredentialsRequestDeletion
+	upsertions                  map[string]kmsg.AlterUserSCRAMCredentialsRequestUpsertion
+	errs                        map[string]apiError
+}
+
+func (sa *scramAlterations) fail(user string, e apiError) {
+	sa.toError.put(user)
+	sa.errs[user] = e
+}
+
+// sortScramAlterations checks a request's deletions, then its upsertions,
+// in request order: a user in error is skipped, a user seen twice is in
+// error and none of its changes apply.
+func (c *Credentials) sortScramAlterations(req *kmsg.AlterUserSCRAMCredentialsRequest) *scramAlterations {
+	sa := &scramAlterations{
+		toDelete: newJavaStringMap(), toUpsert: newJavaStringMap(), toError: newJavaStringMap(),
+		deletions:  map[string]kmsg.AlterUserSCRAMCredentialsRequestDeletion{},
+		upsertions: map[string]kmsg.AlterUserSCRAMCredentialsRequestUpsertion{},
+		errs:       map[string]apiError{},
+	}
+	for _, d := range req.Deletions {
+		if sa.toError.has(d.Name) {
+			continue
+		}
+		if sa.toDelete.remove(d.Name) {
+			delete(sa.deletions, d.Name)
+			sa.fail(d.Name, apiError{code: errDuplicateResource, msg: msgAlteredTwice})
+			continue
+		}
+		if e := c.validateScramDeletion(d); e.failed() {
+			sa.fail(d.Name, e)
+			continue
+		}
+		sa.toDelete.put(d.Name)
+		sa.deletions[d.Name] = d
+	}
+	for _, u := range req.Upsertions {
+		if sa.toError.has(u.Name) {
+			continue
+		}
+		if sa.toDelete.remove(u.Name) || sa.toUpsert.remove(u.Name) {
+			delete(sa.deletions, u.Name)
+			delete(sa.upsertions, u.Name)
+			sa.fail(u.Name, apiError{code: errDuplicateResource, msg: msgAlteredTwice})
+			continue
+		}
+		if e := validateScramUpsertion(u); e.failed() {
+			sa.fail(u.Name, e)
+			continue
+		}
+		sa.toUpsert.put(u.Name)
+		sa.upsertions[u.Name] = u
+	}
+	return sa
+}
+
+// changes returns the store's changes, in Kafka's response order
+// (deletions, then the upsertions whose keys could be derived; the others
+// are put in error), and the user of each.
+func (sa *scramAlterations) changes() ([]store.ScramChange, []string) {
+	var changes []store.ScramChange
+	var users []string
+	for _, name := range sa.toDelete.keys() {
+		mech, _ := scramMechanismName(sa.deletions[name].Mechanism)
+		changes = append(changes, store.ScramChange{User: name, Mechanism: mech, Delete: true})
+		users = append(users, name)
+	}
+	for _, name := range sa.toUpsert.keys() {
+		cred, e := finishScramUpsertion(sa.upsertions[name])
+		if e.failed() {
+			sa.fail(name, e)
+			continue
+		}
+		changes = append(changes, store.ScramChange{User: name, Mechanism: cred.Mechanism, Credential: cred.Format()})
+		users = append(users, name)
+	}
+	return changes, users
 }
 
 // commitScram commits the changes in one store transaction, one change per

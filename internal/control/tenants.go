@@ -504,14 +504,9 @@ func (t *Tenants) DeleteTenant(ctx context.Context, who Initiator, name string) 
 func (t *Tenants) put(ctx context.Context, who Initiator, action, name string, next func(cur *TenantSpec) (TenantSpec, error)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var cur *TenantSpec
-	if t.Store != nil {
-		if st, ok, err := t.Store.Tenant(name); err != nil {
-			return fmt.Errorf("the tenant was not changed: %w", err)
-		} else if ok {
-			s := specOf(st)
-			cur = &s
-		}
+	cur, err := t.stored(name)
+	if err != nil {
+		return err
 	}
 	var want *TenantSpec
 	var nerr error
@@ -524,54 +519,82 @@ func (t *Tenants) put(ctx context.Context, who Initiator, action, name string, n
 		t.Audit.Record(ctx, withOutcome(ev, audit.Denied, errClusterAuthorizationFailed, msgClusterAuthorizationFailed))
 		return &opError{ErrNotAuthorized, who.Principal.String() + " may not change tenants"}
 	}
-	reject := func(kind error, msg string) error {
+	if oe := t.check(action, name, cur, want, nerr); oe != nil {
 		code := errInvalidRequest
-		switch kind {
-		case ErrNotFound:
+		if oe.kind == ErrNotFound {
 			code = errResourceNotFound
-		case ErrConflict:
-			code = errInvalidRequest
 		}
-		t.Audit.Record(ctx, withOutcome(ev, audit.Rejected, code, msg))
-		return &opError{kind, msg}
+		t.Audit.Record(ctx, withOutcome(ev, audit.Rejected, code, oe.msg))
+		return oe
 	}
+	return t.commit(ctx, ev, action, name, want)
+}
+
+// stored is the store's definition of the tenant, nil if it has none
+// (or there is no store).
+func (t *Tenants) stored(name string) (*TenantSpec, error) {
+	if t.Store == nil {
+		return nil, nil
+	}
+	st, ok, err := t.Store.Tenant(name)
+	if err != nil {
+		return nil, fmt.Errorf("the tenant was not changed: %w", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	s := specOf(st)
+	return &s, nil
+}
+
+// check refuses a change of the tenant name from cur to want (nil: none;
+// nerr: what computing want failed with) that action may not make, or
+// that would not be a valid tenant beside the others; nil when it may.
+func (t *Tenants) check(action, name string, cur, want *TenantSpec, nerr error) *opError {
 	if nerr != nil {
 		var oe *opError
 		if errors.As(nerr, &oe) {
-			return reject(oe.kind, oe.msg)
+			return &opError{oe.kind, oe.msg}
 		}
-		return reject(ErrInvalid, nerr.Error())
+		return &opError{ErrInvalid, nerr.Error()}
 	}
 	if t.Store == nil {
-		return reject(ErrInvalid, "tenants are not managed by this gateway (no data directory)")
+		return &opError{ErrInvalid, "tenants are not managed by this gateway (no data directory)"}
 	}
 	if in, ok := t.Get(name); ok && in.Fixed {
-		return reject(ErrConflict, fmt.Sprintf("tenant %q is declared in Tollgate's config file, which is authoritative for it; change it there", name))
+		return &opError{ErrConflict, fmt.Sprintf("tenant %q is declared in Tollgate's config file, which is authoritative for it; change it there", name)}
 	}
 	switch {
 	case want == nil && cur == nil:
-		return reject(ErrNotFound, fmt.Sprintf("tenant %q does not exist", name))
+		return &opError{ErrNotFound, fmt.Sprintf("tenant %q does not exist", name)}
 	case want != nil && action == audit.ActionTenantCreate && cur != nil:
-		return reject(ErrConflict, fmt.Sprintf("tenant %q exists already", name))
+		return &opError{ErrConflict, fmt.Sprintf("tenant %q exists already", name)}
 	case want != nil && action != audit.ActionTenantCreate && cur == nil:
-		return reject(ErrNotFound, fmt.Sprintf("tenant %q does not exist", name))
+		return &opError{ErrNotFound, fmt.Sprintf("tenant %q does not exist", name)}
 	case want != nil && want.Name != name:
-		return reject(ErrInvalid, fmt.Sprintf("the tenant's name is %q, not %q (a tenant cannot be renamed)", want.Name, name))
+		return &opError{ErrInvalid, fmt.Sprintf("the tenant's name is %q, not %q (a tenant cannot be renamed)", want.Name, name)}
 	}
-	if want != nil {
-		if err := ValidateTenant(*want); err != nil {
-			return reject(ErrInvalid, err.Error())
-		}
-		// With the others in force: no principal or prefix taken twice.
-		others := slices.DeleteFunc(t.List(), func(in TenantInfo) bool { return in.Name == name })
-		var specs []TenantSpec
-		for _, in := range others {
-			specs = append(specs, in.TenantSpec)
-		}
-		if _, errs := merge(append(specs, *want), nil); len(errs) > 0 {
-			return reject(ErrInvalid, errors.Join(errs...).Error())
-		}
+	if want == nil {
+		return nil
 	}
+	if err := ValidateTenant(*want); err != nil {
+		return &opError{ErrInvalid, err.Error()}
+	}
+	// With the others in force: no principal or prefix taken twice.
+	others := slices.DeleteFunc(t.List(), func(in TenantInfo) bool { return in.Name == name })
+	var specs []TenantSpec
+	for _, in := range others {
+		specs = append(specs, in.TenantSpec)
+	}
+	if _, errs := merge(append(specs, *want), nil); len(errs) > 0 {
+		return &opError{ErrInvalid, errors.Join(errs...).Error()}
+	}
+	return nil
+}
+
+// commit writes the tenant name's new definition want (nil: deletes it)
+// once ev is recorded as applied, and loads the tenants again.
+func (t *Tenants) commit(ctx context.Context, ev audit.Event, action, name string, want *TenantSpec) error {
 	var auditErr error
 	hooked := false
 	hook := func() error {
