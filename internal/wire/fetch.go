@@ -2,6 +2,153 @@ package wire
 
 import "encoding/binary"
 
+// FetchRequestWalk is the walk of a Fetch request body (kmsg's
+// FetchRequest: flexible from v12, topics named by id from v13): its head
+// (max_wait_ms, min_bytes, max_bytes), then each topic with its number of
+// partitions, and each partition's partition_max_bytes, which Clamp lowers
+// in place in a buffered frame. The zero value is ready for Start.
+type FetchRequestWalk struct {
+	t        topicArray
+	version  int16
+	maxWait  []byte
+	minBytes []byte
+	maxBytes []byte
+	partMax  []byte
+}
+
+// Start walks the Fetch request body p of version.
+func (w *FetchRequestWalk) Start(p []byte, version int16) {
+	*w = FetchRequestWalk{version: version}
+	r := w.t.reset(p, nil, version >= 12, version >= 13)
+	if version <= 14 {
+		r.field(4) // replica_id; from v15 it is a tagged field
+	}
+	w.maxWait = r.field(4)
+	w.minBytes = r.field(4)
+	if version >= 3 {
+		w.maxBytes = r.field(4)
+	}
+	if version >= 4 {
+		r.field(1) // isolation_level
+	}
+	if version >= 7 {
+		r.field(4 + 4) // session id and epoch
+	}
+	w.t.topics = r.arrayLen()
+}
+
+func i32(b []byte) (int32, bool) {
+	if b == nil {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b)), true
+}
+
+// MaxWait is the request's max_wait_ms; ok is false if the body is too
+// short.
+func (w *FetchRequestWalk) MaxWait() (int32, bool) { return i32(w.maxWait) }
+
+// MinBytes is the request's min_bytes.
+func (w *FetchRequestWalk) MinBytes() (int32, bool) { return i32(w.minBytes) }
+
+// MaxBytes is the request's max_bytes; ok is false below v3, which has
+// none.
+func (w *FetchRequestWalk) MaxBytes() (int32, bool) { return i32(w.maxBytes) }
+
+// NextTopic passes what is left of the topic before and reads the next
+// topic's name or id and its partition count (Parts).
+func (w *FetchRequestWalk) NextTopic() bool {
+	for w.NextPartition() {
+	}
+	if !w.t.next() {
+		return false
+	}
+	w.t.count()
+	return w.t.r.ok()
+}
+
+// Topic is the topic NextTopic read: its name, or (name nil) its id.
+func (w *FetchRequestWalk) Topic() (name []byte, id [16]byte) { return w.t.name, w.t.id }
+
+// Parts is the number of partitions of the topic not read yet.
+func (w *FetchRequestWalk) Parts() int { return max(w.t.parts, 0) }
+
+// NextPartition reads the topic's next partition; false after the last.
+func (w *FetchRequestWalk) NextPartition() bool {
+	if !w.t.partition() {
+		return false
+	}
+	r := &w.t.r
+	fixed := 4 + 8 // partition, fetch_offset
+	if w.version >= 9 {
+		fixed += 4 // current_leader_epoch
+	}
+	if w.version >= 12 {
+		fixed += 4 // last_fetched_epoch
+	}
+	if w.version >= 5 {
+		fixed += 8 // log_start_offset
+	}
+	r.field(fixed)
+	w.partMax = r.field(4)
+	r.tags()
+	return r.ok()
+}
+
+// PartitionMaxBytes is the partition's partition_max_bytes.
+func (w *FetchRequestWalk) PartitionMaxBytes() int32 {
+	v, _ := i32(w.partMax)
+	return v
+}
+
+// Clamp lowers the partition's partition_max_bytes to at most limit (not
+// below 0), in place.
+func (w *FetchRequestWalk) Clamp(limit int32) {
+	if w.partMax != nil && w.PartitionMaxBytes() > limit {
+		binary.BigEndian.PutUint32(w.partMax, uint32(max(limit, 0)))
+	}
+}
+
+// Ok reports that nothing the walk read was missing or malformed.
+func (w *FetchRequestWalk) Ok() bool { return w.t.r.ok() }
+
+// Done passes the rest of the body (the topics not read, the forgotten
+// topics, the rack, the tags) and reports whether it was whole and well
+// formed.
+func (w *FetchRequestWalk) Done() bool {
+	for w.NextTopic() {
+	}
+	r := &w.t.r
+	if w.version >= 7 {
+		for n := r.arrayLen(); n > 0 && r.ok(); n-- {
+			if w.version >= 13 {
+				r.uuid()
+			} else {
+				r.str()
+			}
+			if k := r.arrayLen(); k > 0 {
+				r.field(4 * k)
+			}
+			r.tags()
+		}
+	}
+	if w.version >= 11 {
+		r.str() // rack id
+	}
+	r.tags()
+	return r.ok()
+}
+
+// fetchHead walks a Fetch request's head in place; nil when bodyOff lies
+// outside p.
+func fetchHead(w *FetchRequestWalk, p []byte, bodyOff int, version int16) *FetchRequestWalk {
+	if bodyOff < 0 || bodyOff > len(p) {
+		return nil
+	}
+	w.Start(p[bodyOff:], version)
+	return w
+}
+
 // ClampFetch lowers a Fetch request's max_bytes to max (and min_bytes to at
 // most the new max_bytes), in place, as Kafka does for a consumer under a
 // fetch quota so one response cannot exceed what the quota window holds
@@ -9,25 +156,16 @@ import "encoding/binary"
 // Versions below 3 have no max_bytes and are left alone. It reports
 // whether it changed anything.
 func ClampFetch(p []byte, bodyOff int, version int16, max int32) bool {
-	if version < 3 {
-		return false
-	}
-	off := bodyOff
-	if version < 15 {
-		off += 4 // replica_id; from v15 it is a tagged field
-	}
-	// max_wait_ms, min_bytes, max_bytes
-	if off+12 > len(p) {
+	var w FetchRequestWalk
+	if fetchHead(&w, p, bodyOff, version) == nil || w.maxBytes == nil {
 		return false
 	}
 	changed := false
-	if int32(binary.BigEndian.Uint32(p[off+8:])) > max {
-		binary.BigEndian.PutUint32(p[off+8:], uint32(max))
-		changed = true
-	}
-	if int32(binary.BigEndian.Uint32(p[off+4:])) > max {
-		binary.BigEndian.PutUint32(p[off+4:], uint32(max))
-		changed = true
+	for _, f := range [][]byte{w.maxBytes, w.minBytes} {
+		if int32(binary.BigEndian.Uint32(f)) > max {
+			binary.BigEndian.PutUint32(f, uint32(max))
+			changed = true
+		}
 	}
 	return changed
 }
@@ -35,30 +173,21 @@ func ClampFetch(p []byte, bodyOff int, version int16, max int32) bool {
 // FetchMaxBytes returns a Fetch request's max_bytes; ok is false below v3,
 // which has none.
 func FetchMaxBytes(p []byte, bodyOff int, version int16) (int32, bool) {
-	if version < 3 {
+	var w FetchRequestWalk
+	if fetchHead(&w, p, bodyOff, version) == nil {
 		return 0, false
 	}
-	off := bodyOff
-	if version < 15 {
-		off += 4
-	}
-	if off+12 > len(p) {
-		return 0, false
-	}
-	return int32(binary.BigEndian.Uint32(p[off+8:])), true
+	return w.MaxBytes()
 }
 
 // FetchMaxWait returns a Fetch request's max_wait_ms, how long the broker
 // may hold it (the long poll); ok is false if the body is too short.
 func FetchMaxWait(p []byte, bodyOff int, version int16) (int32, bool) {
-	off := bodyOff
-	if version < 15 {
-		off += 4 // replica_id; from v15 it is a tagged field
-	}
-	if off+4 > len(p) {
+	var w FetchRequestWalk
+	if fetchHead(&w, p, bodyOff, version) == nil {
 		return 0, false
 	}
-	return int32(binary.BigEndian.Uint32(p[off:])), true
+	return w.MaxWait()
 }
 
 // FetchMinBytes returns a Fetch request's min_bytes: a broker holds a
@@ -66,12 +195,172 @@ func FetchMaxWait(p []byte, bodyOff int, version int16) (int32, bool) {
 // answer with, so a fetch with min_bytes ≤ 0 is answered at once. ok is
 // false if the body is too short.
 func FetchMinBytes(p []byte, bodyOff int, version int16) (int32, bool) {
-	off := bodyOff
-	if version < 15 {
-		off += 4 // replica_id; from v15 it is a tagged field
-	}
-	if off+8 > len(p) {
+	var w FetchRequestWalk
+	if fetchHead(&w, p, bodyOff, version) == nil {
 		return 0, false
 	}
-	return int32(binary.BigEndian.Uint32(p[off+4:])), true
+	return w.MinBytes()
+}
+
+// FetchResponseWalk is the walk of a Fetch response body (kmsg's
+// FetchResponse: flexible from v12, topics named by id from v13) or of a
+// ShareFetch one (StartShare; flexible, topics by id): each topic, each
+// partition's records length, the records passed; then (Done) the
+// top-level tag section, whose values are read as fields (they carry the
+// node endpoints a stream rewrites). The zero value is ready for Start.
+type FetchResponseWalk struct {
+	t        topicArray
+	version  int16
+	share    bool
+	throttle []byte
+	length   int
+	tagsAt   int
+}
+
+// Start walks the Fetch response body p of version.
+func (w *FetchResponseWalk) Start(p []byte, version int16) { w.start(p, nil, version, false) }
+
+// StartFrom walks the Fetch response body of version src reads.
+func (w *FetchResponseWalk) StartFrom(src Source, version int16) { w.start(nil, src, version, false) }
+
+// StartShare walks the ShareFetch response body p of version.
+func (w *FetchResponseWalk) StartShare(p []byte, version int16) { w.start(p, nil, version, true) }
+
+func (w *FetchResponseWalk) start(p []byte, src Source, version int16, share bool) {
+	*w = FetchResponseWalk{version: version, share: share, tagsAt: -1}
+	r := w.t.reset(p, src, share || version >= 12, share || version >= 13)
+	if share || version >= 1 {
+		w.throttle = r.field(4)
+	}
+	switch {
+	case share:
+		r.field(2) // error code
+		r.nullableStr()
+		if version >= 1 {
+			r.field(4) // acquisition lock timeout
+		}
+	case version >= 7:
+		r.field(2 + 4) // error code, session id
+	}
+	w.t.topics = r.arrayLen()
+}
+
+// Throttle is the response's throttle_time_ms field, to patch in place
+// (nil below v1, or when the body is too short).
+func (w *FetchResponseWalk) Throttle() []byte { return w.throttle }
+
+// NextTopic passes what is left of the topic before and reads the next
+// topic's name or id.
+func (w *FetchResponseWalk) NextTopic() bool {
+	for w.NextPartition() {
+	}
+	return w.t.next()
+}
+
+// Topic is the topic NextTopic read: its name, or (name nil) its id. The
+// name stays valid until the walk's next read (a buffered frame's for
+// good).
+func (w *FetchResponseWalk) Topic() (name []byte, id [16]byte) { return w.t.name, w.t.id }
+
+// NextPartition reads the topic's next partition, passing its records;
+// false after the last one (TopicRecords is then the topic's whole).
+func (w *FetchResponseWalk) NextPartition() bool {
+	if !w.t.partition() {
+		return false
+	}
+	r := &w.t.r
+	if w.share {
+		w.sharePartition()
+		return r.ok()
+	}
+	fixed := 4 + 2 + 8 // partition, error code, high watermark
+	if w.version >= 4 {
+		fixed += 8 // last stable offset
+	}
+	if w.version >= 5 {
+		fixed += 8 // log start offset
+	}
+	r.field(fixed)
+	if w.version >= 4 {
+		for a := r.arrayLen(); a > 0 && r.ok(); a-- {
+			r.field(8 + 8) // producer id, first offset
+			r.tags()
+		}
+	}
+	if w.version >= 11 {
+		r.field(4) // preferred read replica
+	}
+	w.length = r.records()
+	r.tags()
+	w.t.sum += w.length
+	return r.ok()
+}
+
+func (w *FetchResponseWalk) sharePartition() {
+	r := &w.t.r
+	r.field(4 + 2) // partition, error code
+	r.nullableStr()
+	r.field(2) // acknowledge error code
+	r.nullableStr()
+	r.field(4 + 4) // current leader: id, epoch
+	r.tags()
+	w.length = r.records()
+	for a := r.arrayLen(); a > 0 && r.ok(); a-- {
+		r.field(8 + 8 + 2) // first and last offset, delivery count
+		r.tags()
+	}
+	r.tags()
+	w.t.sum += w.length
+}
+
+// Records is the records length of the partition NextPartition read.
+func (w *FetchResponseWalk) Records() int { return w.length }
+
+// TopicRecords is the sum of the records lengths of the topic's
+// partitions read so far.
+func (w *FetchResponseWalk) TopicRecords() int { return w.t.sum }
+
+// Ok reports that nothing the walk read was missing or malformed.
+func (w *FetchResponseWalk) Ok() bool { return w.t.r.ok() }
+
+// Done passes the rest of the body: the topics not read, a ShareFetch's
+// node endpoints, and the top-level tag section, read as fields. It
+// reports whether the body was whole and well formed.
+func (w *FetchResponseWalk) Done() bool {
+	for w.NextTopic() {
+	}
+	r := &w.t.r
+	if w.share {
+		for n := r.arrayLen(); n > 0 && r.ok(); n-- {
+			r.field(4) // node id
+			r.str()    // host
+			r.field(4) // port
+			r.nullableStr()
+			r.tags()
+		}
+	}
+	if r.ok() {
+		w.tagsAt = r.offset()
+	}
+	r.readTags()
+	return r.ok()
+}
+
+// TagsOffset is, after Done, where the top-level tag section starts in a
+// buffered body (-1: streamed, or not reached).
+func (w *FetchResponseWalk) TagsOffset() int { return w.tagsAt }
+
+// fetchTagsOffset walks a flexible Fetch response body (v12+) past all
+// record data, which is length-prefixed and skipped without a copy, and
+// returns the offset of the top-level tag section.
+func fetchTagsOffset(p []byte, bodyOff int, version int16) (int, error) {
+	if bodyOff < 0 || bodyOff > len(p) {
+		return 0, ErrShortFrame
+	}
+	var w FetchResponseWalk
+	w.Start(p[bodyOff:], version)
+	if !w.Done() {
+		return 0, malformed("fetch response")
+	}
+	return bodyOff + w.TagsOffset(), nil
 }

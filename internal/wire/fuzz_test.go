@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -274,4 +275,137 @@ func FuzzSetThrottle(f *testing.F) {
 			t.Fatalf("%s v%d: more than the throttle changed:\n got %+v\nwant %+v", kmsg.NameForKey(key), version, after, orig)
 		}
 	})
+}
+
+// FuzzWalks checks each walk against kmsg's decoder of its message: a body
+// kmsg decodes is walked whole, with kmsg's topics and record bytes, and
+// as a stream as when buffered; a body kmsg refuses is never walked whole,
+// but where a tagged field kmsg reads may be at fault (the walks pass
+// tagged fields unread).
+func FuzzWalks(f *testing.F) {
+	for _, v := range []int16{0, 3, 9, 13} {
+		req, _ := multiTopicProduce(v)
+		f.Add(req.AppendTo(nil), v, uint8(0))
+	}
+	for _, v := range []int16{4, 12, 13, 17} {
+		f.Add(fetchRequestBody(v, 2), v, uint8(1))
+		f.Add(fetchResponseBody(v, 2), v, uint8(2))
+	}
+	share := kmsg.NewPtrShareFetchResponse()
+	share.Topics = append(share.Topics, kmsg.NewShareFetchResponseTopic())
+	share.Topics[0].Partitions = append(share.Topics[0].Partitions, kmsg.NewShareFetchResponseTopicPartition())
+	f.Add(share.AppendTo(nil), int16(0), uint8(3))
+	f.Fuzz(func(t *testing.T, b []byte, v int16, kind uint8) {
+		var (
+			req  kmsg.Request
+			resp kmsg.Response
+		)
+		switch kind % 4 {
+		case 0:
+			req = kmsg.NewPtrProduceRequest()
+		case 1:
+			req = kmsg.NewPtrFetchRequest()
+		case 2:
+			resp = kmsg.NewPtrFetchResponse()
+		default:
+			resp = kmsg.NewPtrShareFetchResponse()
+		}
+		var msg interface {
+			SetVersion(int16)
+			MaxVersion() int16
+			ReadFrom([]byte) error
+		} = req
+		if req == nil {
+			msg = resp
+		}
+		v = max(v, 0) % (msg.MaxVersion() + 1)
+		msg.SetVersion(v)
+		err := msg.ReadFrom(bytes.Clone(b))
+		got, ok, want := walkAgainst(t, b, v, msg)
+		if err == nil && (!ok || fmt.Sprint(got) != fmt.Sprint(want)) {
+			t.Fatalf("%T v%d: walked %v %v, kmsg %v", msg, v, got, ok, want)
+		}
+		if err != nil && ok && !knownTags(msg, v) {
+			t.Fatalf("%T v%d: walked whole %v, kmsg: %v", msg, v, got, err)
+		}
+	})
+}
+
+// walkAgainst walks b as msg's shape and returns what it saw and what kmsg
+// decoded into msg.
+func walkAgainst(t *testing.T, b []byte, v int16, msg any) (got []seen, ok bool, want []seen) {
+	switch m := msg.(type) {
+	case *kmsg.ProduceRequest:
+		got, ok = produceTopics(b, v)
+		if s, sok := streamedProduceTopics(b, v); sok != ok || fmt.Sprint(s) != fmt.Sprint(got) {
+			t.Fatalf("produce v%d: streamed %v %v, buffered %v %v", v, s, sok, got, ok)
+		}
+		for _, tp := range m.Topics {
+			n := 0
+			for _, p := range tp.Partitions {
+				n += len(p.Records)
+			}
+			want = append(want, topicSeen(v >= 13, tp.Topic, tp.TopicID, n))
+		}
+	case *kmsg.FetchRequest:
+		c := bytes.Clone(b)
+		ok = clampTopics(c, v, clampTo{})
+		var w wire.FetchRequestWalk
+		w.Start(b, v)
+		for w.NextTopic() {
+			name, id := w.Topic()
+			n := 0
+			for w.NextPartition() {
+				n += int(w.PartitionMaxBytes())
+			}
+			got = append(got, seenOf(name, id, n))
+		}
+		for _, tp := range m.Topics {
+			n := 0
+			for _, p := range tp.Partitions {
+				n += int(p.PartitionMaxBytes)
+			}
+			want = append(want, topicSeen(v >= 13, tp.Topic, tp.TopicID, n))
+		}
+	case *kmsg.FetchResponse:
+		got, ok = fetchResponseTopics(b, v, false)
+		if s, sok := streamedFetchResponseTopics(b, v); sok != ok || fmt.Sprint(s) != fmt.Sprint(got) {
+			t.Fatalf("fetch response v%d: streamed %v %v, buffered %v %v", v, s, sok, got, ok)
+		}
+		for _, tp := range m.Topics {
+			n := 0
+			for _, p := range tp.Partitions {
+				n += len(p.RecordBatches)
+			}
+			want = append(want, topicSeen(v >= 13, tp.Topic, tp.TopicID, n))
+		}
+	case *kmsg.ShareFetchResponse:
+		got, ok = fetchResponseTopics(b, v, true)
+		for _, tp := range m.Topics {
+			n := 0
+			for _, p := range tp.Partitions {
+				n += len(p.Records)
+			}
+			want = append(want, topicSeen(true, "", tp.TopicID, n))
+		}
+	}
+	return got, ok, want
+}
+
+func topicSeen(byID bool, name string, id [16]byte, records int) seen {
+	if byID {
+		return seen{"<id>", id, records}
+	}
+	return seen{name, [16]byte{}, records}
+}
+
+// knownTags: the shape has tagged fields kmsg reads (Fetch from v12: the
+// cluster id, replica state and directory, a partition's diverging epoch,
+// current leader and snapshot id), which the walks pass unread.
+func knownTags(msg any, v int16) bool {
+	switch msg.(type) {
+	case *kmsg.FetchRequest, *kmsg.FetchResponse:
+		return v >= 12
+	}
+	return false
 }

@@ -79,44 +79,6 @@ func ResponseBodyOffset(p []byte, key int16, flexible bool) (int, error) {
 	return skipTags(p, 4)
 }
 
-// skipTags skips a tag section that starts at off and returns its end.
-func skipTags(p []byte, off int) (int, error) {
-	n, off, err := uvarint(p, off)
-	if err != nil {
-		return 0, err
-	}
-	for ; n > 0; n-- {
-		if _, off, err = uvarint(p, off); err != nil {
-			return 0, err
-		}
-		var size uint32
-		if size, off, err = uvarint(p, off); err != nil {
-			return 0, err
-		}
-		if int(size) > len(p)-off {
-			return 0, fmt.Errorf("%w: tag longer than message", ErrMalformed)
-		}
-		off += int(size)
-	}
-	return off, nil
-}
-
-func uvarint(p []byte, off int) (uint32, int, error) {
-	var x uint32
-	for shift := uint(0); shift < 35; shift += 7 {
-		if off >= len(p) {
-			return 0, 0, fmt.Errorf("%w: truncated varint", ErrMalformed)
-		}
-		c := p[off]
-		off++
-		x |= uint32(c&0x7f) << shift
-		if c < 0x80 {
-			return x, off, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("%w: varint overflow", ErrMalformed)
-}
-
 // CorrelationID returns the correlation id of a response payload.
 func CorrelationID(p []byte) int32 {
 	return int32(binary.BigEndian.Uint32(p))

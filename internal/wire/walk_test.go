@@ -1,0 +1,245 @@
+package wire_test
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/wire"
+)
+
+// streamed is a Source as a stream is one: each field is copied into a
+// scratch buffer the next read overwrites.
+type streamed struct {
+	p       []byte
+	scratch []byte
+	bad     bool
+}
+
+func (s *streamed) Peek(n int) []byte {
+	if s.bad {
+		return nil
+	}
+	s.scratch = append(s.scratch[:0], s.p[:min(n, len(s.p))]...)
+	return s.scratch
+}
+
+func (s *streamed) Field(n int) []byte {
+	if s.bad || n < 0 || n > len(s.p) {
+		s.bad = true
+		return nil
+	}
+	s.scratch = append(s.scratch[:0], s.p[:n]...)
+	s.p = s.p[n:]
+	return s.scratch
+}
+
+func (s *streamed) Skip(n int) bool { return s.Field(n) != nil }
+
+// streamedProduceTopics is produceTopics over a streamed source.
+func streamedProduceTopics(b []byte, v int16) (got []seen, ok bool) {
+	var w wire.ProduceWalk
+	w.StartFrom(&streamed{p: b}, v)
+	for w.NextTopic() {
+		name, id := w.Topic()
+		s := seenOf(name, id, 0) // the name is gone once the partitions are read
+		for w.NextPartition() {
+		}
+		if s.records = w.TopicRecords(); !w.Ok() {
+			s.records = -1
+			return append(got, s), false
+		}
+		got = append(got, s)
+	}
+	return got, w.Done()
+}
+
+func streamedFetchResponseTopics(b []byte, v int16) (got []seen, ok bool) {
+	var w wire.FetchResponseWalk
+	w.StartFrom(&streamed{p: b}, v)
+	for w.NextTopic() {
+		name, id := w.Topic()
+		s := seenOf(name, id, 0)
+		for w.NextPartition() {
+		}
+		if s.records = w.TopicRecords(); w.Ok() {
+			got = append(got, s)
+		}
+	}
+	return got, w.Done()
+}
+
+// A streamed frame walks as a buffered one.
+func TestWalksStreamed(t *testing.T) {
+	for v := int16(0); v <= (&kmsg.ProduceRequest{}).MaxVersion(); v++ {
+		req, _ := multiTopicProduce(v)
+		body := req.AppendTo(nil)
+		for i := 0; i <= len(body); i++ {
+			a, aok := produceTopics(body[:i], v)
+			b, bok := streamedProduceTopics(body[:i], v)
+			if aok != bok || fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("produce v%d, %d bytes: buffered %v %v, streamed %v %v", v, i, a, aok, b, bok)
+			}
+		}
+	}
+	for v := int16(0); v <= (&kmsg.FetchResponse{}).MaxVersion(); v++ {
+		body := fetchResponseBody(v, 3)
+		for i := 0; i <= len(body); i += 7 {
+			a, aok := fetchResponseTopics(body[:i], v, false)
+			b, bok := streamedFetchResponseTopics(body[:i], v)
+			if aok != bok || fmt.Sprint(a) != fmt.Sprint(b) {
+				t.Fatalf("fetch response v%d, %d bytes: buffered %v %v, streamed %v %v", v, i, a, aok, b, bok)
+			}
+		}
+	}
+}
+
+// fetchResponseBody is a Fetch response of version v with topics topics of
+// two partitions, 1000 record bytes each.
+func fetchResponseBody(v int16, topics int) []byte {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.SetVersion(v)
+	for i := range topics {
+		t := kmsg.NewFetchResponseTopic()
+		t.Topic = fmt.Sprintf("topic-%d", i)
+		t.TopicID = [16]byte{byte(i + 1)}
+		pt := kmsg.NewFetchResponseTopicPartition()
+		pt.RecordBatches = make([]byte, 1000)
+		t.Partitions = append(t.Partitions, pt, pt)
+		resp.Topics = append(resp.Topics, t)
+	}
+	return resp.AppendTo(nil)
+}
+
+// fetchRequestBody is a Fetch request of version v with topics topics of
+// two partitions.
+func fetchRequestBody(v int16, topics int) []byte {
+	fr := kmsg.NewPtrFetchRequest()
+	fr.SetVersion(v)
+	for i := range topics {
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic = fmt.Sprintf("topic-%d", i)
+		t.TopicID = [16]byte{byte(i + 1)}
+		t.Partitions = append(t.Partitions, kmsg.NewFetchRequestTopicPartition(), kmsg.NewFetchRequestTopicPartition())
+		fr.Topics = append(fr.Topics, t)
+	}
+	return fr.AppendTo(nil)
+}
+
+// Every ShareFetch response version: each topic and its record bytes.
+func TestShareFetchResponseTopics(t *testing.T) {
+	for v := int16(0); v <= (&kmsg.ShareFetchResponse{}).MaxVersion(); v++ {
+		resp := kmsg.NewPtrShareFetchResponse()
+		resp.SetVersion(v)
+		msg := "m"
+		resp.ErrorMessage = &msg
+		var want []seen
+		for i, n := range []int{300, 0} {
+			rt := kmsg.NewShareFetchResponseTopic()
+			rt.TopicID = [16]byte{byte(i + 1)}
+			p := kmsg.NewShareFetchResponseTopicPartition()
+			p.Records = bytes.Repeat([]byte{1}, n)
+			p.AcquiredRecords = append(p.AcquiredRecords, kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord())
+			rt.Partitions = append(rt.Partitions, p, p)
+			resp.Topics = append(resp.Topics, rt)
+			want = append(want, seen{name: "<id>", id: rt.TopicID, records: 2 * n})
+		}
+		resp.NodeEndpoints = append(resp.NodeEndpoints, kmsg.ShareFetchResponseNodeEndpoint{NodeID: 1, Host: "h", Port: 9092})
+		body := resp.AppendTo(nil)
+		if got, ok := fetchResponseTopics(body, v, true); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("v%d: %v %v, want %v", v, got, ok, want)
+		}
+	}
+}
+
+// The walks allocate nothing.
+func TestTopicWalksNoAllocs(t *testing.T) {
+	req, _ := multiTopicProduce(13)
+	p := req.AppendTo(nil)
+	f := fetchResponseBody(16, 1)
+	q := fetchRequestBody(12, 1)
+	if a := testing.AllocsPerRun(100, func() {
+		walkProduce(p)
+		walkProduce(p[:40])
+		walkFetchResponse(f)
+		walkFetchRequest(q)
+	}); a != 0 {
+		t.Errorf("%v allocs", a)
+	}
+}
+
+func walkProduce(p []byte) {
+	var w wire.ProduceWalk
+	w.Start(p, 13)
+	w.Done()
+}
+
+func walkFetchResponse(p []byte) {
+	var w wire.FetchResponseWalk
+	w.Start(p, 16)
+	w.Done()
+}
+
+func walkFetchRequest(p []byte) {
+	var w wire.FetchRequestWalk
+	w.Start(p, 12)
+	for w.NextTopic() {
+		for w.NextPartition() {
+			w.Clamp(100)
+		}
+	}
+}
+
+func BenchmarkTopicWalks(b *testing.B) {
+	req, _ := multiTopicProduce(12)
+	p := req.AppendTo(nil)
+	f := fetchResponseBody(12, 3)
+	q := fetchRequestBody(12, 3)
+	c := clampTo{"topic-1": 100}
+	b.Run("ProduceRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			produceWalkBench(p)
+		}
+	})
+	b.Run("FetchResponse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fetchResponseWalkBench(f)
+		}
+	})
+	b.Run("FetchRequest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clampTopics(q, 12, c)
+		}
+	})
+}
+
+// produceWalkBench is what the quota filter's charge does: each topic's
+// name and records.
+func produceWalkBench(p []byte) int {
+	var w wire.ProduceWalk
+	w.Start(p, 12)
+	n := 0
+	for w.NextTopic() {
+		for w.NextPartition() {
+		}
+		n += w.TopicRecords()
+	}
+	return n
+}
+
+func fetchResponseWalkBench(p []byte) int {
+	var w wire.FetchResponseWalk
+	w.Start(p, 12)
+	n := 0
+	for w.NextTopic() {
+		for w.NextPartition() {
+		}
+		n += w.TopicRecords()
+	}
+	return n
+}
