@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -379,28 +378,6 @@ func split[T any](xs []T, refused func(*T) bool) (kept, out []T) {
 // fetch APIs' sessions live on the broker.
 func forwardAlways(req kmsg.Request, merge func(kmsg.Response)) proxy.Verdict {
 	return proxy.Verdict{Forward: req, Merge: merge}
-}
-
-// Readers of the small fields of Produce and Fetch requests in place, with
-// kbin (the records are skipped, never copied).
-
-// length reads a string, bytes or array length (-1: null).
-func length(b *kbin.Reader, flex, array bool) int {
-	switch {
-	case flex:
-		return int(b.Uvarint()) - 1
-	case array:
-		return int(b.Int32())
-	default:
-		return int(b.Int16())
-	}
-}
-
-func skipTags(b *kbin.Reader) {
-	for n := b.Uvarint(); n > 0 && b.Ok(); n-- {
-		b.Uvarint()
-		b.Span(int(b.Uvarint()))
-	}
 }
 
 // taf is TOPIC_AUTHORIZATION_FAILED's code.

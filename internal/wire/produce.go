@@ -84,20 +84,23 @@ func (w *ProduceWalk) Topic() (name []byte, id [16]byte) { return w.t.name, w.t.
 // Last reports whether the topic read is the request's last.
 func (w *ProduceWalk) Last() bool { return w.t.topics <= 0 }
 
-// NextPartition reads the topic's next partition, passing its records. It
-// reports false after the last one, having passed the topic's tags (then
-// TopicRecords is the topic's whole), or when the body ends or is
-// malformed.
+// NextPartition reads the topic's next partition, passing its records:
+// it reports whether it read the partition's index (its records may be
+// cut: Ok says). It reports false after the last one, having passed the
+// topic's tags (then TopicRecords is the topic's whole), or when the body
+// ends or is malformed.
 func (w *ProduceWalk) NextPartition() bool {
 	if !w.t.partition() {
 		return false
 	}
 	r := &w.t.r
-	w.index = r.i32()
+	if w.index = r.i32(); !r.ok() {
+		return false
+	}
 	w.length = r.records()
 	r.tags()
 	w.t.sum += w.length
-	return r.ok()
+	return true
 }
 
 // Partition is the partition NextPartition read: its index and the length
