@@ -71,6 +71,8 @@ type session struct {
 	// (responder) or request (reader) while its records pass: the bytes
 	// it was read from are reused meanwhile.
 	rname, wname []byte
+	pstream      produceStream // a streamed Produce being walked (reader only)
+	fstream      fetchStream   // a streamed Fetch response being walked (responder only)
 	fwd          []byte // re-encoded requests (reader only)
 	replay       []byte // a request to send first when the upstream opens (Verdict.Replay)
 	auth         authState

@@ -340,3 +340,12 @@ func (t *topicArray) partition() bool {
 	t.parts--
 	return true
 }
+
+// PassTags passes a tag section src reads (a flexible response header's)
+// and reports whether it was whole.
+func PassTags(src Source) bool {
+	var r reader
+	r.reset(nil, src, true)
+	r.tags()
+	return r.ok()
+}
