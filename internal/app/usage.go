@@ -21,7 +21,6 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/usage"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // The usage ledger's wiring: the gateway's ServeHook counts every answered
@@ -248,7 +247,7 @@ type usageMutations struct {
 func (f *usageMutations) Name() string { return "usage" }
 
 func (f *usageMutations) Keys() []int16 {
-	return []int16{wire.KeyCreateTopics, wire.KeyDeleteTopics, wire.KeyCreatePartitions}
+	return []int16{int16(kmsg.CreateTopics), int16(kmsg.DeleteTopics), int16(kmsg.CreatePartitions)}
 }
 
 // ForConn implements proxy.ConnFilter: a connection's asks wait for their

@@ -404,11 +404,11 @@ func (q *conn) streamFetch(name []byte, id [16]byte, n int) {
 func (q *conn) topicThrottle(key int16, now time.Time) time.Duration {
 	nowMs := now.UnixMilli()
 	switch key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		if until := q.produceUntil.Load(); until > nowMs {
 			return time.Duration(until-nowMs) * time.Millisecond
 		}
-	case wire.KeyFetch, wire.KeyShareFetch:
+	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
 		t := q.respTopic
 		q.respTopic = 0
 		if q.fetchUntil > nowMs {

@@ -26,11 +26,11 @@ import (
 var errTopicRefused = errors.New("a streamed Produce names a topic the gateway refuses")
 
 type produceStream struct {
-	s     *session
-	sz    []byte // the size prefix, written with the first bytes
-	left  int    // payload bytes neither examined nor copied yet
-	pend  int    // examined bytes at the front of the read buffer, not yet written
-	err   error
+	s    *session
+	sz   []byte // the size prefix, written with the first bytes
+	left int    // payload bytes neither examined nor copied yet
+	pend int    // examined bytes at the front of the read buffer, not yet written
+	err  error
 }
 
 var _ wire.Source = (*produceStream)(nil)

@@ -73,8 +73,8 @@ type session struct {
 	rname, wname []byte
 	pstream      produceStream // a streamed Produce being walked (reader only)
 	fstream      fetchStream   // a streamed Fetch response being walked (responder only)
-	fwd          []byte // re-encoded requests (reader only)
-	replay       []byte // a request to send first when the upstream opens (Verdict.Replay)
+	fwd          []byte        // re-encoded requests (reader only)
+	replay       []byte        // a request to send first when the upstream opens (Verdict.Replay)
 	auth         authState
 	cur          pending  // the response being processed (responder only)
 	resp         Response // what the response hooks see (responder only)

@@ -70,7 +70,7 @@ func FuzzReadFrame(f *testing.F) {
 				if h.BodyOffset < 8 || h.BodyOffset > len(p) || !h.API.Known {
 					t.Fatalf("header %+v for a %d-byte payload", h, len(p))
 				}
-				if h.Key == wire.KeyProduce {
+				if h.Key == int16(kmsg.Produce) {
 					if _, err := wire.ProduceAcks(p, h); err == nil && h.Version < 3 && h.BodyOffset+2 > len(p) {
 						t.Fatal("acks read past the payload")
 					}
@@ -83,13 +83,11 @@ func FuzzReadFrame(f *testing.F) {
 
 // rewriteKeys are the keys whose responses RewriteAddresses changes.
 var rewriteKeys = []int16{
-	wire.KeyProduce, wire.KeyFetch, wire.KeyMetadata, wire.KeyFindCoordinator,
-	wire.KeyDescribeCluster, wire.KeyShareFetch, wire.KeyShareAcknowledge, wire.KeyDescribeQuorum,
+	int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.Metadata),
+	int16(kmsg.DescribeCluster), int16(kmsg.ShareFetch), int16(kmsg.ShareAcknowledge), int16(kmsg.DescribeQuorum),
 }
 
-// addresses returns every broker host a decoded response names, leaving
-// out FindCoordinator error entries (which the gateway passes on as they
-// are).
+// addresses returns every broker host a decoded response names.
 func addresses(resp kmsg.Response) []string {
 	var hosts []string
 	switch r := resp.(type) {
@@ -117,15 +115,6 @@ func addresses(resp kmsg.Response) []string {
 		for _, b := range r.NodeEndpoints {
 			hosts = append(hosts, b.Host)
 		}
-	case *kmsg.FindCoordinatorResponse:
-		if r.Version <= 3 && r.ErrorCode == 0 && r.NodeID >= 0 {
-			hosts = append(hosts, r.Host)
-		}
-		for _, c := range r.Coordinators {
-			if c.ErrorCode == 0 && c.NodeID >= 0 {
-				hosts = append(hosts, c.Host)
-			}
-		}
 	case *kmsg.DescribeQuorumResponse:
 		for _, n := range r.Nodes {
 			for _, l := range n.Listeners {
@@ -146,7 +135,7 @@ func responseBody(resp kmsg.Response) []byte {
 func frameOf(key, version int16, flexible bool, body []byte) []byte {
 	frame := binary.BigEndian.AppendUint32(nil, 0)
 	frame = binary.BigEndian.AppendUint32(frame, 0x600d)
-	if flexible && key != wire.KeyApiVersions {
+	if flexible && key != int16(kmsg.ApiVersions) {
 		frame = append(frame, 0)
 	}
 	frame = append(frame, body...)
@@ -216,10 +205,10 @@ func FuzzSetThrottle(f *testing.F) {
 		}
 	}
 	for _, v := range []int16{1, 5, 8, 9, 13} {
-		f.Add(wire.KeyProduce, v, responseBody(produceResponse(v)), int32(1000))
+		f.Add(int16(kmsg.Produce), v, responseBody(produceResponse(v)), int32(1000))
 	}
 	for _, v := range []int16{0, 2, 3, 5} {
-		f.Add(wire.KeyApiVersions, v, responseBody(apiVersionsResponse(v)), int32(1))
+		f.Add(int16(kmsg.ApiVersions), v, responseBody(apiVersionsResponse(v)), int32(1))
 	}
 	f.Add(int16(38), int16(3), responseBody(createDelegationTokenResponse(3)), int32(9))
 	f.Add(int16(41), int16(2), responseBody(describeDelegationTokenResponse(2)), int32(9))
@@ -256,7 +245,7 @@ func FuzzSetThrottle(f *testing.F) {
 		if th, err := wire.Throttle(buf, key, version, flex); err != nil || th != got {
 			t.Fatalf("SetThrottle = %d, Throttle = %d, %v", got, th, err)
 		}
-		if derr != nil || key == wire.KeyApiVersions && len(body) >= 2 && binary.BigEndian.Uint16(body) == 35 {
+		if derr != nil || key == int16(kmsg.ApiVersions) && len(body) >= 2 && binary.BigEndian.Uint16(body) == 35 {
 			return // nothing to compare with, or a KIP-511 v0 body
 		}
 		// kmsg decoded the original: the patch must be exactly a

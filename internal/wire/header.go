@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // RequestHeader is the parsed request header of one frame. ClientID aliases
@@ -34,10 +36,10 @@ func ParseRequestHeader(p []byte) (RequestHeader, error) {
 	if !h.API.Known {
 		return h, fmt.Errorf("%w %d", ErrUnknownAPIKey, h.Key)
 	}
-	if h.Version < 0 || (h.Version > h.API.Max && h.Key != KeyApiVersions) {
+	if h.Version < 0 || (h.Version > h.API.Max && h.Key != int16(kmsg.ApiVersions)) {
 		return h, fmt.Errorf("%w: %s v%d (newest known v%d)", ErrUnsupportedVers, h.API.Name, h.Version, h.API.Max)
 	}
-	if h.Key == KeyControlledShutdown && h.Version == 0 {
+	if h.Key == int16(kmsg.ControlledShutdown) && h.Version == 0 {
 		h.BodyOffset = 8 // the only request with a v0 header
 		return h, nil
 	}
@@ -73,7 +75,7 @@ func ResponseBodyOffset(p []byte, key int16, flexible bool) (int, error) {
 	if len(p) < 4 {
 		return 0, ErrShortFrame
 	}
-	if !flexible || key == KeyApiVersions {
+	if !flexible || key == int16(kmsg.ApiVersions) {
 		return 4, nil
 	}
 	return skipTags(p, 4)

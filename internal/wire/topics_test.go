@@ -237,4 +237,3 @@ func TestClampFetchTopics(t *testing.T) {
 		}
 	}
 }
-
