@@ -325,60 +325,68 @@ func FuzzWalks(f *testing.F) {
 func walkAgainst(t *testing.T, b []byte, v int16, msg any) (got []seen, ok bool, want []seen) {
 	switch m := msg.(type) {
 	case *kmsg.ProduceRequest:
-		got, ok = produceTopics(b, v)
-		if s, sok := streamedProduceTopics(b, v); sok != ok || fmt.Sprint(s) != fmt.Sprint(got) {
-			t.Fatalf("produce v%d: streamed %v %v, buffered %v %v", v, s, sok, got, ok)
-		}
-		for _, tp := range m.Topics {
-			n := 0
-			for _, p := range tp.Partitions {
-				n += len(p.Records)
-			}
-			want = append(want, topicSeen(v >= 13, tp.Topic, tp.TopicID, n))
-		}
+		got, ok = sameStreamed(t, "produce", v, b, produceTopics, streamedProduceTopics)
+		want = kmsgTopics(m.Topics, v >= 13, func(t *kmsg.ProduceRequestTopic) (string, [16]byte, []kmsg.ProduceRequestTopicPartition) {
+			return t.Topic, t.TopicID, t.Partitions
+		}, func(p *kmsg.ProduceRequestTopicPartition) int { return len(p.Records) })
 	case *kmsg.FetchRequest:
-		c := bytes.Clone(b)
-		ok = clampTopics(c, v, clampTo{})
-		var w wire.FetchRequestWalk
-		w.Start(b, v)
-		for w.NextTopic() {
-			name, id := w.Topic()
-			n := 0
-			for w.NextPartition() {
-				n += int(w.PartitionMaxBytes())
-			}
-			got = append(got, seenOf(name, id, n))
-		}
-		for _, tp := range m.Topics {
-			n := 0
-			for _, p := range tp.Partitions {
-				n += int(p.PartitionMaxBytes)
-			}
-			want = append(want, topicSeen(v >= 13, tp.Topic, tp.TopicID, n))
-		}
+		ok = clampTopics(bytes.Clone(b), v, clampTo{})
+		got = fetchRequestTopics(b, v)
+		want = kmsgTopics(m.Topics, v >= 13, func(t *kmsg.FetchRequestTopic) (string, [16]byte, []kmsg.FetchRequestTopicPartition) {
+			return t.Topic, t.TopicID, t.Partitions
+		}, func(p *kmsg.FetchRequestTopicPartition) int { return int(p.PartitionMaxBytes) })
 	case *kmsg.FetchResponse:
-		got, ok = fetchResponseTopics(b, v, false)
-		if s, sok := streamedFetchResponseTopics(b, v); sok != ok || fmt.Sprint(s) != fmt.Sprint(got) {
-			t.Fatalf("fetch response v%d: streamed %v %v, buffered %v %v", v, s, sok, got, ok)
-		}
-		for _, tp := range m.Topics {
-			n := 0
-			for _, p := range tp.Partitions {
-				n += len(p.RecordBatches)
-			}
-			want = append(want, topicSeen(v >= 13, tp.Topic, tp.TopicID, n))
-		}
+		buffered := func(b []byte, v int16) ([]seen, bool) { return fetchResponseTopics(b, v, false) }
+		got, ok = sameStreamed(t, "fetch response", v, b, buffered, streamedFetchResponseTopics)
+		want = kmsgTopics(m.Topics, v >= 13, func(t *kmsg.FetchResponseTopic) (string, [16]byte, []kmsg.FetchResponseTopicPartition) {
+			return t.Topic, t.TopicID, t.Partitions
+		}, func(p *kmsg.FetchResponseTopicPartition) int { return len(p.RecordBatches) })
 	case *kmsg.ShareFetchResponse:
 		got, ok = fetchResponseTopics(b, v, true)
-		for _, tp := range m.Topics {
-			n := 0
-			for _, p := range tp.Partitions {
-				n += len(p.Records)
-			}
-			want = append(want, topicSeen(true, "", tp.TopicID, n))
-		}
+		want = kmsgTopics(m.Topics, true, func(t *kmsg.ShareFetchResponseTopic) (string, [16]byte, []kmsg.ShareFetchResponseTopicPartition) {
+			return "", t.TopicID, t.Partitions
+		}, func(p *kmsg.ShareFetchResponseTopicPartition) int { return len(p.Records) })
 	}
 	return got, ok, want
+}
+
+// sameStreamed walks b buffered and streamed, which must see the same.
+func sameStreamed(t *testing.T, what string, v int16, b []byte, buffered, streamed func([]byte, int16) ([]seen, bool)) ([]seen, bool) {
+	got, ok := buffered(b, v)
+	if s, sok := streamed(b, v); sok != ok || fmt.Sprint(s) != fmt.Sprint(got) {
+		t.Fatalf("%s v%d: streamed %v %v, buffered %v %v", what, v, s, sok, got, ok)
+	}
+	return got, ok
+}
+
+// fetchRequestTopics is each topic of a Fetch request with the sum of its
+// partitions' partition_max_bytes.
+func fetchRequestTopics(b []byte, v int16) (got []seen) {
+	var w wire.FetchRequestWalk
+	w.Start(b, v)
+	for w.NextTopic() {
+		name, id := w.Topic()
+		n := 0
+		for w.NextPartition() {
+			n += int(w.PartitionMaxBytes())
+		}
+		got = append(got, seenOf(name, id, n))
+	}
+	return got
+}
+
+// kmsgTopics is what kmsg decoded: each topic with the sum of size over
+// its partitions.
+func kmsgTopics[T, P any](ts []T, byID bool, topic func(*T) (string, [16]byte, []P), size func(*P) int) (want []seen) {
+	for i := range ts {
+		name, id, parts := topic(&ts[i])
+		n := 0
+		for j := range parts {
+			n += size(&parts[j])
+		}
+		want = append(want, topicSeen(byID, name, id, n))
+	}
+	return want
 }
 
 func topicSeen(byID bool, name string, id [16]byte, records int) seen {
