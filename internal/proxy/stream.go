@@ -149,8 +149,8 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 			return ReasonUpstreamProtocol, err
 		}
 	}
-	if pr.req.Flexible {
-		wire.PassTags(st)
+	if pr.req.Flexible && !wire.PassTags(st) {
+		st.fail(fmt.Errorf("%w: fetch response header tags", wire.ErrMalformed))
 	}
 	t := s.throttleFor(pr, n)
 	pr.throttle = t
