@@ -234,7 +234,11 @@ func (w *topicWalk) fetch(r *proxy.Request) {
 	fw.Start(r.Payload[r.BodyOffset:], r.Version)
 	for fw.NextTopic() {
 		name, id := fw.Topic()
-		limit := w.fetchTopic(name, id, fw.Parts())
+		parts := fw.Parts()
+		if !fw.Ok() {
+			return
+		}
+		limit := w.fetchTopic(name, id, parts)
 		for fw.NextPartition() {
 			fw.Clamp(limit)
 		}

@@ -8,25 +8,56 @@ import "encoding/binary"
 // partitions, and each partition's partition_max_bytes, which Clamp lowers
 // in place in a buffered frame. The zero value is ready for Start.
 type FetchRequestWalk struct {
-	t        topicArray
-	version  int16
-	maxWait  []byte
-	minBytes []byte
-	maxBytes []byte
-	partMax  []byte
+	t       topicArray
+	version int16
+	// The head's fields and the partition's partition_max_bytes, as read,
+	// and where they lie (for a patch in place of a buffered frame).
+	maxWait, minBytes, maxBytes, partMax field32
+}
+
+// field32 is an int32 field a walk read: its value, and its bytes for a
+// patch in place (nil when the field is missing).
+type field32 struct {
+	v int32
+	b []byte
+}
+
+func read32(r *reader) field32 {
+	b := r.field(4)
+	if b == nil {
+		return field32{}
+	}
+	return field32{int32(binary.BigEndian.Uint32(b)), b}
+}
+
+func (f field32) get() (int32, bool) { return f.v, f.b != nil }
+
+// lower sets the field to max(limit, 0) when it is above limit, in place.
+func (f field32) lower(limit int32) bool {
+	if f.b == nil || f.v <= limit {
+		return false
+	}
+	binary.BigEndian.PutUint32(f.b, uint32(max(limit, 0)))
+	return true
 }
 
 // Start walks the Fetch request body p of version.
-func (w *FetchRequestWalk) Start(p []byte, version int16) {
+func (w *FetchRequestWalk) Start(p []byte, version int16) { w.start(p, nil, version) }
+
+// StartFrom walks the Fetch request body of version src reads (Clamp
+// patches only a buffered frame).
+func (w *FetchRequestWalk) StartFrom(src Source, version int16) { w.start(nil, src, version) }
+
+func (w *FetchRequestWalk) start(p []byte, src Source, version int16) {
 	*w = FetchRequestWalk{version: version}
-	r := w.t.reset(p, nil, version >= 12, version >= 13)
+	r := w.t.reset(p, src, version >= 12, version >= 13)
 	if version <= 14 {
 		r.field(4) // replica_id; from v15 it is a tagged field
 	}
-	w.maxWait = r.field(4)
-	w.minBytes = r.field(4)
+	w.maxWait = read32(r)
+	w.minBytes = read32(r)
 	if version >= 3 {
-		w.maxBytes = r.field(4)
+		w.maxBytes = read32(r)
 	}
 	if version >= 4 {
 		r.field(1) // isolation_level
@@ -37,41 +68,34 @@ func (w *FetchRequestWalk) Start(p []byte, version int16) {
 	w.t.topics = r.arrayLen()
 }
 
-func i32(b []byte) (int32, bool) {
-	if b == nil {
-		return 0, false
-	}
-	return int32(binary.BigEndian.Uint32(b)), true
-}
-
 // MaxWait is the request's max_wait_ms; ok is false if the body is too
 // short.
-func (w *FetchRequestWalk) MaxWait() (int32, bool) { return i32(w.maxWait) }
+func (w *FetchRequestWalk) MaxWait() (int32, bool) { return w.maxWait.get() }
 
 // MinBytes is the request's min_bytes.
-func (w *FetchRequestWalk) MinBytes() (int32, bool) { return i32(w.minBytes) }
+func (w *FetchRequestWalk) MinBytes() (int32, bool) { return w.minBytes.get() }
 
 // MaxBytes is the request's max_bytes; ok is false below v3, which has
 // none.
-func (w *FetchRequestWalk) MaxBytes() (int32, bool) { return i32(w.maxBytes) }
+func (w *FetchRequestWalk) MaxBytes() (int32, bool) { return w.maxBytes.get() }
 
 // NextTopic passes what is left of the topic before and reads the next
-// topic's name or id and its partition count (Parts).
+// topic's name or id.
 func (w *FetchRequestWalk) NextTopic() bool {
 	for w.NextPartition() {
 	}
-	if !w.t.next() {
-		return false
-	}
-	w.t.count()
-	return w.t.r.ok()
+	return w.t.next()
 }
 
-// Topic is the topic NextTopic read: its name, or (name nil) its id.
+// Topic is the topic NextTopic read: its name, or (name nil) its id. The
+// name stays valid until the walk's next read (a buffered frame's for
+// good).
 func (w *FetchRequestWalk) Topic() (name []byte, id [16]byte) { return w.t.name, w.t.id }
 
-// Parts is the number of partitions of the topic not read yet.
-func (w *FetchRequestWalk) Parts() int { return max(w.t.parts, 0) }
+// Parts is the number of partitions of the topic not read yet (reading
+// its partition count first: a streamed name is gone then; Ok says whether
+// the count was there).
+func (w *FetchRequestWalk) Parts() int { return w.t.count() }
 
 // NextPartition reads the topic's next partition; false after the last.
 func (w *FetchRequestWalk) NextPartition() bool {
@@ -90,22 +114,20 @@ func (w *FetchRequestWalk) NextPartition() bool {
 		fixed += 8 // log_start_offset
 	}
 	r.field(fixed)
-	w.partMax = r.field(4)
+	w.partMax = read32(r)
 	r.tags()
 	return r.ok()
 }
 
 // PartitionMaxBytes is the partition's partition_max_bytes.
-func (w *FetchRequestWalk) PartitionMaxBytes() int32 {
-	v, _ := i32(w.partMax)
-	return v
-}
+func (w *FetchRequestWalk) PartitionMaxBytes() int32 { return w.partMax.v }
 
 // Clamp lowers the partition's partition_max_bytes to at most limit (not
-// below 0), in place.
+// below 0), in place: in a buffered frame (a streamed one's fields are
+// gone by then).
 func (w *FetchRequestWalk) Clamp(limit int32) {
-	if w.partMax != nil && w.PartitionMaxBytes() > limit {
-		binary.BigEndian.PutUint32(w.partMax, uint32(max(limit, 0)))
+	if w.t.r.src == nil {
+		w.partMax.lower(limit)
 	}
 }
 
@@ -157,13 +179,13 @@ func fetchHead(w *FetchRequestWalk, p []byte, bodyOff int, version int16) *Fetch
 // whether it changed anything.
 func ClampFetch(p []byte, bodyOff int, version int16, max int32) bool {
 	var w FetchRequestWalk
-	if fetchHead(&w, p, bodyOff, version) == nil || w.maxBytes == nil {
+	if fetchHead(&w, p, bodyOff, version) == nil || w.maxBytes.b == nil {
 		return false
 	}
 	changed := false
-	for _, f := range [][]byte{w.maxBytes, w.minBytes} {
-		if int32(binary.BigEndian.Uint32(f)) > max {
-			binary.BigEndian.PutUint32(f, uint32(max))
+	for _, f := range [2]field32{w.maxBytes, w.minBytes} {
+		if f.v > max {
+			binary.BigEndian.PutUint32(f.b, uint32(max))
 			changed = true
 		}
 	}

@@ -331,7 +331,10 @@ func walkAgainst(t *testing.T, b []byte, v int16, msg any) (got []seen, ok bool,
 		}, func(p *kmsg.ProduceRequestTopicPartition) int { return len(p.Records) })
 	case *kmsg.FetchRequest:
 		ok = clampTopics(bytes.Clone(b), v, clampTo{})
-		got = fetchRequestTopics(b, v)
+		got = fetchRequestTopics(b, v, nil)
+		if s := fetchRequestTopics(nil, v, &streamed{p: b}); fmt.Sprint(s) != fmt.Sprint(got) {
+			t.Fatalf("fetch request v%d: streamed %v, buffered %v", v, s, got)
+		}
 		want = kmsgTopics(m.Topics, v >= 13, func(t *kmsg.FetchRequestTopic) (string, [16]byte, []kmsg.FetchRequestTopicPartition) {
 			return t.Topic, t.TopicID, t.Partitions
 		}, func(p *kmsg.FetchRequestTopicPartition) int { return int(p.PartitionMaxBytes) })
@@ -359,18 +362,22 @@ func sameStreamed(t *testing.T, what string, v int16, b []byte, buffered, stream
 	return got, ok
 }
 
-// fetchRequestTopics is each topic of a Fetch request with the sum of its
-// partitions' partition_max_bytes.
-func fetchRequestTopics(b []byte, v int16) (got []seen) {
+// fetchRequestTopics is each topic of a Fetch request (b, or what src
+// reads) with the sum of its partitions' partition_max_bytes.
+func fetchRequestTopics(b []byte, v int16, src wire.Source) (got []seen) {
 	var w wire.FetchRequestWalk
-	w.Start(b, v)
+	if src != nil {
+		w.StartFrom(src, v)
+	} else {
+		w.Start(b, v)
+	}
 	for w.NextTopic() {
 		name, id := w.Topic()
-		n := 0
+		s := seenOf(name, id, 0) // a streamed name is gone once the partitions are read
 		for w.NextPartition() {
-			n += int(w.PartitionMaxBytes())
+			s.records += int(w.PartitionMaxBytes())
 		}
-		got = append(got, seenOf(name, id, n))
+		got = append(got, s)
 	}
 	return got
 }

@@ -69,7 +69,11 @@ func clampTopics(b []byte, v int16, c clampTo) bool {
 	w.Start(b, v)
 	for w.NextTopic() {
 		name, id := w.Topic()
-		limit := c.FetchTopic(name, id, w.Parts())
+		parts := w.Parts()
+		if !w.Ok() {
+			return false
+		}
+		limit := c.FetchTopic(name, id, parts)
 		for w.NextPartition() {
 			w.Clamp(limit)
 		}
