@@ -36,58 +36,46 @@ type Source interface {
 	Skip(n int) bool
 }
 
-// Bytes is a buffered frame, or the head of one, as a Source (kbin's
-// reader).
-type Bytes struct {
-	r kbin.Reader
-	n int
-}
+// Bytes is a buffered frame, or the head of one, as a Source (what the
+// walks read a buffered frame with, without the interface).
+type Bytes struct{ r reader }
 
 var _ Source = (*Bytes)(nil)
 
 // Reset makes b read p from its start.
-func (b *Bytes) Reset(p []byte) { b.r, b.n = kbin.Reader{Src: p}, len(p) }
+func (b *Bytes) Reset(p []byte) { b.r.reset(p, nil, false) }
 
 // Offset is how many bytes of p were passed.
-func (b *Bytes) Offset() int { return b.n - len(b.r.Src) }
+func (b *Bytes) Offset() int { return b.r.offset() }
 
 // Peek implements Source.
-func (b *Bytes) Peek(n int) []byte {
-	if !b.r.Ok() {
-		return nil
-	}
-	return b.r.Src[:min(n, len(b.r.Src))]
-}
+func (b *Bytes) Peek(n int) []byte { return b.r.peek(n) }
 
 // Field implements Source.
-func (b *Bytes) Field(n int) []byte {
-	if !b.r.Ok() {
-		return nil
-	}
-	if n == 0 {
-		return []byte{}
-	}
-	return b.r.Span(n)
-}
+func (b *Bytes) Field(n int) []byte { return b.r.field(n) }
 
 // Skip implements Source.
-func (b *Bytes) Skip(n int) bool { return b.Field(n) != nil }
+func (b *Bytes) Skip(n int) bool {
+	b.r.skip(n)
+	return b.r.ok()
+}
 
 // reader reads the primitives of a walk from a streamed source, or from a
-// buffered frame without an interface call (so that a walk of one, held on
-// the caller's stack, allocates nothing). A failure sticks: every read
-// after it reads zero.
+// buffered frame p without an interface call (so that a walk of one, held
+// on the caller's stack, allocates nothing, and its small reads inline). A
+// failure sticks: every read after it reads zero.
 type reader struct {
-	src  Source // nil: buf
-	buf  Bytes
+	p    []byte // the rest of a buffered frame; nil when streamed
+	n    int    // the buffered frame's length
+	src  Source // nil: p
 	flex bool
 	bad  bool
 }
 
 func (r *reader) reset(p []byte, src Source, flex bool) {
-	r.src, r.flex, r.bad = src, flex, false
+	*r = reader{src: src, flex: flex}
 	if src == nil {
-		r.buf.Reset(p)
+		r.p, r.n = p, len(p)
 	}
 }
 
@@ -98,45 +86,80 @@ func (r *reader) offset() int {
 	if r.src != nil {
 		return -1
 	}
-	return r.buf.Offset()
+	return r.n - len(r.p)
 }
 
+// fail makes the failure stick: the buffered fast paths see no bytes.
+func (r *reader) fail() {
+	r.bad = true
+	r.p = nil
+}
+
+// field reads the next n bytes; a buffered frame's inline.
 func (r *reader) field(n int) []byte {
-	if r.bad {
-		return nil
+	if n > 0 && n <= len(r.p) {
+		b := r.p[:n:n]
+		r.p = r.p[n:]
+		return b
 	}
+	return r.fieldSlow(n)
+}
+
+func (r *reader) fieldSlow(n int) []byte {
 	var b []byte
-	if r.src != nil {
+	switch {
+	case r.bad:
+		return nil
+	case r.src != nil:
 		b = r.src.Field(n)
-	} else {
-		b = r.buf.Field(n)
+	case n == 0:
+		b = []byte{}
 	}
 	if b == nil {
-		r.bad = true
+		r.fail()
 	}
 	return b
 }
 
-func (r *reader) skip(n int) {
-	if r.bad {
-		return
+func (r *reader) peek(n int) []byte {
+	switch {
+	case r.bad:
+		return nil
+	case r.src != nil:
+		return r.src.Peek(n)
 	}
-	if r.src != nil {
-		r.bad = !r.src.Skip(n)
-	} else {
-		r.bad = !r.buf.Skip(n)
+	return r.p[:min(n, len(r.p))]
+}
+
+func (r *reader) skip(n int) {
+	switch {
+	case r.bad:
+	case r.src == nil:
+		r.field(n)
+	case !r.src.Skip(n):
+		r.fail()
 	}
 }
 
 func (r *reader) i16() int16 {
-	if b := r.field(2); b != nil {
+	if len(r.p) >= 2 {
+		v := int16(binary.BigEndian.Uint16(r.p))
+		r.p = r.p[2:]
+		return v
+	}
+	if b := r.fieldSlow(2); b != nil {
 		return int16(binary.BigEndian.Uint16(b))
 	}
 	return 0
 }
 
 func (r *reader) i32() int32 {
-	if b := r.field(4); b != nil {
+	if len(r.p) >= 4 {
+		v := int32(binary.BigEndian.Uint32(r.p))
+		r.p = r.p[4:]
+		return v
+	}
+	if b := r.fieldSlow(4); b != nil {
 		return int32(binary.BigEndian.Uint32(b))
 	}
 	return 0
@@ -149,29 +172,41 @@ func (r *reader) uuid() (id [16]byte) {
 	return id
 }
 
+// uvarint reads an unsigned varint; a buffered frame's one-byte ones
+// inline.
 func (r *reader) uvarint() uint32 {
-	if r.bad {
-		return 0
+	if len(r.p) > 0 && r.p[0] < 0x80 {
+		v := uint32(r.p[0])
+		r.p = r.p[1:]
+		return v
 	}
-	var p []byte
-	if r.src != nil {
-		p = r.src.Peek(5)
-	} else {
-		p = r.buf.Peek(5)
-	}
-	v, n := kbin.Uvarint(p)
+	return r.uvarintSlow()
+}
+
+func (r *reader) uvarintSlow() uint32 {
+	v, n := kbin.Uvarint(r.peek(5))
 	if n <= 0 {
-		r.bad = true
+		r.fail()
 		return 0
 	}
 	r.field(n)
 	return v
 }
 
+// compactLen reads a compact length (negative: null).
+func (r *reader) compactLen() int {
+	if len(r.p) > 0 && r.p[0] < 0x80 {
+		v := int(r.p[0]) - 1
+		r.p = r.p[1:]
+		return v
+	}
+	return int(r.uvarintSlow()) - 1
+}
+
 // arrayLen reads an array length (negative: null).
 func (r *reader) arrayLen() int {
 	if r.flex {
-		return int(r.uvarint()) - 1
+		return r.compactLen()
 	}
 	return int(r.i32())
 }
@@ -179,7 +214,7 @@ func (r *reader) arrayLen() int {
 // strLen reads a string's length (negative: null).
 func (r *reader) strLen() int {
 	if r.flex {
-		return int(r.uvarint()) - 1
+		return r.compactLen()
 	}
 	return int(r.i16())
 }
@@ -188,7 +223,7 @@ func (r *reader) strLen() int {
 func (r *reader) str() []byte {
 	n := r.strLen()
 	if n < 0 {
-		r.bad = true
+		r.fail()
 		return nil
 	}
 	return r.field(n)
@@ -204,22 +239,24 @@ func (r *reader) nullableStr() {
 // records passes nullable bytes (record batches) and returns their
 // length, 0 for null.
 func (r *reader) records() int {
-	var n int
-	if r.flex {
-		n = int(r.uvarint()) - 1
-	} else {
-		n = int(r.i32())
-	}
+	n := r.arrayLen()
 	if n <= 0 {
 		return 0
+	}
+	if n <= len(r.p) {
+		r.p = r.p[n:]
+		return n
 	}
 	r.skip(n)
 	return n
 }
 
-// tags passes a tag section of a flexible version.
+// tags passes a tag section of a flexible version; an empty one inline.
 func (r *reader) tags() {
-	if !r.flex {
+	if p := r.p; !r.flex || len(p) > 0 && p[0] == 0 {
+		if r.flex {
+			r.p = p[1:]
+		}
 		return
 	}
 	for n := r.uvarint(); n > 0 && !r.bad; n-- {
