@@ -113,8 +113,11 @@ func (w *FetchRequestWalk) NextPartition() bool {
 	if w.version >= 5 {
 		fixed += 8 // log_start_offset
 	}
-	r.field(fixed)
-	w.partMax = read32(r)
+	if b := r.field(fixed + 4); b != nil {
+		w.partMax = field32{int32(binary.BigEndian.Uint32(b[fixed:])), b[fixed:]}
+	} else {
+		w.partMax = field32{}
+	}
 	r.tags()
 	return r.ok()
 }

@@ -366,6 +366,14 @@ func (t *topicArray) count() int {
 // partition reports whether a partition follows; false once the topic's
 // partitions and tags are passed (or the walk failed).
 func (t *topicArray) partition() bool {
+	if t.parts > 0 && t.state == inPartitions { // a failed walk fails the partition's first read
+		t.parts--
+		return true
+	}
+	return t.partitionSlow()
+}
+
+func (t *topicArray) partitionSlow() bool {
 	if t.state == betweenTopics || !t.r.ok() {
 		return false
 	}
