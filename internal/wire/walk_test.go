@@ -96,37 +96,28 @@ func TestWalksStreamed(t *testing.T) {
 	}
 }
 
-// fetchResponseBody is a Fetch response of version v with topics topics of
-// two partitions, 1000 record bytes each.
-func fetchResponseBody(v int16, topics int) []byte {
-	resp := kmsg.NewPtrFetchResponse()
-	resp.SetVersion(v)
+// fetchBodies are a Fetch request and its response of version v, with
+// topics topics of two partitions (1000 record bytes each in the response).
+func fetchBodies(v int16, topics int) (req, resp []byte) {
+	fr, fp := kmsg.NewPtrFetchRequest(), kmsg.NewPtrFetchResponse()
+	fr.SetVersion(v)
+	fp.SetVersion(v)
 	for i := range topics {
-		t := kmsg.NewFetchResponseTopic()
-		t.Topic = fmt.Sprintf("topic-%d", i)
-		t.TopicID = [16]byte{byte(i + 1)}
-		pt := kmsg.NewFetchResponseTopicPartition()
-		pt.RecordBatches = make([]byte, 1000)
-		t.Partitions = append(t.Partitions, pt, pt)
-		resp.Topics = append(resp.Topics, t)
+		rt, pt := kmsg.NewFetchRequestTopic(), kmsg.NewFetchResponseTopic()
+		rt.Topic, pt.Topic = fmt.Sprintf("topic-%d", i), fmt.Sprintf("topic-%d", i)
+		rt.TopicID, pt.TopicID = [16]byte{byte(i + 1)}, [16]byte{byte(i + 1)}
+		rt.Partitions = append(rt.Partitions, kmsg.NewFetchRequestTopicPartition(), kmsg.NewFetchRequestTopicPartition())
+		p := kmsg.NewFetchResponseTopicPartition()
+		p.RecordBatches = make([]byte, 1000)
+		pt.Partitions = append(pt.Partitions, p, p)
+		fr.Topics, fp.Topics = append(fr.Topics, rt), append(fp.Topics, pt)
 	}
-	return resp.AppendTo(nil)
+	return fr.AppendTo(nil), fp.AppendTo(nil)
 }
 
-// fetchRequestBody is a Fetch request of version v with topics topics of
-// two partitions.
-func fetchRequestBody(v int16, topics int) []byte {
-	fr := kmsg.NewPtrFetchRequest()
-	fr.SetVersion(v)
-	for i := range topics {
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic = fmt.Sprintf("topic-%d", i)
-		t.TopicID = [16]byte{byte(i + 1)}
-		t.Partitions = append(t.Partitions, kmsg.NewFetchRequestTopicPartition(), kmsg.NewFetchRequestTopicPartition())
-		fr.Topics = append(fr.Topics, t)
-	}
-	return fr.AppendTo(nil)
-}
+func fetchResponseBody(v int16, topics int) []byte { _, b := fetchBodies(v, topics); return b }
+
+func fetchRequestBody(v int16, topics int) []byte { b, _ := fetchBodies(v, topics); return b }
 
 // Every ShareFetch response version: each topic and its record bytes.
 func TestShareFetchResponseTopics(t *testing.T) {
