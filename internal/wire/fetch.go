@@ -22,14 +22,6 @@ type field32 struct {
 	b []byte
 }
 
-func read32(r *reader) field32 {
-	b := r.field(4)
-	if b == nil {
-		return field32{}
-	}
-	return field32{int32(binary.BigEndian.Uint32(b)), b}
-}
-
 func (f field32) get() (int32, bool) { return f.v, f.b != nil }
 
 // lower sets the field to max(limit, 0) when it is above limit, in place.
@@ -51,21 +43,51 @@ func (w *FetchRequestWalk) StartFrom(src Source, version int16) { w.start(nil, s
 func (w *FetchRequestWalk) start(p []byte, src Source, version int16) {
 	*w = FetchRequestWalk{version: version}
 	r := w.t.reset(p, src, version >= 12, version >= 13)
-	if version <= 14 {
-		r.field(4) // replica_id; from v15 it is a tagged field
-	}
-	w.maxWait = read32(r)
-	w.minBytes = read32(r)
-	if version >= 3 {
-		w.maxBytes = read32(r)
-	}
-	if version >= 4 {
-		r.field(1) // isolation_level
-	}
-	if version >= 7 {
-		r.field(4 + 4) // session id and epoch
+	maxWait, minBytes, maxBytes, head := fetchHeadLayout(version)
+	if h := r.field(head); h != nil {
+		w.maxWait, w.minBytes = at32(h, maxWait), at32(h, minBytes)
+		if maxBytes >= 0 {
+			w.maxBytes = at32(h, maxBytes)
+		}
 	}
 	w.t.topics = r.arrayLen()
+}
+
+// fetchHeadLayout is the fixed head of a Fetch request body of version:
+// where max_wait_ms, min_bytes and max_bytes (-1: none, below v3) sit, and
+// the head's length (the bytes before the topic array).
+func fetchHeadLayout(version int16) (maxWait, minBytes, maxBytes, head int) {
+	if version <= 14 {
+		head = 4 // replica_id; from v15 it is a tagged field
+	}
+	maxWait, minBytes, maxBytes = head, head+4, -1
+	head += 8
+	if version >= 3 {
+		maxBytes = head
+		head += 4
+	}
+	if version >= 4 {
+		head++ // isolation_level
+	}
+	if version >= 7 {
+		head += 4 + 4 // session id and epoch
+	}
+	return maxWait, minBytes, maxBytes, head
+}
+
+// at32 is the int32 field at off in b.
+func at32(b []byte, off int) field32 {
+	f := b[off : off+4]
+	return field32{int32(binary.BigEndian.Uint32(f)), f}
+}
+
+// head32 is the head field at off (-1: none) of the Fetch request body at
+// p[bodyOff:], read in place: the zero field32 when p is too short.
+func head32(p []byte, bodyOff, off int) field32 {
+	if off < 0 || bodyOff < 0 || bodyOff > len(p) || off+4 > len(p)-bodyOff {
+		return field32{}
+	}
+	return at32(p, bodyOff+off)
 }
 
 // MaxWait is the request's max_wait_ms; ok is false if the body is too
@@ -164,16 +186,6 @@ func (w *FetchRequestWalk) Done() bool {
 	return r.ok()
 }
 
-// fetchHead walks a Fetch request's head in place; nil when bodyOff lies
-// outside p.
-func fetchHead(w *FetchRequestWalk, p []byte, bodyOff int, version int16) *FetchRequestWalk {
-	if bodyOff < 0 || bodyOff > len(p) {
-		return nil
-	}
-	w.Start(p[bodyOff:], version)
-	return w
-}
-
 // ClampFetch lowers a Fetch request's max_bytes to max (and min_bytes to at
 // most the new max_bytes), in place, as Kafka does for a consumer under a
 // fetch quota so one response cannot exceed what the quota window holds
@@ -181,12 +193,13 @@ func fetchHead(w *FetchRequestWalk, p []byte, bodyOff int, version int16) *Fetch
 // Versions below 3 have no max_bytes and are left alone. It reports
 // whether it changed anything.
 func ClampFetch(p []byte, bodyOff int, version int16, max int32) bool {
-	var w FetchRequestWalk
-	if fetchHead(&w, p, bodyOff, version) == nil || w.maxBytes.b == nil {
+	_, minBytes, maxBytes, _ := fetchHeadLayout(version)
+	mx := head32(p, bodyOff, maxBytes)
+	if mx.b == nil {
 		return false
 	}
 	changed := false
-	for _, f := range [2]field32{w.maxBytes, w.minBytes} {
+	for _, f := range [2]field32{mx, head32(p, bodyOff, minBytes)} {
 		if f.v > max {
 			binary.BigEndian.PutUint32(f.b, uint32(max))
 			changed = true
@@ -198,21 +211,15 @@ func ClampFetch(p []byte, bodyOff int, version int16, max int32) bool {
 // FetchMaxBytes returns a Fetch request's max_bytes; ok is false below v3,
 // which has none.
 func FetchMaxBytes(p []byte, bodyOff int, version int16) (int32, bool) {
-	var w FetchRequestWalk
-	if fetchHead(&w, p, bodyOff, version) == nil {
-		return 0, false
-	}
-	return w.MaxBytes()
+	_, _, maxBytes, _ := fetchHeadLayout(version)
+	return head32(p, bodyOff, maxBytes).get()
 }
 
 // FetchMaxWait returns a Fetch request's max_wait_ms, how long the broker
 // may hold it (the long poll); ok is false if the body is too short.
 func FetchMaxWait(p []byte, bodyOff int, version int16) (int32, bool) {
-	var w FetchRequestWalk
-	if fetchHead(&w, p, bodyOff, version) == nil {
-		return 0, false
-	}
-	return w.MaxWait()
+	maxWait, _, _, _ := fetchHeadLayout(version)
+	return head32(p, bodyOff, maxWait).get()
 }
 
 // FetchMinBytes returns a Fetch request's min_bytes: a broker holds a
@@ -220,11 +227,8 @@ func FetchMaxWait(p []byte, bodyOff int, version int16) (int32, bool) {
 // answer with, so a fetch with min_bytes ≤ 0 is answered at once. ok is
 // false if the body is too short.
 func FetchMinBytes(p []byte, bodyOff int, version int16) (int32, bool) {
-	var w FetchRequestWalk
-	if fetchHead(&w, p, bodyOff, version) == nil {
-		return 0, false
-	}
-	return w.MinBytes()
+	_, minBytes, _, _ := fetchHeadLayout(version)
+	return head32(p, bodyOff, minBytes).get()
 }
 
 // FetchResponseWalk is the walk of a Fetch response body (kmsg's
