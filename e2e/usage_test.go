@@ -29,7 +29,6 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 	"github.com/tollgate/tollgate/internal/usage"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // usageClock is the app's clock in the usage tests: a fixed time a test
@@ -476,7 +475,7 @@ func usageLedgerMatchesClients(t *testing.T, up *testkit.Upstream) {
 			t.Errorf("no ledger row for %s: %+v", c.key, rep.Rows)
 			continue
 		}
-		wantProduce, wantFetch := c.w.get(c.w.reqBytes, wire.KeyProduce), c.w.get(c.w.respBytes, wire.KeyFetch)
+		wantProduce, wantFetch := c.w.get(c.w.reqBytes, int16(kmsg.Produce)), c.w.get(c.w.respBytes, int16(kmsg.Fetch))
 		if wantProduce < n*usageRecord || wantFetch < n*usageRecord {
 			t.Errorf("%s: the client wrote %d produce bytes and read %d fetch bytes, less than the %d of its records", c.key, wantProduce, wantFetch, n*usageRecord)
 		}
@@ -485,7 +484,7 @@ func usageLedgerMatchesClients(t *testing.T, up *testkit.Upstream) {
 		}
 		// Requests: every one answered (a too-new ApiVersions the gateway
 		// answers before any filter is not), at most every one written.
-		lo := c.w.total(c.w.resps) - c.w.get(c.w.resps, wire.KeyApiVersions)
+		lo := c.w.total(c.w.resps) - c.w.get(c.w.resps, int16(kmsg.ApiVersions))
 		if hi := c.w.total(c.w.reqs); row.Requests < lo || row.Requests > hi {
 			t.Errorf("%s: ledger requests %d; the client read %d answers (ApiVersions aside) and wrote %d requests", c.key, row.Requests, lo, hi)
 		}
@@ -496,8 +495,8 @@ func usageLedgerMatchesClients(t *testing.T, up *testkit.Upstream) {
 	}
 	alice := rows["alice/"+tFranz]
 	hooks.mu.Lock()
-	if alice.ProduceBytes != hooks.written[wire.KeyProduce] || alice.FetchBytes != hooks.read[wire.KeyFetch] {
-		t.Errorf("alice: ledger produce %d fetch %d; franz-go's own counters: %d and %d", alice.ProduceBytes, alice.FetchBytes, hooks.written[wire.KeyProduce], hooks.read[wire.KeyFetch])
+	if alice.ProduceBytes != hooks.written[int16(kmsg.Produce)] || alice.FetchBytes != hooks.read[int16(kmsg.Fetch)] {
+		t.Errorf("alice: ledger produce %d fetch %d; franz-go's own counters: %d and %d", alice.ProduceBytes, alice.FetchBytes, hooks.written[int16(kmsg.Produce)], hooks.read[int16(kmsg.Fetch)])
 	}
 	if alice.ThrottleMs == 0 || alice.ThrottleMs != hooks.throttle.Milliseconds() {
 		t.Errorf("alice: ledger throttle %d ms; franz-go was told %s in all", alice.ThrottleMs, hooks.throttle)
@@ -660,7 +659,7 @@ func produceKnown(t *testing.T, ctx context.Context, a *app.App, n int) int64 {
 		t.Fatalf("produce: %v", err)
 	}
 	waitNoSessions(t, a)
-	return w.get(w.reqBytes, wire.KeyProduce)
+	return w.get(w.reqBytes, int16(kmsg.Produce))
 }
 
 // Stop and start Tollgate on the same data_dir within one minute, with an

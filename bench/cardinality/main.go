@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/enforce"
@@ -36,7 +37,6 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit/proc"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 var (
@@ -85,7 +85,7 @@ func main() {
 	}
 	t0, last := time.Now(), 0
 	for i := 1; i <= *ids; i++ {
-		r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "id-" + strconv.Itoa(i), Size: 1000, Acks: 1}
+		r := &proxy.Request{Key: int16(kmsg.Produce), Version: 9, ClientID: "id-" + strconv.Itoa(i), Size: 1000, Acks: 1}
 		pol.OnRequest(ci, r)
 		pol.Throttle(ci, r, 100)
 		now = now.Add(*step)
@@ -104,7 +104,7 @@ func main() {
 			now := start
 			eng, pol, reg := setup(a, series, func() time.Time { return now })
 			for i := range *scrapeBuckets {
-				r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "live-" + strconv.Itoa(i), Size: 1000, Acks: 1}
+				r := &proxy.Request{Key: int16(kmsg.Produce), Version: 9, ClientID: "live-" + strconv.Itoa(i), Size: 1000, Acks: 1}
 				pol.OnRequest(ci, r)
 				pol.Throttle(ci, r, 100)
 				now = now.Add(time.Millisecond / 10)

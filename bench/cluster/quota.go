@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/bench/internal/benchkit"
 )
@@ -61,7 +62,7 @@ func (m *meter) sum(from, to int) float64 {
 type e2eHook struct{ m *meter }
 
 func (h e2eHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
-	if key == 0 && e.WriteErr == nil && e.ReadErr == nil {
+	if key == int16(kmsg.Produce) && e.WriteErr == nil && e.ReadErr == nil {
 		h.m.add(e.BytesWritten - 4)
 	}
 }
@@ -195,7 +196,7 @@ func (c *ackConn) Write(p []byte) (int, error) {
 	c.out.feed(p[:n], func(h []byte) {
 		r := kbin.Reader{Src: h}
 		size, key, _, corr := r.Int32(), r.Int16(), r.Int16(), r.Int32()
-		if key == 0 {
+		if key == int16(kmsg.Produce) {
 			c.pending[corr] = int(size)
 		}
 	})

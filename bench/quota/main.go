@@ -28,6 +28,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -173,13 +174,13 @@ func (m *meter) shape(n int) string {
 type wireHook struct{ prod, fetch *meter }
 
 func (h wireHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
-	if key == 0 && h.prod != nil && e.WriteErr == nil && e.ReadErr == nil {
+	if key == int16(kmsg.Produce) && h.prod != nil && e.WriteErr == nil && e.ReadErr == nil {
 		h.prod.add(e.BytesWritten - 4)
 	}
 }
 
 func (h wireHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, n int, _, _ time.Duration, err error) {
-	if err == nil && key == 1 && h.fetch != nil {
+	if err == nil && key == int16(kmsg.Fetch) && h.fetch != nil {
 		h.fetch.add(n - 4)
 	}
 }

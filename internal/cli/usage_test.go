@@ -18,7 +18,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/tollgate/tollgate/internal/usage"
-	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var usageT0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -37,9 +37,9 @@ func usageDataDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Record("alice", "billing", wire.KeyProduce, 4096, 0, 0, usageT0)
-	l.Record("alice", "billing", wire.KeyFetch, 0, 8192, 250*time.Millisecond, usageT0.Add(time.Minute))
-	l.Record("bob", "etl", wire.KeyProduce, 100, 0, 0, usageT0.Add(time.Minute))
+	l.Record("alice", "billing", int16(kmsg.Produce), 4096, 0, 0, usageT0)
+	l.Record("alice", "billing", int16(kmsg.Fetch), 0, 8192, 250*time.Millisecond, usageT0.Add(time.Minute))
+	l.Record("bob", "etl", int16(kmsg.Produce), 100, 0, 0, usageT0.Add(time.Minute))
 	l.AddMutations("bob", "etl", 6, usageT0.Add(time.Minute))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

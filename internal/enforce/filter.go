@@ -169,7 +169,7 @@ func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 // how long the request already waits for the request quota.
 func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held time.Duration) proxy.Verdict {
 	switch r.Key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
 			hold := max(cl.Hold(quota.ProducerByteRate, now), held)
@@ -180,7 +180,7 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 		setReservation(r, reserved)
 		hold, _, fn := q.produceTopics(cl, r, now, max(hold, held))
 		return proxy.Verdict{Hold: hold, TopicBytes: fn}
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
 		hold, fn := q.fetchTopics(cl, r, now, hold)
 		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
@@ -193,9 +193,9 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 		}
 		setReservation(r, reserved)
 		return proxy.Verdict{Hold: hold, TopicBytes: fn}
-	case wire.KeyShareFetch:
+	case int16(kmsg.ShareFetch):
 		return q.shareFetch(cl, r, now, held)
-	case wire.KeyCreateTopics, wire.KeyCreatePartitions, wire.KeyDeleteTopics:
+	case int16(kmsg.CreateTopics), int16(kmsg.CreatePartitions), int16(kmsg.DeleteTopics):
 		return q.f.mutation(cl, r, now)
 	}
 	return proxy.Verdict{}
@@ -237,14 +237,14 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 	cl := q.resp.client(q.f.engine, c, r.ClientID)
 	var t time.Duration
 	switch r.Key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		cl.ReleaseProduce(reservation(r), now)
 		t = max(cl.RecordProduce(r.Size, now), q.topicThrottle(r.Key, now))
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		q.respCl = cl // a streamed response's topics are charged to it
 		cl.ReleaseFetch(reservation(r), now)
 		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
-	case wire.KeyShareFetch:
+	case int16(kmsg.ShareFetch):
 		cl.ReleaseFetch(reservation(r), now)
 		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
 	}
@@ -263,9 +263,9 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 	}
 	cl := q.f.engine.Client(c.Info().Principal.Name, r.ClientID)
 	switch r.Key {
-	case wire.KeyFetch, wire.KeyShareFetch:
+	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
 		cl.ReleaseFetch(res, q.f.now())
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		cl.ReleaseProduce(res, q.f.now())
 	}
 }
@@ -275,9 +275,9 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 // THROTTLING_QUOTA_EXCEEDED.
 func strictFrom(key int16) int16 {
 	switch key {
-	case wire.KeyCreateTopics:
+	case int16(kmsg.CreateTopics):
 		return 6
-	case wire.KeyDeleteTopics:
+	case int16(kmsg.DeleteTopics):
 		return 5
 	default: // CreatePartitions
 		return 3

@@ -62,7 +62,7 @@ func BenchmarkPolicyProduce(b *testing.B) {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
 			p := benchPolicy(b, alg, quota.ProducerByteRate)
 			ci, q := connOf(p)
-			r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
+			r := &proxy.Request{Key: int16(kmsg.Produce), Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
 			b.ReportAllocs()
 			for b.Loop() {
 				if v := q.OnRequest(ci, r); v.Hold != 0 {
@@ -85,7 +85,7 @@ func BenchmarkPolicyProduceParallel(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				ci, q := connOf(p)
-				r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench-" + strconv.FormatInt(next.Add(1), 10), Size: 1 << 20, Acks: 1}
+				r := &proxy.Request{Key: int16(kmsg.Produce), Version: 9, ClientID: "bench-" + strconv.FormatInt(next.Add(1), 10), Size: 1 << 20, Acks: 1}
 				for pb.Next() {
 					q.OnRequest(ci, r)
 					q.Throttle(ci, r, 100)
@@ -117,7 +117,7 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 				}
 				reqs := make([]proxy.Request, n)
 				for i := range reqs {
-					reqs[i] = proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench-" + strconv.Itoa(i), Size: 1 << 20, Acks: 1}
+					reqs[i] = proxy.Request{Key: int16(kmsg.Produce), Version: 9, ClientID: "bench-" + strconv.Itoa(i), Size: 1 << 20, Acks: 1}
 				}
 				// The first round creates the buckets, the second has every
 				// route published to the lock-free map.
@@ -180,7 +180,7 @@ func benchFetch(b *testing.B, p *Filter) {
 		b.Fatal(err)
 	}
 	ci, q := connOf(p)
-	r := &proxy.Request{Key: wire.KeyFetch, Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
+	r := &proxy.Request{Key: int16(kmsg.Fetch), Version: 12, ClientID: "bench", Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset}
 	b.ReportAllocs()
 	for b.Loop() {
 		if v := q.OnRequest(ci, r); v.Hold != 0 {
@@ -202,7 +202,7 @@ func benchFetch(b *testing.B, p *Filter) {
 func BenchmarkPolicyRequest(b *testing.B) {
 	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.RequestPercentage)
 	ci, q := connOf(p)
-	r := &proxy.Request{Key: wire.KeyMetadata, Version: 12, ClientID: "bench"}
+	r := &proxy.Request{Key: int16(kmsg.Metadata), Version: 12, ClientID: "bench"}
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Forwarded = time.Now()
@@ -243,7 +243,7 @@ func BenchmarkPolicyProduceTenant(b *testing.B) {
 	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.ProducerByteRate)
 	withTenants(b, p)
 	ci, q := connOf(p)
-	r := &proxy.Request{Key: wire.KeyProduce, Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
+	r := &proxy.Request{Key: int16(kmsg.Produce), Version: 9, ClientID: "bench", Size: 1 << 20, Acks: 1}
 	b.ReportAllocs()
 	for b.Loop() {
 		if v := q.OnRequest(ci, r); v.Hold != 0 {

@@ -29,7 +29,7 @@ import (
 // fetches). None of that passes a gateway; a client that sends one is
 // charged, as Kafka charges a cluster action it refuses.
 func exempt(key int16) bool {
-	return key == wire.KeySASLHandshake || key == wire.KeySASLAuthenticate || key == wire.KeyApiVersions
+	return key == int16(kmsg.SASLHandshake) || key == int16(kmsg.SASLAuthenticate) || key == int16(kmsg.ApiVersions)
 }
 
 // allKeys is Keys: every key kmsg knows but the exempt ones.
@@ -48,8 +48,8 @@ var allKeys = func() []int16 {
 // rebalance wait (request and answer). Every other key of Keys is only timed for the request
 // quota.
 func (f *Filter) ByContent() []int16 {
-	return []int16{wire.KeyProduce, wire.KeyFetch, wire.KeyJoinGroup, wire.KeyCreateTopics, wire.KeyDeleteTopics,
-		wire.KeyCreatePartitions, wire.KeyShareFetch}
+	return []int16{int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.JoinGroup), int16(kmsg.CreateTopics), int16(kmsg.DeleteTopics),
+		int16(kmsg.CreatePartitions), int16(kmsg.ShareFetch)}
 }
 
 // A request's Reserved carries two things from OnRequest to Throttle or
@@ -89,15 +89,15 @@ func setWait(r *proxy.Request, ms int32) {
 //     buys nothing.
 func noteWait(r *proxy.Request) {
 	switch r.Key {
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		if mb, ok := wire.FetchMinBytes(r.Payload, r.BodyOffset, r.Version); ok && mb > 0 {
 			setWait(r, int32(min(r.MaxWait.Milliseconds(), 1<<31-1)))
 		}
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		if r.Acks == -1 {
 			setWait(r, int32(min(r.MaxWait.Milliseconds(), 1<<31-1)))
 		}
-	case wire.KeyJoinGroup:
+	case int16(kmsg.JoinGroup):
 		jg, err := proxy.DecodeAs[*kmsg.JoinGroupRequest](r)
 		if err != nil {
 			return // the broker will say what is wrong with it
@@ -117,17 +117,17 @@ func noteWait(r *proxy.Request) {
 // answer passes untouched.
 func (q *conn) OnResponse(c proxy.Conn, r *proxy.Response) error {
 	switch r.Req.Key {
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		q.fetchResponseTopics(c, r) // per-topic quotas (topic.go)
 		return nil
-	case wire.KeyShareFetch:
+	case int16(kmsg.ShareFetch):
 		q.shareFetchResponseTopics(c, r) // per-topic quotas (topic.go)
 		return nil
-	case wire.KeyMetadata:
+	case int16(kmsg.Metadata):
 		q.learnTopicIDs(r) // per-topic quotas: topics named by id
 		return nil
 	}
-	if r.Req.Key != wire.KeyJoinGroup || allowedWait(r.Req) == 0 {
+	if r.Req.Key != int16(kmsg.JoinGroup) || allowedWait(r.Req) == 0 {
 		return nil
 	}
 	if resp, ok := r.Decode(); !ok || resp.(*kmsg.JoinGroupResponse).ErrorCode != 0 {

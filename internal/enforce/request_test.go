@@ -57,7 +57,7 @@ func TestRequestQuotaKeys(t *testing.T) {
 	keys := f.Keys()
 	for k := int16(0); k <= wire.MaxKey; k++ {
 		known := kmsg.RequestForKey(k) != nil
-		want := known && k != wire.KeySASLHandshake && k != wire.KeySASLAuthenticate && k != wire.KeyApiVersions
+		want := known && k != int16(kmsg.SASLHandshake) && k != int16(kmsg.SASLAuthenticate) && k != int16(kmsg.ApiVersions)
 		if slices.Contains(keys, k) != want {
 			t.Errorf("%s (key %d): seen %v, want %v", kmsg.NameForKey(k), k, !want, want)
 		}
@@ -196,7 +196,7 @@ func TestRequestQuotaCharges(t *testing.T) {
 				t.Fatalf("the first answer was charged: rate %v", got)
 			}
 			r := request(t, tc.req, "app")
-			if tc.req.Key() != wire.KeyShareFetch {
+			if tc.req.Key() != int16(kmsg.ShareFetch) {
 				r.MaxWait = tc.maxWait
 			}
 			if tc.cut {

@@ -177,8 +177,9 @@ func (w *topicWalk) topic(name []byte, id [16]byte) []byte {
 	return f.ids.name(id, w.now, f.names, f.log)
 }
 
-// VisitTopic implements wire.TopicVisitor.
-func (w *topicWalk) VisitTopic(name []byte, id [16]byte, records int) {
+// visit holds or charges one topic with its record bytes (-1: a topic
+// whose records lie past the bytes walked, the head of a streamed Produce).
+func (w *topicWalk) visit(name []byte, id [16]byte, records int) {
 	n := w.topic(name, id)
 	if n == nil {
 		return
@@ -195,8 +196,9 @@ func (w *topicWalk) VisitTopic(name []byte, id [16]byte, records int) {
 	}
 }
 
-// FetchTopic implements wire.FetchClamper.
-func (w *topicWalk) FetchTopic(name []byte, id [16]byte, parts int) int32 {
+// fetchTopic holds one topic of a Fetch request, or returns the
+// partition_max_bytes of its parts partitions (math.MaxInt32: as asked).
+func (w *topicWalk) fetchTopic(name []byte, id [16]byte, parts int) int32 {
 	n := w.topic(name, id)
 	if n == nil {
 		return 1<<31 - 1
@@ -206,6 +208,61 @@ func (w *topicWalk) FetchTopic(name []byte, id [16]byte, parts int) int32 {
 		return 1<<31 - 1
 	}
 	return w.cl.TopicFetchMax(n, parts, w.now)
+}
+
+// produce walks a Produce request read whole, or the head of a streamed
+// one (its last topic cut shown with records -1).
+func (w *topicWalk) produce(r *proxy.Request) {
+	var pw wire.ProduceWalk
+	pw.Start(r.Payload[r.BodyOffset:], r.Version)
+	for pw.NextTopic() {
+		name, id := pw.Topic()
+		for pw.NextPartition() {
+		}
+		if !pw.Ok() {
+			w.visit(name, id, -1)
+			return
+		}
+		w.visit(name, id, pw.TopicRecords())
+	}
+}
+
+// fetch walks a Fetch request, each topic's partition_max_bytes lowered in
+// place to what fetchTopic says.
+func (w *topicWalk) fetch(r *proxy.Request) {
+	var fw wire.FetchRequestWalk
+	fw.Start(r.Payload[r.BodyOffset:], r.Version)
+	for fw.NextTopic() {
+		name, id := fw.Topic()
+		parts := fw.Parts()
+		if !fw.Ok() {
+			return
+		}
+		limit := w.fetchTopic(name, id, parts)
+		for fw.NextPartition() {
+			fw.Clamp(limit)
+		}
+	}
+}
+
+// fetchResponse charges the whole topics of a Fetch or ShareFetch answer's
+// body p.
+func (w *topicWalk) fetchResponse(p []byte, version int16, share bool) {
+	var fw wire.FetchResponseWalk
+	if share {
+		fw.StartShare(p, version)
+	} else {
+		fw.Start(p, version)
+	}
+	for fw.NextTopic() {
+		name, id := fw.Topic()
+		for fw.NextPartition() {
+		}
+		if !fw.Ok() {
+			return
+		}
+		w.visit(name, id, fw.TopicRecords())
+	}
 }
 
 func (w *topicWalk) start(cl *quota.Client, key quota.Key, now time.Time, mode walkMode) *topicWalk {
@@ -222,7 +279,7 @@ func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, 
 		return hold, 0, nil
 	}
 	w := q.reqWalk.start(cl, quota.ProducerByteRate, now, walkHold)
-	wire.ProduceTopics(r.Payload, r.BodyOffset, r.Version, w)
+	w.produce(r)
 	hold = max(hold, w.out)
 	if len(r.Payload) < r.Size {
 		// Streamed: the topics are charged as they pass.
@@ -230,8 +287,7 @@ func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, 
 		return hold, 0, q.streamProduceFn
 	}
 	at := now.Add(hold)
-	w.start(cl, quota.ProducerByteRate, at, walkCharge)
-	wire.ProduceTopics(r.Payload, r.BodyOffset, r.Version, w)
+	w.start(cl, quota.ProducerByteRate, at, walkCharge).produce(r)
 	q.noteProduce(at, w.out)
 	return hold, w.out, nil
 }
@@ -241,7 +297,7 @@ func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, 
 func (q *conn) streamProduce(name []byte, id [16]byte, n int) {
 	now := q.f.now()
 	w := q.reqWalk.start(q.reqCl, quota.ProducerByteRate, now, walkCharge)
-	w.VisitTopic(name, id, n)
+	w.visit(name, id, n)
 	q.noteProduce(now, w.out)
 }
 
@@ -270,10 +326,9 @@ func (q *conn) fetchTopics(cl *quota.Client, r *proxy.Request, now time.Time, ho
 		return hold, nil
 	}
 	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
-	wire.ClampFetchTopics(r.Payload, r.BodyOffset, r.Version, w)
+	w.fetch(r)
 	hold = max(hold, w.out)
-	w.start(cl, quota.ConsumerByteRate, now.Add(hold), walkClamp)
-	wire.ClampFetchTopics(r.Payload, r.BodyOffset, r.Version, w)
+	w.start(cl, quota.ConsumerByteRate, now.Add(hold), walkClamp).fetch(r)
 	return hold, q.streamFetchFn
 }
 
@@ -290,7 +345,7 @@ func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 	}
 	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
 	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
-	wire.FetchResponseTopics(p, off, r.Req.Version, w)
+	w.fetchResponse(p[off:], r.Req.Version, false)
 	q.respTopic = max(q.respTopic, w.out)
 }
 
@@ -303,37 +358,32 @@ func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, n
 	}
 	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
 	for i := range req.Topics {
-		w.VisitTopic(nil, req.Topics[i].TopicID, -1)
+		w.visit(nil, req.Topics[i].TopicID, -1)
 	}
 	return max(hold, w.out)
 }
 
 // shareFetchResponseTopics charges the topics of a ShareFetch answer
 // (OnResponse; the responder): each topic its partitions' record bytes, as
-// a Fetch's. A ShareFetch answer is always read whole (it names brokers,
-// rewritten by the gateway), and decoded only when a per-topic consumer
-// quota exists.
+// a Fetch's, read in place. A ShareFetch answer is always read whole (it
+// names brokers, rewritten by the gateway); one that is not well formed is
+// not charged.
 func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return
 	}
-	resp, ok := r.Decode()
-	if !ok {
+	p := r.Buf.B[4:]
+	off, err := wire.ResponseBodyOffset(p, r.Req.Key, r.Req.Flexible)
+	if err != nil {
 		return
 	}
-	sf, ok := resp.(*kmsg.ShareFetchResponse)
-	if !ok {
+	var whole wire.FetchResponseWalk
+	if whole.StartShare(p[off:], r.Req.Version); !whole.Done() {
 		return
 	}
 	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
 	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
-	for _, t := range sf.Topics {
-		n := 0
-		for _, p := range t.Partitions {
-			n += len(p.Records)
-		}
-		w.VisitTopic(nil, t.TopicID, n)
-	}
+	w.fetchResponse(p[off:], r.Req.Version, true)
 	q.respTopic = max(q.respTopic, w.out)
 }
 
@@ -346,7 +396,7 @@ func (q *conn) streamFetch(name []byte, id [16]byte, n int) {
 	if w.cl == nil {
 		return
 	}
-	w.VisitTopic(name, id, n)
+	w.visit(name, id, n)
 	if w.out > 0 {
 		q.fetchUntil = max(q.fetchUntil, now.Add(w.out).UnixMilli())
 	}
@@ -358,11 +408,11 @@ func (q *conn) streamFetch(name []byte, id [16]byte, n int) {
 func (q *conn) topicThrottle(key int16, now time.Time) time.Duration {
 	nowMs := now.UnixMilli()
 	switch key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		if until := q.produceUntil.Load(); until > nowMs {
 			return time.Duration(until-nowMs) * time.Millisecond
 		}
-	case wire.KeyFetch, wire.KeyShareFetch:
+	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
 		t := q.respTopic
 		q.respTopic = 0
 		if q.fetchUntil > nowMs {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/usage"
-	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A real ledger with two users' traffic in the minute before the port's
@@ -22,8 +22,8 @@ func usageSource(t *testing.T, now time.Time) func(usage.Query) (*usage.Report, 
 		t.Fatal(err)
 	}
 	at := now.Add(-2 * time.Minute)
-	l.Record("alice", "app", wire.KeyProduce, 1000, 0, 0, at)
-	l.Record("bob", "etl", wire.KeyFetch, 0, 500, 0, at)
+	l.Record("alice", "app", int16(kmsg.Produce), 1000, 0, 0, at)
+	l.Record("bob", "etl", int16(kmsg.Fetch), 0, 500, 0, at)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,10 @@
 package kafkaapi
 
 import (
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // Produce (key 0), v0–v13.
@@ -57,13 +57,13 @@ func (f *reservedTopics) produce(r *proxy.Request) proxy.Verdict {
 		set = f.idSet(r.Received)
 	}
 	p := r.Payload[r.BodyOffset:]
-	hit, seen := f.produceWalk(p, r.Version, r.Flexible, set)
+	hit, seen := f.produceWalk(p, r.Version, set)
 	streamed := len(r.Payload) < r.Size
 	switch {
 	case hit && r.Acks == 0:
 		return proxy.Verdict{Close: proxy.ReasonRefused}
 	case hit && streamed:
-		return proxy.Verdict{Respond: produceHeadAnswer(p, r.Version, r.Flexible)}
+		return proxy.Verdict{Respond: produceHeadAnswer(p, r.Version)}
 	case hit:
 		return f.produceSplit(r, set)
 	case seen:
@@ -79,46 +79,23 @@ func (f *reservedTopics) produce(r *proxy.Request) proxy.Verdict {
 // of a streamed request) in place: hit reports a reserved topic; seen that
 // p showed every topic's name or id (the last topic's partitions need not
 // be in p).
-func (f *reservedTopics) produceWalk(p []byte, version int16, flex bool, set *reservedIDSet) (hit, seen bool) {
-	b := kbin.Reader{Src: p}
-	if version >= 3 {
-		b.Span(max(length(&b, flex, false), 0)) // transactional id
-	}
-	b.Span(2 + 4) // acks, timeout
-	n := length(&b, flex, true)
-	for i := 0; i < n && b.Ok(); i++ {
+func (f *reservedTopics) produceWalk(p []byte, version int16, set *reservedIDSet) (hit, seen bool) {
+	var w wire.ProduceWalk
+	w.Start(p, version)
+	for w.NextTopic() {
+		name, id := w.Topic()
 		if version >= 13 {
-			id := b.Span(16)
-			if !b.Ok() {
-				return false, false
-			}
-			if _, ok := set.lookup([16]byte(id)); ok {
+			if _, ok := set.lookup(id); ok {
 				return true, false
 			}
-		} else {
-			name := b.Span(max(length(&b, flex, false), 0))
-			if !b.Ok() {
-				return false, false
-			}
-			if f.names[string(name)] {
-				return true, false
-			}
+		} else if f.names[string(name)] {
+			return true, false
 		}
-		if i == n-1 {
+		if w.Last() {
 			return false, true
 		}
-		for parts := length(&b, flex, true); parts > 0 && b.Ok(); parts-- {
-			b.Span(4)                              // partition
-			b.Span(max(length(&b, flex, true), 0)) // records
-			if flex {
-				skipTags(&b)
-			}
-		}
-		if flex {
-			skipTags(&b)
-		}
 	}
-	return false, b.Ok()
+	return false, w.Ok()
 }
 
 // produceSplit answers a Produce read whole that names a reserved topic:
@@ -165,41 +142,20 @@ func refusedProducePartition(partition int32) kmsg.ProduceResponseTopicPartition
 
 // produceHeadAnswer refuses a streamed Produce from its head p: every
 // partition the head shows, TOPIC_AUTHORIZATION_FAILED.
-func produceHeadAnswer(p []byte, version int16, flex bool) *kmsg.ProduceResponse {
+func produceHeadAnswer(p []byte, version int16) *kmsg.ProduceResponse {
 	resp := kmsg.NewPtrProduceResponse()
 	resp.Version = version
-	b := kbin.Reader{Src: p}
-	if version >= 3 {
-		b.Span(max(length(&b, flex, false), 0))
-	}
-	b.Span(2 + 4)
-	for n := length(&b, flex, true); n > 0 && b.Ok(); n-- {
+	var w wire.ProduceWalk
+	w.Start(p, version)
+	for w.NextTopic() {
 		rt := kmsg.NewProduceResponseTopic()
-		if version >= 13 {
-			if id := b.Span(16); b.Ok() {
-				rt.TopicID = [16]byte(id)
-			}
-		} else {
-			rt.Topic = string(b.Span(max(length(&b, flex, false), 0)))
-		}
-		if !b.Ok() {
-			break
-		}
-		for parts := length(&b, flex, true); parts > 0 && b.Ok(); parts-- {
-			partition := b.Int32()
-			if !b.Ok() {
-				break
-			}
+		name, id := w.Topic()
+		rt.Topic, rt.TopicID = string(name), id
+		for w.NextPartition() {
+			partition, _ := w.Partition()
 			rt.Partitions = append(rt.Partitions, refusedProducePartition(partition))
-			b.Span(max(length(&b, flex, true), 0))
-			if flex {
-				skipTags(&b)
-			}
 		}
 		resp.Topics = append(resp.Topics, rt)
-		if flex {
-			skipTags(&b)
-		}
 	}
 	return resp
 }

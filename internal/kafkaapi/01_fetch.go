@@ -1,7 +1,6 @@
 package kafkaapi
 
 import (
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -89,30 +88,17 @@ func (f *reservedTopics) fetch(r *proxy.Request) proxy.Verdict {
 // fetchWalk reads the topics of the Fetch body p in place: hit reports a
 // reserved topic; ok that the topic array was read to its end.
 func (f *reservedTopics) fetchWalk(p []byte, version int16, set *reservedIDSet) (hit, ok bool) {
-	b := kbin.Reader{Src: p}
-	flex := version >= 12
-	head, part := wire.FetchRequestLayout(version)
-	b.Span(head)
-	part += 4 // partition_max_bytes
-	for n := length(&b, flex, true); n > 0 && b.Ok(); n-- {
+	var w wire.FetchRequestWalk
+	w.Start(p, version)
+	for w.NextTopic() {
+		name, id := w.Topic()
 		if version >= 13 {
-			if id := b.Span(16); b.Ok() {
-				if _, hit := set.lookup([16]byte(id)); hit {
-					return true, true
-				}
+			if _, hit := set.lookup(id); hit {
+				return true, true
 			}
-		} else if name := b.Span(max(length(&b, flex, false), 0)); b.Ok() && f.names[string(name)] {
+		} else if f.names[string(name)] {
 			return true, true
 		}
-		for parts := length(&b, flex, true); parts > 0 && b.Ok(); parts-- {
-			b.Span(part)
-			if flex {
-				skipTags(&b)
-			}
-		}
-		if flex {
-			skipTags(&b)
-		}
 	}
-	return false, b.Ok()
+	return false, w.Ok()
 }

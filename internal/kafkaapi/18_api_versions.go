@@ -66,14 +66,14 @@ func newAPIVersions(extra ...kmsg.ApiVersionsResponseApiKey) *apiVersions {
 }
 
 func (*apiVersions) Name() string  { return "api-versions" }
-func (*apiVersions) Keys() []int16 { return []int16{wire.KeyApiVersions} }
+func (*apiVersions) Keys() []int16 { return []int16{int16(kmsg.ApiVersions)} }
 
 // saslVersions are the ranges a terminating listener advertises for the
 // SASL APIs: Kafka's (librdkafka logs in only if SaslHandshake v0 is in the
 // range; it then uses v1, the only version served).
 var saslVersions = []kmsg.ApiVersionsResponseApiKey{
-	{ApiKey: wire.KeySASLHandshake, MinVersion: 0, MaxVersion: 1},
-	{ApiKey: wire.KeySASLAuthenticate, MinVersion: 0, MaxVersion: 2},
+	{ApiKey: int16(kmsg.SASLHandshake), MinVersion: 0, MaxVersion: 1},
+	{ApiKey: int16(kmsg.SASLAuthenticate), MinVersion: 0, MaxVersion: 2},
 }
 
 // OnRequest answers an ApiVersions from the cache while the session has
@@ -126,13 +126,13 @@ func (a *apiVersions) tooNew(c proxy.Conn, r *proxy.Request) *kmsg.ApiVersionsRe
 	if cached == nil {
 		return nil
 	}
-	max := maxVersionOf(cached, wire.KeyApiVersions)
+	max := maxVersionOf(cached, int16(kmsg.ApiVersions))
 	if max < 0 || r.Version <= max {
 		return nil
 	}
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: wire.KeyApiVersions, MinVersion: 0, MaxVersion: max}}
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: int16(kmsg.ApiVersions), MinVersion: 0, MaxVersion: max}}
 	return resp
 }
 
@@ -144,7 +144,7 @@ func (a *apiVersions) cached(c proxy.Conn, r *proxy.Request) *kmsg.ApiVersionsRe
 	a.mu.Unlock()
 	// The cached answer was decoded at its client's version: it holds
 	// every field up to that version, no further.
-	if cached == nil || r.Version > cached.Version || r.Version > maxVersionOf(cached, wire.KeyApiVersions) {
+	if cached == nil || r.Version > cached.Version || r.Version > maxVersionOf(cached, int16(kmsg.ApiVersions)) {
 		return nil
 	}
 	av, err := proxy.DecodeAs[*kmsg.ApiVersionsRequest](r)

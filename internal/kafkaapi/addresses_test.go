@@ -10,7 +10,6 @@ import (
 
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // node is a broker address as a response carries it.
@@ -48,7 +47,7 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 		build    func(ns []node) kmsg.Response
 		read     func(kmsg.Response) []node
 	}{
-		{wire.KeyMetadata, versions(0, maxVersion(wire.KeyMetadata)),
+		{int16(kmsg.Metadata), versions(0, maxVersion(int16(kmsg.Metadata))),
 			func(ns []node) kmsg.Response {
 				r := kmsg.NewPtrMetadataResponse()
 				for _, n := range ns {
@@ -62,7 +61,7 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 				}
 				return ns
 			}},
-		{wire.KeyDescribeCluster, versions(0, maxVersion(wire.KeyDescribeCluster)),
+		{int16(kmsg.DescribeCluster), versions(0, maxVersion(int16(kmsg.DescribeCluster))),
 			func(ns []node) kmsg.Response {
 				r := kmsg.NewPtrDescribeClusterResponse()
 				for _, n := range ns {
@@ -76,7 +75,7 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 				}
 				return ns
 			}},
-		{wire.KeyProduce, versions(10, maxVersion(wire.KeyProduce)), // node endpoints: tag 0 from v10 (KIP-951)
+		{int16(kmsg.Produce), versions(10, maxVersion(int16(kmsg.Produce))), // node endpoints: tag 0 from v10 (KIP-951)
 			func(ns []node) kmsg.Response {
 				r := kmsg.NewPtrProduceResponse()
 				for _, n := range ns {
@@ -90,7 +89,7 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 				}
 				return ns
 			}},
-		{wire.KeyFetch, versions(16, maxVersion(wire.KeyFetch)), // node endpoints: tag 0 from v16
+		{int16(kmsg.Fetch), versions(16, maxVersion(int16(kmsg.Fetch))), // node endpoints: tag 0 from v16
 			func(ns []node) kmsg.Response {
 				r := kmsg.NewPtrFetchResponse()
 				for _, n := range ns {
@@ -104,7 +103,7 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 				}
 				return ns
 			}},
-		{wire.KeyShareFetch, versions(0, maxVersion(wire.KeyShareFetch)),
+		{int16(kmsg.ShareFetch), versions(0, maxVersion(int16(kmsg.ShareFetch))),
 			func(ns []node) kmsg.Response {
 				r := kmsg.NewPtrShareFetchResponse()
 				for _, n := range ns {
@@ -118,7 +117,7 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 				}
 				return ns
 			}},
-		{wire.KeyShareAcknowledge, versions(0, maxVersion(wire.KeyShareAcknowledge)),
+		{int16(kmsg.ShareAcknowledge), versions(0, maxVersion(int16(kmsg.ShareAcknowledge))),
 			func(ns []node) kmsg.Response {
 				r := kmsg.NewPtrShareAcknowledgeResponse()
 				for _, n := range ns {
@@ -153,22 +152,26 @@ func TestAddressesRewriteBrokerLists(t *testing.T) {
 
 // FindCoordinator: a coordinator the gateway has a port for gets its
 // address; one it has none for becomes COORDINATOR_NOT_AVAILABLE with node
-// -1 (retriable) instead of its upstream address; an error is untouched.
+// -1 (retriable) instead of its upstream address; an error, or no node,
+// is untouched.
 func TestAddressesFindCoordinator(t *testing.T) {
 	for v := int16(0); v <= 3; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			for _, tc := range []struct {
-				in   node
-				want node
-				code int16
+				in     node
+				inCode int16
+				want   node
+				code   int16
 			}{
-				{node{1, "10.0.0.2", 9093}, node{1, "gw.example", 40001}, 0},
-				{node{7, "10.0.0.7", 9092}, node{-1, "", -1}, kerr.CoordinatorNotAvailable.Code},
+				{node{1, "10.0.0.2", 9093}, 0, node{1, "gw.example", 40001}, 0},
+				{node{7, "10.0.0.7", 9092}, 0, node{-1, "", -1}, kerr.CoordinatorNotAvailable.Code},
+				{node{-1, "", -1}, kerr.NotCoordinator.Code, node{-1, "", -1}, kerr.NotCoordinator.Code},
+				{node{-1, "", -1}, 0, node{-1, "", -1}, 0},
 			} {
 				req := kmsg.NewPtrFindCoordinatorRequest()
 				req.Version = v
 				up := kmsg.NewPtrFindCoordinatorResponse()
-				up.NodeID, up.Host, up.Port = tc.in.id, tc.in.host, tc.in.port
+				up.NodeID, up.Host, up.Port, up.ErrorCode = tc.in.id, tc.in.host, tc.in.port, tc.inCode
 				got := respond(t, addresses{}, connAs(principal.AnonymousPrincipal), req, up).(*kmsg.FindCoordinatorResponse)
 				if n := (node{got.NodeID, got.Host, got.Port}); n != tc.want || got.ErrorCode != tc.code {
 					t.Errorf("coordinator %v became %v error %d, want %v error %d", tc.in, n, got.ErrorCode, tc.want, tc.code)
@@ -176,7 +179,7 @@ func TestAddressesFindCoordinator(t *testing.T) {
 			}
 		})
 	}
-	for v := int16(4); v <= maxVersion(wire.KeyFindCoordinator); v++ {
+	for v := int16(4); v <= maxVersion(int16(kmsg.FindCoordinator)); v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			req := kmsg.NewPtrFindCoordinatorRequest()
 			req.Version = v
@@ -232,7 +235,7 @@ func TestAddressesProduceFetchUntouched(t *testing.T) {
 		key  int16
 		resp func() kmsg.Response
 	}{
-		{wire.KeyProduce, func() kmsg.Response {
+		{int16(kmsg.Produce), func() kmsg.Response {
 			r := kmsg.NewPtrProduceResponse()
 			tp := kmsg.NewProduceResponseTopic()
 			tp.Topic = "t"
@@ -240,7 +243,7 @@ func TestAddressesProduceFetchUntouched(t *testing.T) {
 			r.Topics = append(r.Topics, tp)
 			return r
 		}},
-		{wire.KeyFetch, func() kmsg.Response {
+		{int16(kmsg.Fetch), func() kmsg.Response {
 			r := kmsg.NewPtrFetchResponse()
 			tp := kmsg.NewFetchResponseTopic()
 			tp.Topic = "t"

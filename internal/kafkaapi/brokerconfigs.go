@@ -9,7 +9,6 @@ import (
 
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // brokerConfigs is the filter of the three broker-config APIs. Tollgate
@@ -27,7 +26,7 @@ type brokerConfigs struct {
 func (*brokerConfigs) Name() string { return "broker-configs" }
 
 func (*brokerConfigs) Keys() []int16 {
-	return []int16{wire.KeyDescribeConfigs, wire.KeyAlterConfigs, wire.KeyIncrementalAlter}
+	return []int16{int16(kmsg.DescribeConfigs), int16(kmsg.AlterConfigs), int16(kmsg.IncrementalAlterConfigs)}
 }
 
 // controlTimeout bounds a control-plane answer (an audited, durable
@@ -52,7 +51,7 @@ func (b *brokerConfigs) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict 
 }
 
 func (b *brokerConfigs) OnResponse(c proxy.Conn, r *proxy.Response) error {
-	if r.Req.Key != wire.KeyDescribeConfigs {
+	if r.Req.Key != int16(kmsg.DescribeConfigs) {
 		return nil
 	}
 	return r.Edit(func(resp kmsg.Response) { scrubBrokerAddresses(c, resp.(*kmsg.DescribeConfigsResponse)) })

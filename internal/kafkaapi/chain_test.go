@@ -142,8 +142,8 @@ func TestEveryAPIHasItsFile(t *testing.T) {
 	}
 
 	seen := map[int16][]string{
-		wire.KeySASLHandshake:    {"the SASL gate"},
-		wire.KeySASLAuthenticate: {"the SASL gate"},
+		int16(kmsg.SASLHandshake):    {"the SASL gate"},
+		int16(kmsg.SASLAuthenticate): {"the SASL gate"},
 	}
 	for _, f := range Chain(fullDeps(t)) {
 		keys := keysOf(f)

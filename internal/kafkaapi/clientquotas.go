@@ -7,7 +7,6 @@ import (
 
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // clientQuotas answers the client-quota APIs from the control plane: the
@@ -18,7 +17,7 @@ type clientQuotas struct{ ctl *control.ClientQuotas }
 func (*clientQuotas) Name() string { return "client-quotas" }
 
 func (*clientQuotas) Keys() []int16 {
-	return []int16{wire.KeyDescribeClientQuota, wire.KeyAlterClientQuotas}
+	return []int16{int16(kmsg.DescribeClientQuotas), int16(kmsg.AlterClientQuotas)}
 }
 
 func (q *clientQuotas) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
@@ -54,7 +53,7 @@ type scramCredentials struct{ creds *control.Credentials }
 func (*scramCredentials) Name() string { return "scram-credentials" }
 
 func (*scramCredentials) Keys() []int16 {
-	return []int16{wire.KeyDescribeUserSCRAM, wire.KeyAlterUserSCRAM}
+	return []int16{int16(kmsg.DescribeUserSCRAMCredentials), int16(kmsg.AlterUserSCRAMCredentials)}
 }
 
 func (s *scramCredentials) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {

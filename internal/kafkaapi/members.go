@@ -7,7 +7,7 @@ import (
 	"sync"
 
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Group members behind a gateway: the group coordinator records each
@@ -30,18 +30,18 @@ func newMembers() *members { return &members{} }
 func (*members) Name() string { return "group-members" }
 
 func (*members) Keys() []int16 {
-	return []int16{wire.KeyJoinGroup, wire.KeyConsumerGroupHB, wire.KeyDescribeGroups, wire.KeyConsumerGroupDesc}
+	return []int16{int16(kmsg.JoinGroup), int16(kmsg.ConsumerGroupHeartbeat), int16(kmsg.DescribeGroups), int16(kmsg.ConsumerGroupDescribe)}
 }
 
 func (m *members) OnResponse(c proxy.Conn, r *proxy.Response) error {
 	switch r.Req.Key {
-	case wire.KeyJoinGroup:
+	case int16(kmsg.JoinGroup):
 		m.learnJoinGroup(c, r)
-	case wire.KeyConsumerGroupHB:
+	case int16(kmsg.ConsumerGroupHeartbeat):
 		m.learnHeartbeat(c, r)
-	case wire.KeyDescribeGroups:
+	case int16(kmsg.DescribeGroups):
 		return r.Edit(m.restoreDescribeGroups)
-	case wire.KeyConsumerGroupDesc:
+	case int16(kmsg.ConsumerGroupDescribe):
 		return r.Edit(m.restoreConsumerGroupDescribe)
 	}
 	return nil

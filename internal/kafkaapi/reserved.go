@@ -8,12 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // Tollgate keeps state in topics of the upstream cluster it fronts: the
@@ -116,25 +114,13 @@ func newReservedTopics(names []string, topics TopicIDs, log *slog.Logger) *reser
 
 func (*reservedTopics) Name() string { return "reserved-topics" }
 
-// The keys the filter sees that wire has no name for.
-const (
-	keyListOffsets             = int16(kmsg.ListOffsets)
-	keyOffsetCommit            = int16(kmsg.OffsetCommit)
-	keyDeleteRecords           = int16(kmsg.DeleteRecords)
-	keyOffsetForLeaderEpoch    = int16(kmsg.OffsetForLeaderEpoch)
-	keyAddPartitionsToTxn      = int16(kmsg.AddPartitionsToTxn)
-	keyTxnOffsetCommit         = int16(kmsg.TxnOffsetCommit)
-	keyDescribeProducers       = int16(kmsg.DescribeProducers)
-	keyDescribeTopicPartitions = int16(kmsg.DescribeTopicPartitions)
-)
-
 func (*reservedTopics) Keys() []int16 {
 	return []int16{
-		wire.KeyProduce, wire.KeyFetch, keyListOffsets, wire.KeyMetadata, keyOffsetCommit,
-		wire.KeyCreateTopics, wire.KeyDeleteTopics, keyDeleteRecords, keyOffsetForLeaderEpoch,
-		keyAddPartitionsToTxn, keyTxnOffsetCommit, wire.KeyDescribeConfigs, wire.KeyAlterConfigs,
-		wire.KeyCreatePartitions, wire.KeyIncrementalAlter, keyDescribeProducers,
-		keyDescribeTopicPartitions, wire.KeyShareFetch,
+		int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.ListOffsets), int16(kmsg.Metadata), int16(kmsg.OffsetCommit),
+		int16(kmsg.CreateTopics), int16(kmsg.DeleteTopics), int16(kmsg.DeleteRecords), int16(kmsg.OffsetForLeaderEpoch),
+		int16(kmsg.AddPartitionsToTxn), int16(kmsg.TxnOffsetCommit), int16(kmsg.DescribeConfigs), int16(kmsg.AlterConfigs),
+		int16(kmsg.CreatePartitions), int16(kmsg.IncrementalAlterConfigs), int16(kmsg.DescribeProducers),
+		int16(kmsg.DescribeTopicPartitions), int16(kmsg.ShareFetch),
 	}
 }
 
@@ -142,9 +128,9 @@ func (*reservedTopics) Keys() []int16 {
 // Fetch are read in place and decoded only when they name one.
 func (f *reservedTopics) OnRequest(_ proxy.Conn, r *proxy.Request) proxy.Verdict {
 	switch r.Key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		return f.produce(r)
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		return f.fetch(r)
 	}
 	kr, err := r.Decode()
@@ -192,7 +178,7 @@ func (f *reservedTopics) OnRequest(_ proxy.Conn, r *proxy.Request) proxy.Verdict
 // topic, learning their ids on the way.
 func (f *reservedTopics) OnResponse(_ proxy.Conn, r *proxy.Response) error {
 	switch r.Req.Key {
-	case wire.KeyMetadata, keyDescribeTopicPartitions:
+	case int16(kmsg.Metadata), int16(kmsg.DescribeTopicPartitions):
 	default:
 		return nil
 	}
@@ -379,28 +365,6 @@ func split[T any](xs []T, refused func(*T) bool) (kept, out []T) {
 // fetch APIs' sessions live on the broker.
 func forwardAlways(req kmsg.Request, merge func(kmsg.Response)) proxy.Verdict {
 	return proxy.Verdict{Forward: req, Merge: merge}
-}
-
-// Readers of the small fields of Produce and Fetch requests in place, with
-// kbin (the records are skipped, never copied).
-
-// length reads a string, bytes or array length (-1: null).
-func length(b *kbin.Reader, flex, array bool) int {
-	switch {
-	case flex:
-		return int(b.Uvarint()) - 1
-	case array:
-		return int(b.Int32())
-	default:
-		return int(b.Int16())
-	}
-}
-
-func skipTags(b *kbin.Reader) {
-	for n := b.Uvarint(); n > 0 && b.Ok(); n-- {
-		b.Uvarint()
-		b.Span(int(b.Uvarint()))
-	}
 }
 
 // taf is TOPIC_AUTHORIZATION_FAILED's code.

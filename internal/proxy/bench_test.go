@@ -55,7 +55,7 @@ func serveMini(c net.Conn, host string, port int32) {
 		if _, err := io.ReadFull(c, p); err != nil {
 			return
 		}
-		if h, err := wire.ParseRequestHeader(p); err == nil && h.Key == wire.KeyProduce && produced[h.Version] != nil {
+		if h, err := wire.ParseRequestHeader(p); err == nil && h.Key == int16(kmsg.Produce) && produced[h.Version] != nil {
 			out = append(out[:0], produced[h.Version]...)
 			binary.BigEndian.PutUint32(out[4:], uint32(h.CorrelationID))
 			if _, err := c.Write(out); err != nil {
@@ -69,17 +69,17 @@ func serveMini(c net.Conn, host string, port int32) {
 		}
 		var resp kmsg.Response
 		switch h.Key {
-		case wire.KeyApiVersions:
+		case int16(kmsg.ApiVersions):
 			r := kmsg.NewPtrApiVersionsResponse()
 			for _, k := range []int16{0, 3, 18} {
 				r.ApiKeys = append(r.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MaxVersion: wire.Lookup(k).Max})
 			}
 			resp = r
-		case wire.KeyMetadata:
+		case int16(kmsg.Metadata):
 			r := kmsg.NewPtrMetadataResponse()
 			r.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: host, Port: port}}
 			resp = r
-		case wire.KeyProduce:
+		case int16(kmsg.Produce):
 			r := kmsg.NewPtrProduceResponse()
 			t := kmsg.NewProduceResponseTopic()
 			t.Topic = "bench"
@@ -90,10 +90,10 @@ func serveMini(c net.Conn, host string, port int32) {
 			return
 		}
 		resp.SetVersion(h.Version)
-		if h.Key == wire.KeyApiVersions && h.Version > 4 {
+		if h.Key == int16(kmsg.ApiVersions) && h.Version > 4 {
 			resp.SetVersion(4)
 		}
-		flex := h.API.Flexible(h.Version) && h.Key != wire.KeyApiVersions
+		flex := h.API.Flexible(h.Version) && h.Key != int16(kmsg.ApiVersions)
 		out = append(out[:0], 0, 0, 0, 0)
 		out = binary.BigEndian.AppendUint32(out, uint32(h.CorrelationID))
 		if flex {
@@ -101,7 +101,7 @@ func serveMini(c net.Conn, host string, port int32) {
 		}
 		out = resp.AppendTo(out)
 		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
-		if h.Key == wire.KeyProduce {
+		if h.Key == int16(kmsg.Produce) {
 			produced[h.Version] = append([]byte(nil), out...)
 		}
 		if _, err := c.Write(out); err != nil {

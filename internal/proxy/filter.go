@@ -111,7 +111,7 @@ type Request struct {
 
 // ExpectsResponse reports whether upstream will answer: everything but a
 // Produce with acks=0.
-func (r *Request) ExpectsResponse() bool { return r.Key != wire.KeyProduce || r.Acks != 0 }
+func (r *Request) ExpectsResponse() bool { return r.Key != int16(kmsg.Produce) || r.Acks != 0 }
 
 // Decode decodes the request body with kmsg, once per request: every
 // filter of the chain shares the result (and may change it to forward it,

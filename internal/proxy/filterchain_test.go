@@ -373,7 +373,7 @@ func groupsOf(resp kmsg.Response) []string {
 }
 
 // keyDG is the key the test filters declare.
-var keyDG = []int16{wire.KeyDescribeGroups}
+var keyDG = []int16{int16(kmsg.DescribeGroups)}
 
 func respondWith(groups ...string) func(*proxy.Request) proxy.Verdict {
 	return func(*proxy.Request) proxy.Verdict {
@@ -469,7 +469,7 @@ func TestChainRespondEndsChain(t *testing.T) {
 		if got, want := ev.with(":"), []string{"A:request", "B:request", "A:dropped", "B:dropped"}; !slices.Equal(got, want) {
 			t.Errorf("hooks heard %v, want %v", got, want)
 		}
-		if n := len(rg.up.received(wire.KeyDescribeGroups)); n != 0 {
+		if n := len(rg.up.received(int16(kmsg.DescribeGroups))); n != 0 {
 			t.Errorf("the broker got %d DescribeGroups", n)
 		}
 	})
@@ -494,7 +494,7 @@ func TestChainCloseEndsChain(t *testing.T) {
 		if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonBadFrame}) {
 			t.Errorf("closed with %v, want B's reason", got)
 		}
-		if n := len(rg.up.received(wire.KeyDescribeGroups)); n != 0 {
+		if n := len(rg.up.received(int16(kmsg.DescribeGroups))); n != 0 {
 			t.Errorf("the broker got %d DescribeGroups", n)
 		}
 	})
@@ -520,7 +520,7 @@ func TestChainForwardAndMerge(t *testing.T) {
 		if want := []string{"rewritten", "merged-by-B", "merged-by-A"}; !slices.Equal(got, want) {
 			t.Errorf("client got groups %v, want %v", got, want)
 		}
-		sent := rg.up.received(wire.KeyDescribeGroups)
+		sent := rg.up.received(int16(kmsg.DescribeGroups))
 		if len(sent) != 1 || !slices.Equal(sent[0].(*kmsg.DescribeGroupsRequest).Groups, []string{"rewritten"}) || sent[0].GetVersion() != 5 {
 			t.Errorf("the broker got %v, want B's rewrite at the client's version", sent)
 		}
@@ -558,7 +558,7 @@ func TestChainTwoForwardsClose(t *testing.T) {
 		if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {
 			t.Errorf("closed with %v, want %s", got, proxy.ReasonRefused)
 		}
-		if n := len(rg.up.received(wire.KeyDescribeGroups)); n != 0 {
+		if n := len(rg.up.received(int16(kmsg.DescribeGroups))); n != 0 {
 			t.Errorf("the broker got %d DescribeGroups", n)
 		}
 		if got := ev.with("dropped"); !slices.Equal(got, []string{"A:dropped", "B:dropped"}) {
@@ -654,7 +654,7 @@ func TestChainDroppedOnClose(t *testing.T) {
 		c.send(describeGroups("g"))
 		c.send(describeGroups("h"))
 		synctest.Wait()
-		if n := len(rg.up.received(wire.KeyDescribeGroups)); n != 2 {
+		if n := len(rg.up.received(int16(kmsg.DescribeGroups))); n != 2 {
 			t.Fatalf("the broker got %d requests, want 2", n)
 		}
 		if got := ev.with("dropped"); len(got) != 0 {
@@ -684,7 +684,7 @@ func TestChainDroppedOnClose(t *testing.T) {
 		if got := ev.with(":"); !slices.Equal(got, []string{"A:request", "A:dropped"}) {
 			t.Errorf("hooks heard %v, want the held request dropped", got)
 		}
-		if n := len(rg.up.received(wire.KeyDescribeGroups)); n != 0 {
+		if n := len(rg.up.received(int16(kmsg.DescribeGroups))); n != 0 {
 			t.Errorf("the held request reached the broker")
 		}
 	})

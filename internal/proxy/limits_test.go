@@ -20,7 +20,6 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit/testpki"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // A client with one request held upstream (a long-poll Fetch, say) that
@@ -32,7 +31,7 @@ func TestLocalAnswersHoldInFlightSlots(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		ev := &events{}
-		local := &probe{name: "local", keys: []int16{wire.KeyDescribeGroups}, ev: ev,
+		local := &probe{name: "local", keys: []int16{int16(kmsg.DescribeGroups)}, ev: ev,
 			verdict: func(r *proxy.Request) proxy.Verdict {
 				dg, err := proxy.DecodeAs[*kmsg.DescribeGroupsRequest](r)
 				if err != nil || dg.Groups[0] == "held" {
@@ -278,7 +277,7 @@ func (s *served) Served(_ *principal.ConnInfo, r *proxy.Request, respSize int, t
 func TestServeHook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sv := &served{}
-		local := &probe{name: "local", keys: []int16{wire.KeyDescribeGroups}, ev: &events{}, throttle: 2 * time.Second,
+		local := &probe{name: "local", keys: []int16{int16(kmsg.DescribeGroups)}, ev: &events{}, throttle: 2 * time.Second,
 			verdict: func(r *proxy.Request) proxy.Verdict {
 				dg, _ := proxy.DecodeAs[*kmsg.DescribeGroupsRequest](r)
 				if dg.Groups[0] != "local" {

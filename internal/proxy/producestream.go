@@ -19,20 +19,21 @@ import (
 // upstream; the bytes before it are, so a refused topic leaves the broker
 // an incomplete frame, which it never handles, and the session closes.
 // The layout is kmsg's ProduceRequest (flexible from v9, topic ids from
-// v13).
+// v13), walked by wire.ProduceWalk over the stream (a wire.Source).
 
 // errTopicRefused is a streamed Produce that named a topic a filter
 // refused.
 var errTopicRefused = errors.New("a streamed Produce names a topic the gateway refuses")
 
 type produceStream struct {
-	s     *session
-	sz    []byte // the size prefix, written with the first bytes
-	left  int    // payload bytes neither examined nor copied yet
-	pend  int    // examined bytes at the front of the read buffer, not yet written
-	check func(name []byte, id [16]byte) bool
-	err   error
+	s    *session
+	sz   []byte // the size prefix, written with the first bytes
+	left int    // payload bytes neither examined nor copied yet
+	pend int    // examined bytes at the front of the read buffer, not yet written
+	err  error
 }
+
+var _ wire.Source = (*produceStream)(nil)
 
 func (st *produceStream) fail(err error) {
 	if st.err == nil {
@@ -71,55 +72,31 @@ func (st *produceStream) field(k int) []byte {
 	return b
 }
 
-func (st *produceStream) i16() int {
-	b := st.field(2)
-	if b == nil {
-		return 0
+// Field implements wire.Source: the examined bytes stay buffered until
+// the next flush or copy.
+func (st *produceStream) Field(k int) []byte { return st.field(k) }
+
+// Peek implements wire.Source.
+func (st *produceStream) Peek(k int) []byte {
+	if st.err != nil {
+		return nil
 	}
-	return int(int16(uint16(b[0])<<8 | uint16(b[1])))
+	k = min(k, st.left)
+	if st.pend+k > readBufSize {
+		st.flush()
+	}
+	b, err := st.s.cr.Peek(st.pend + k)
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
+	return b[st.pend:]
 }
 
-func (st *produceStream) i32() int {
-	b := st.field(4)
-	if b == nil {
-		return 0
-	}
-	return int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
-}
-
-func (st *produceStream) uvarint() int {
-	var x uint32
-	for shift := uint(0); shift < 35; shift += 7 {
-		b := st.field(1)
-		if b == nil {
-			return 0
-		}
-		x |= uint32(b[0]&0x7f) << shift
-		if b[0] < 0x80 {
-			return int(x)
-		}
-	}
-	st.fail(fmt.Errorf("%w: varint overflow", wire.ErrMalformed))
-	return 0
-}
-
-// length reads a string, bytes or array length; -1 is null.
-func (st *produceStream) length(flex, array bool) int {
-	switch {
-	case flex:
-		return st.uvarint() - 1
-	case array:
-		return st.i32()
-	default:
-		return st.i16()
-	}
-}
-
-func (st *produceStream) tags() {
-	for n := st.uvarint(); n > 0 && st.err == nil; n-- {
-		st.uvarint()
-		st.copy(st.uvarint())
-	}
+// Skip implements wire.Source: the records, and tag values, are copied.
+func (st *produceStream) Skip(k int) bool {
+	st.copy(k)
+	return st.err == nil
 }
 
 // flush writes the examined bytes upstream.
@@ -190,54 +167,29 @@ func (e errUpstreamWrite) Unwrap() error { return e.error }
 // written, and sizes (if any) each topic's record bytes once they are.
 func (s *session) streamProduceChecked(sz [4]byte, n int, req *Request, check func([]byte, [16]byte) bool,
 	sizes func([]byte, [16]byte, int)) (Reason, error) {
-	st := &produceStream{s: s, sz: sz[:], left: n, check: check}
-	ver, flex := req.Version, req.Flexible
+	st := &s.pstream
+	*st = produceStream{s: s, sz: sz[:], left: n}
 	st.field(req.BodyOffset) // the header, parsed already
-	if ver >= 3 {
-		st.field(max(st.length(flex, false), 0)) // transactional id
-	}
-	st.field(2 + 4) // acks, timeout
-	var none [16]byte
-	for topics := st.length(flex, true); topics > 0 && st.err == nil; topics-- {
-		ok := true
-		var id [16]byte
-		var name []byte
-		if ver >= 13 {
-			if b := st.field(16); b != nil {
-				id = [16]byte(b)
-				if check != nil {
-					ok = check(nil, id)
-				}
-			}
-		} else if name = st.field(max(st.length(flex, false), 0)); name != nil {
-			if check != nil {
-				ok = check(name, none)
-			}
-			if sizes != nil {
-				// The read buffer is reused while the records pass.
-				s.wname = append(s.wname[:0], name...)
-				name = s.wname
-			}
-		}
-		if st.err == nil && !ok {
+	var w wire.ProduceWalk
+	w.StartFrom(st, req.Version)
+	for w.NextTopic() {
+		name, id := w.Topic()
+		if check != nil && !check(name, id) {
 			return ReasonRefused, errTopicRefused
 		}
-		records := 0
-		for parts := st.length(flex, true); parts > 0 && st.err == nil; parts-- {
-			st.field(4) // partition index
-			k := max(st.length(flex, true), 0)
-			st.copy(k)
-			records += k
-			if flex {
-				st.tags()
-			}
+		if sizes != nil && name != nil {
+			// The read buffer is reused while the records pass.
+			s.wname = append(s.wname[:0], name...)
+			name = s.wname
 		}
-		if flex {
-			st.tags()
+		for w.NextPartition() {
 		}
-		if sizes != nil && st.err == nil {
-			sizes(name, id, records)
+		if sizes != nil && w.Ok() {
+			sizes(name, id, w.TopicRecords())
 		}
+	}
+	if !w.Ok() {
+		st.fail(fmt.Errorf("%w: streamed produce request", wire.ErrMalformed))
 	}
 	st.copy(st.left) // the request's tag section
 	st.flush()

@@ -248,7 +248,7 @@ func (s *session) handleLarge(sz [4]byte, n int) (Reason, error) {
 	if err != nil {
 		return clientReason(err), err
 	}
-	if len(head) < 2 || int16(binary.BigEndian.Uint16(head)) != wire.KeyProduce {
+	if len(head) < 2 || int16(binary.BigEndian.Uint16(head)) != int16(kmsg.Produce) {
 		return s.handleSmall(sz, n)
 	}
 	req, r, err := s.parse(head, n)
@@ -307,7 +307,7 @@ func (s *session) parse(p []byte, n int) (*Request, Reason, error) {
 		Received:      time.Now(),
 		Flexible:      h.API.Flexible(h.Version),
 	}
-	if h.Key == wire.KeyApiVersions && h.Version > wire.ApiVersionsMax {
+	if h.Key == int16(kmsg.ApiVersions) && h.Version > wire.ApiVersionsMax {
 		// KIP-511: answer a too-new ApiVersions ourselves, with the v0
 		// error body, so the client retries at a version we can read.
 		req.Flexible = false
@@ -315,14 +315,14 @@ func (s *session) parse(p []byte, n int) (*Request, Reason, error) {
 		return nil, "", nil
 	}
 	switch h.Key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		if req.Acks, err = wire.ProduceAcks(p, h); err != nil {
 			return nil, ReasonBadFrame, err
 		}
 		if ms, err := wire.ProduceTimeout(p, h); err == nil {
 			req.MaxWait = time.Duration(max(ms, 0)) * time.Millisecond
 		}
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		if ms, ok := wire.FetchMaxWait(p, h.BodyOffset, h.Version); ok {
 			req.MaxWait = time.Duration(max(ms, 0)) * time.Millisecond
 		}
@@ -442,7 +442,7 @@ func (s *session) enqueue(req *Request, v *Verdict) error {
 		s.drop(req)
 		return net.ErrClosed
 	}
-	if req.Key == wire.KeyShareFetch {
+	if req.Key == int16(kmsg.ShareFetch) {
 		if sf, err := DecodeAs[*kmsg.ShareFetchRequest](req); err == nil {
 			req.MaxWait = time.Duration(max(sf.MaxWaitMillis, 0)) * time.Millisecond
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // maxResponse bounds upstream responses (kgo's own default read cap is
@@ -46,12 +47,12 @@ func (s *session) respond() {
 		s.mu.Unlock()
 		pr := &s.cur
 		var r Reason
-		if n > int(s.gw.cfg.MaxResponseSize) && pr.req.Key != wire.KeyFetch {
+		if n > int(s.gw.cfg.MaxResponseSize) && pr.req.Key != int16(kmsg.Fetch) {
 			s.close(ReasonResponseTooLarge, fmt.Errorf("%s response of %d bytes > socket.response_max_bytes %d",
 				wire.Lookup(pr.req.Key).Name, n, s.gw.cfg.MaxResponseSize))
 			return
 		}
-		if n >= streamMin && pr.req.Key == wire.KeyFetch {
+		if n >= streamMin && pr.req.Key == int16(kmsg.Fetch) {
 			r, err = s.streamFetch(pr, sz, n)
 		} else {
 			r, err = s.forwardSmall(pr, sz, n)
@@ -149,7 +150,7 @@ func (s *session) process(buf *wire.Buffer, pr *pending) error {
 		return err
 	}
 	key, ver := pr.req.Key, pr.req.Version
-	if key == wire.KeySASLAuthenticate {
+	if key == int16(kmsg.SASLAuthenticate) {
 		s.passthroughResponse(buf, pr)
 	}
 	if pr.merge != nil {

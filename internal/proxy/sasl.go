@@ -88,13 +88,13 @@ func (s *session) gate(req *Request) (handled bool, r Reason, err error) {
 		// either mode — in pass-through it could bind the connection to
 		// a principal Tollgate never saw: Kafka's answer is
 		// ILLEGAL_SASL_STATE.
-		if req.Key == wire.KeySASLHandshake || req.Key == wire.KeySASLAuthenticate {
+		if req.Key == int16(kmsg.SASLHandshake) || req.Key == int16(kmsg.SASLAuthenticate) {
 			return s.illegalSASLState(req)
 		}
 		return false, "", nil
-	case req.Key == wire.KeyApiVersions:
+	case req.Key == int16(kmsg.ApiVersions):
 		return false, "", nil // the filters may answer it (kafkaapi's ApiVersions cache)
-	case req.Key == wire.KeySASLHandshake:
+	case req.Key == int16(kmsg.SASLHandshake):
 		if s.ln.cfg.SASLMode() == SASLPassthrough && req.Version < 1 {
 			return false, ReasonUnsupportedVers, errors.New("SaslHandshake v0 cannot be passed through (raw tokens have no frame the gateway can follow); use v1")
 		}
@@ -110,7 +110,7 @@ func (s *session) gate(req *Request) (handled bool, r Reason, err error) {
 			return false, "", nil
 		}
 		return s.handshake(req)
-	case req.Key == wire.KeySASLAuthenticate:
+	case req.Key == int16(kmsg.SASLAuthenticate):
 		if a.mechanism == "" {
 			return false, ReasonRefused, errors.New("SaslAuthenticate before SaslHandshake")
 		}
@@ -271,7 +271,7 @@ func (s *session) rawToken(p []byte) (Reason, error) {
 }
 
 func (s *session) illegalSASLState(req *Request) (bool, Reason, error) {
-	if req.Key == wire.KeySASLHandshake {
+	if req.Key == int16(kmsg.SASLHandshake) {
 		return s.handshakeAnswer(req, kerr.IllegalSaslState.Code)
 	}
 	resp := kmsg.NewPtrSASLAuthenticateResponse()

@@ -71,8 +71,10 @@ type session struct {
 	// (responder) or request (reader) while its records pass: the bytes
 	// it was read from are reused meanwhile.
 	rname, wname []byte
-	fwd          []byte // re-encoded requests (reader only)
-	replay       []byte // a request to send first when the upstream opens (Verdict.Replay)
+	pstream      produceStream // a streamed Produce being walked (reader only)
+	fstream      fetchStream   // a streamed Fetch response being walked (responder only)
+	fwd          []byte        // re-encoded requests (reader only)
+	replay       []byte        // a request to send first when the upstream opens (Verdict.Replay)
 	auth         authState
 	cur          pending  // the response being processed (responder only)
 	resp         Response // what the response hooks see (responder only)

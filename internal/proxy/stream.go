@@ -56,54 +56,29 @@ func (st *fetchStream) read(k int) []byte {
 	return st.stage[at:]
 }
 
-func (st *fetchStream) uvarint() uint32 {
-	var x uint32
-	for shift := uint(0); shift < 35; shift += 7 {
-		b := st.read(1)
-		if b == nil {
-			return 0
-		}
-		x |= uint32(b[0]&0x7f) << shift
-		if b[0] < 0x80 {
-			return x
-		}
+var _ wire.Source = (*fetchStream)(nil)
+
+// Field implements wire.Source: the field is staged.
+func (st *fetchStream) Field(k int) []byte { return st.read(k) }
+
+// Peek implements wire.Source.
+func (st *fetchStream) Peek(k int) []byte {
+	if st.err != nil {
+		return nil
 	}
-	st.fail(fmt.Errorf("%w: varint overflow", wire.ErrMalformed))
-	return 0
+	b, err := st.s.ur.Peek(min(k, st.left))
+	if err != nil {
+		st.fail(err)
+		return nil
+	}
+	return b
 }
 
-func (st *fetchStream) tags() {
-	for n := st.uvarint(); n > 0 && st.err == nil; n-- {
-		st.uvarint()
-		st.read(int(st.uvarint()))
-	}
-}
-
-// compactLen reads a compact array or bytes length (null reads as 0).
-func (st *fetchStream) compactLen() int {
-	n := int(st.uvarint()) - 1
-	if n < 0 {
-		return 0
-	}
-	return n
-}
-
-// length reads an array, string or bytes length in either encoding (null
-// reads as 0): classic arrays and bytes have an int32 length, strings an
-// int16 one (short: true).
-func (st *fetchStream) length(flex, short bool) int {
-	if flex {
-		return st.compactLen()
-	}
-	var n int
-	if short {
-		if b := st.read(2); b != nil {
-			n = int(int16(uint16(b[0])<<8 | uint16(b[1])))
-		}
-	} else if b := st.read(4); b != nil {
-		n = int(int32(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])))
-	}
-	return max(n, 0)
+// Skip implements wire.Source: record blocks (and tag values) are staged
+// or spliced by their size.
+func (st *fetchStream) Skip(k int) bool {
+	st.records(k)
+	return st.err == nil
 }
 
 func (st *fetchStream) flush() {
@@ -165,7 +140,8 @@ func (e errClientWrite) Unwrap() error { return e.error }
 
 // streamFetch forwards one large Fetch response of n payload bytes.
 func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
-	st := &fetchStream{s: s, left: n, stage: append(s.stage[:0], sz[:]...)}
+	st := &s.fstream
+	*st = fetchStream{s: s, left: n, stage: append(s.stage[:0], sz[:]...)}
 	defer func() { s.stage = st.stage[:0] }()
 	ver := pr.req.Version
 	if corr := st.read(4); corr != nil {
@@ -173,85 +149,22 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 			return ReasonUpstreamProtocol, err
 		}
 	}
-	if pr.req.Flexible {
-		st.tags()
+	if pr.req.Flexible && !wire.PassTags(st) {
+		st.fail(fmt.Errorf("%w: fetch response header tags", wire.ErrMalformed))
 	}
 	t := s.throttleFor(pr, n)
 	pr.throttle = t
-	if ver >= 1 {
-		if b := st.read(4); b != nil && t > 0 {
-			putThrottle(b, throttleMs(t))
-		}
+	var w wire.FetchResponseWalk
+	w.StartFrom(st, ver)
+	if b := w.Throttle(); b != nil && t > 0 {
+		putThrottle(b, throttleMs(t))
 	}
 	if ver < 12 && pr.topicBytes == nil {
 		// No tagged fields, so nothing after the head can carry an
 		// address: the rest goes through verbatim.
 		st.copyRaw(st.left)
-	} else {
-		// Walked: for the tags of v12+, and for the topics' record
-		// bytes when a filter counts them (Verdict.TopicBytes).
-		flex := ver >= 12
-		if ver >= 7 {
-			st.read(2 + 4) // error code, session id
-		}
-		part := 4 + 2 + 8 // partition, error, hwm
-		if ver >= 4 {
-			part += 8 // last stable offset
-		}
-		if ver >= 5 {
-			part += 8 // log start offset
-		}
-		for topics := st.length(flex, false); topics > 0 && st.err == nil; topics-- {
-			var id [16]byte
-			var name []byte
-			if ver >= 13 {
-				if b := st.read(16); b != nil {
-					id = [16]byte(b)
-				}
-			} else if b := st.read(st.length(flex, true)); b != nil {
-				// The stage is reused while the records pass.
-				s.rname = append(s.rname[:0], b...)
-				name = s.rname
-			}
-			records := 0
-			for parts := st.length(flex, false); parts > 0 && st.err == nil; parts-- {
-				st.read(part)
-				if ver >= 4 {
-					for a := st.length(flex, false); a > 0 && st.err == nil; a-- {
-						st.read(16) // producer id, first offset
-						if flex {
-							st.tags()
-						}
-					}
-				}
-				if ver >= 11 {
-					st.read(4) // preferred read replica
-				}
-				k := st.length(flex, false)
-				st.records(k)
-				records += k
-				if flex {
-					st.tags()
-				}
-			}
-			if flex {
-				st.tags()
-			}
-			if pr.topicBytes != nil && st.err == nil {
-				pr.topicBytes(name, id, records)
-			}
-		}
-	}
-	if ver >= 12 {
-		at := len(st.stage)
-		st.tags()
-		if st.err == nil && st.stage[at] != 0 {
-			fixed, err := wire.RewriteFetchTagsSameLength(st.stage[at:], ver, s.ln)
-			if err != nil {
-				return ReasonUpstreamProtocol, err
-			}
-			copy(st.stage[at:], fixed)
-		}
+	} else if r, err := s.streamFetchTopics(st, &w, pr); err != nil {
+		return r, err
 	}
 	if st.err == nil && st.left != 0 {
 		st.fail(fmt.Errorf("%w: %d bytes after the end of a fetch response", wire.ErrMalformed, st.left))
@@ -265,6 +178,37 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 	}
 	if t > 0 {
 		s.mute(time.Now().Add(t))
+	}
+	return "", nil
+}
+
+// streamFetchTopics walks the topics of a streamed Fetch response: for the
+// tags of v12+ (the node endpoints rewritten to the same length), and for
+// the topics' record bytes when a filter counts them (Verdict.TopicBytes).
+func (s *session) streamFetchTopics(st *fetchStream, w *wire.FetchResponseWalk, pr *pending) (Reason, error) {
+	for w.NextTopic() {
+		name, id := w.Topic()
+		if name != nil {
+			// The stage is reused while the records pass.
+			s.rname = append(s.rname[:0], name...)
+			name = s.rname
+		}
+		for w.NextPartition() {
+		}
+		if pr.topicBytes != nil && w.Ok() {
+			pr.topicBytes(name, id, w.TopicRecords())
+		}
+	}
+	at := len(st.stage)
+	if w.Done() && pr.req.Version >= 12 && st.stage[at] != 0 {
+		fixed, err := wire.RewriteFetchTagsSameLength(st.stage[at:], pr.req.Version, s.ln)
+		if err != nil {
+			return ReasonUpstreamProtocol, err
+		}
+		copy(st.stage[at:], fixed)
+	}
+	if !w.Ok() {
+		st.fail(fmt.Errorf("%w: streamed fetch response", wire.ErrMalformed))
 	}
 	return "", nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // topicBytes is a filter that counts the record bytes of every topic of a
@@ -22,7 +21,7 @@ type topicBytes struct {
 }
 
 func (*topicBytes) Name() string  { return "topic-bytes" }
-func (*topicBytes) Keys() []int16 { return []int16{wire.KeyProduce, wire.KeyFetch} }
+func (*topicBytes) Keys() []int16 { return []int16{int16(kmsg.Produce), int16(kmsg.Fetch)} }
 
 func (f *topicBytes) OnRequest(_ proxy.Conn, r *proxy.Request) proxy.Verdict {
 	return proxy.Verdict{TopicBytes: f.count}
@@ -66,7 +65,7 @@ func TestStreamedProduceTopicBytes(t *testing.T) {
 					if resp := c.roundTrip(bigProduce(v)).(*kmsg.ProduceResponse); len(resp.Topics) != 3 {
 						t.Fatalf("answer has %d topics", len(resp.Topics))
 					}
-					got := rg.up.received(wire.KeyProduce)
+					got := rg.up.received(int16(kmsg.Produce))
 					want := bigProduce(v)
 					if v < 3 {
 						want.TransactionID = nil
@@ -166,7 +165,7 @@ func TestTwoTopicBytesFilters(t *testing.T) {
 		c := rg.dial(t)
 		c.c.Write(c.f.AppendRequest(nil, bigProduce(9), 1))
 		synctest.Wait()
-		if n := len(rg.up.received(wire.KeyProduce)); n != 0 {
+		if n := len(rg.up.received(int16(kmsg.Produce))); n != 0 {
 			t.Errorf("the broker got %d Produce requests", n)
 		}
 		if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // Two filters may forward the same request — Request.Decode's shared
@@ -42,7 +41,7 @@ func TestChainSharedForwardAndRespondMerges(t *testing.T) {
 		if want := []string{"c", "answered-b", "answered-a"}; !slices.Equal(got, want) {
 			t.Errorf("client got groups %v, want %v", got, want)
 		}
-		sent := rg.up.received(wire.KeyDescribeGroups)
+		sent := rg.up.received(int16(kmsg.DescribeGroups))
 		if len(sent) != 1 || !slices.Equal(sent[0].(*kmsg.DescribeGroupsRequest).Groups, []string{"c"}) {
 			t.Errorf("the broker got %v, want [c]", sent)
 		}
@@ -65,7 +64,7 @@ func TestChainSharedForwardAndRespondMerges(t *testing.T) {
 		if want := []string{"answered-by-B", "answered-by-A"}; !slices.Equal(got, want) {
 			t.Errorf("client got groups %v, want %v", got, want)
 		}
-		if n := len(rg.up.received(wire.KeyDescribeGroups)); n != 0 {
+		if n := len(rg.up.received(int16(kmsg.DescribeGroups))); n != 0 {
 			t.Errorf("the broker got %d DescribeGroups", n)
 		}
 	})
@@ -80,7 +79,7 @@ type topicCheck struct {
 }
 
 func (*topicCheck) Name() string  { return "topic-check" }
-func (*topicCheck) Keys() []int16 { return []int16{wire.KeyProduce} }
+func (*topicCheck) Keys() []int16 { return []int16{int16(kmsg.Produce)} }
 
 func (f *topicCheck) OnRequest(_ proxy.Conn, r *proxy.Request) proxy.Verdict {
 	return proxy.Verdict{Topics: f.check}
@@ -170,7 +169,7 @@ func TestStreamedProduceTopicCheck(t *testing.T) {
 				if len(resp.Topics) != 3 {
 					t.Fatalf("answer has %d topics", len(resp.Topics))
 				}
-				got := rg.up.received(wire.KeyProduce)
+				got := rg.up.received(int16(kmsg.Produce))
 				if len(got) != 1 {
 					t.Fatalf("the broker got %d Produce requests", len(got))
 				}
@@ -202,7 +201,7 @@ func TestStreamedProduceTopicCheck(t *testing.T) {
 					t.Errorf("the client was answered %d bytes, want the connection closed", n)
 				}
 				synctest.Wait()
-				if n := len(rg.up.received(wire.KeyProduce)); n != 0 {
+				if n := len(rg.up.received(int16(kmsg.Produce))); n != 0 {
 					t.Errorf("the broker handled %d Produce requests", n)
 				}
 				if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {

@@ -167,8 +167,8 @@ func (b *SASLBroker) handle(st *saslState, req kmsg.Request) (kmsg.Response, boo
 	case *kmsg.ApiVersionsRequest:
 		resp := kmsg.NewPtrApiVersionsResponse()
 		for _, k := range []struct{ key, min, max int16 }{
-			{wire.KeyApiVersions, 0, 3}, {wire.KeyMetadata, 0, 12},
-			{wire.KeySASLHandshake, 0, 1}, {wire.KeySASLAuthenticate, 0, 2},
+			{int16(kmsg.ApiVersions), 0, 3}, {int16(kmsg.Metadata), 0, 12},
+			{int16(kmsg.SASLHandshake), 0, 1}, {int16(kmsg.SASLAuthenticate), 0, 2},
 		} {
 			resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k.key, MinVersion: k.min, MaxVersion: k.max})
 		}

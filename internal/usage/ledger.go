@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // nShards spreads the keys over this many locks: two session goroutines
@@ -152,9 +152,9 @@ func (l *Ledger) LastWritten() (time.Time, bool) {
 func (l *Ledger) Record(user, clientID string, apiKey int16, reqSize, respSize int, throttle time.Duration, now time.Time) {
 	c := Counters{Requests: 1, ThrottleMs: throttle.Milliseconds()}
 	switch apiKey {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		c.ProduceBytes = int64(reqSize)
-	case wire.KeyFetch, wire.KeyShareFetch:
+	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
 		c.FetchBytes = int64(respSize)
 	}
 	l.add(user, clientID, c, now)

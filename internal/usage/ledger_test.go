@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
@@ -83,12 +83,12 @@ func checkOnce(t *testing.T, ms []Minute) map[string]Counters {
 func TestRecordFlushOneLinePerMinute(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("alice", "app", wire.KeyProduce, 1000, 50, 0, t0.Add(10*time.Second))
-	l.Record("alice", "app", wire.KeyFetch, 70, 4000, 1500*time.Millisecond, t0.Add(20*time.Second))
-	l.Record("alice", "app", wire.KeyShareFetch, 70, 600, 0, t0.Add(20*time.Second))
-	l.Record("bob", "", wire.KeyMetadata, 40, 300, 0, t0.Add(59*time.Second))
+	l.Record("alice", "app", int16(kmsg.Produce), 1000, 50, 0, t0.Add(10*time.Second))
+	l.Record("alice", "app", int16(kmsg.Fetch), 70, 4000, 1500*time.Millisecond, t0.Add(20*time.Second))
+	l.Record("alice", "app", int16(kmsg.ShareFetch), 70, 600, 0, t0.Add(20*time.Second))
+	l.Record("bob", "", int16(kmsg.Metadata), 40, 300, 0, t0.Add(59*time.Second))
 	l.AddMutations("bob", "", 12, t0.Add(59*time.Second))
-	l.Record("alice", "app", wire.KeyProduce, 500, 50, 0, t0.Add(61*time.Second)) // the next minute
+	l.Record("alice", "app", int16(kmsg.Produce), 500, 50, 0, t0.Add(61*time.Second)) // the next minute
 
 	// Within the minute nothing is written.
 	if err := l.Flush(t0.Add(59 * time.Second)); err != nil {
@@ -133,11 +133,11 @@ func TestRecordFlushOneLinePerMinute(t *testing.T) {
 func TestLateCountGoesToTheOpenMinute(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("u", "c", wire.KeyProduce, 100, 0, 0, t0.Add(30*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 100, 0, 0, t0.Add(30*time.Second))
 	if err := l.Flush(t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	l.Record("u", "c", wire.KeyProduce, 7, 0, 0, t0.Add(59*time.Second)) // late
+	l.Record("u", "c", int16(kmsg.Produce), 7, 0, 0, t0.Add(59*time.Second)) // late
 	if err := l.Flush(t0.Add(2 * time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestLateCountGoesToTheOpenMinute(t *testing.T) {
 func TestRestartWritesNoMinuteTwice(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("u", "c", wire.KeyProduce, 100, 0, 0, t0.Add(10*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 100, 0, 0, t0.Add(10*time.Second))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,8 +162,8 @@ func TestRestartWritesNoMinuteTwice(t *testing.T) {
 	if last, ok := l.LastWritten(); !ok || !last.Equal(t0) {
 		t.Fatalf("last written %v %v, want %s", last, ok, t0)
 	}
-	l.Record("u", "c", wire.KeyProduce, 30, 0, 0, t0.Add(20*time.Second))
-	l.Record("u", "c", wire.KeyProduce, 5, 0, 0, t0.Add(70*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 30, 0, 0, t0.Add(20*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 5, 0, 0, t0.Add(70*time.Second))
 	if err := l.Flush(t0.Add(2 * time.Minute)); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestRestartWritesNoMinuteTwice(t *testing.T) {
 	// A third start with a clock behind the ledger (a host whose clock
 	// jumped back) still writes after the last minute.
 	l = open(t, dir, t0)
-	l.Record("u", "c", wire.KeyProduce, 1, 0, 0, t0)
+	l.Record("u", "c", int16(kmsg.Produce), 1, 0, 0, t0)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestRestartWritesNoMinuteTwice(t *testing.T) {
 func TestTornLastLineIsCutOff(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("u", "c", wire.KeyProduce, 100, 0, 0, t0)
+	l.Record("u", "c", int16(kmsg.Produce), 100, 0, 0, t0)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestTornLastLineIsCutOff(t *testing.T) {
 		t.Fatalf("read with a torn tail: %+v %v", rep, err)
 	}
 	l = open(t, dir, t0.Add(90*time.Second))
-	l.Record("u", "c", wire.KeyProduce, 3, 0, 0, t0.Add(90*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 3, 0, 0, t0.Add(90*time.Second))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func TestRetentionRemovesOldDays(t *testing.T) {
 	l := open(t, dir, t0, func(o *Options) { o.Retention = 48 * time.Hour })
 	for d := 0; d < 5; d++ {
 		at := t0.Add(time.Duration(d) * 24 * time.Hour)
-		l.Record("u", "c", wire.KeyProduce, 10, 0, 0, at)
+		l.Record("u", "c", int16(kmsg.Produce), 10, 0, 0, at)
 		if err := l.Flush(at.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -269,9 +269,9 @@ func TestMaxKeysOverflowRow(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0, func(o *Options) { o.MaxKeys = 10 })
 	for i := 0; i < 1000; i++ {
-		l.Record("mallory", fmt.Sprintf("id-%d", i), wire.KeyProduce, 1, 0, 0, t0)
+		l.Record("mallory", fmt.Sprintf("id-%d", i), int16(kmsg.Produce), 1, 0, 0, t0)
 	}
-	l.Record("alice", "app", wire.KeyProduce, 5, 0, 0, t0)
+	l.Record("alice", "app", int16(kmsg.Produce), 5, 0, 0, t0)
 	if n := l.keys.Load(); n > 12 {
 		t.Errorf("%d keys held, want at most max_keys + one overflow row per user", n)
 	}
@@ -329,7 +329,7 @@ func TestIdleKeysForgotten(t *testing.T) {
 	l := open(t, t.TempDir(), t0)
 	defer l.Close()
 	for i := 0; i < 100; i++ {
-		l.Record("u", fmt.Sprint(i), wire.KeyProduce, 1, 0, 0, t0)
+		l.Record("u", fmt.Sprint(i), int16(kmsg.Produce), 1, 0, 0, t0)
 	}
 	l.Flush(t0.Add(time.Minute))
 	if n := l.keys.Load(); n != 100 {
@@ -347,21 +347,21 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 	defer l.Close()
 	user, cid := "alice", "app"
 	now := t0
-	l.Record(user, cid, wire.KeyProduce, 100, 10, 0, now)
+	l.Record(user, cid, int16(kmsg.Produce), 100, 10, 0, now)
 	if n := testing.AllocsPerRun(1000, func() {
-		l.Record(user, cid, wire.KeyProduce, 100, 10, time.Millisecond, now)
-		l.Record(user, cid, wire.KeyFetch, 100, 10, 0, now)
+		l.Record(user, cid, int16(kmsg.Produce), 100, 10, time.Millisecond, now)
+		l.Record(user, cid, int16(kmsg.Fetch), 100, 10, 0, now)
 	}); n != 0 {
 		t.Fatalf("%v allocs per Record", n)
 	}
 	// Across a minute boundary (the closed minute waits in the shard).
 	l.Flush(now.Add(time.Minute))
-	l.Record(user, cid, wire.KeyProduce, 100, 10, 0, now.Add(time.Minute))
+	l.Record(user, cid, int16(kmsg.Produce), 100, 10, 0, now.Add(time.Minute))
 	l.Flush(now.Add(2 * time.Minute))
 	next := now.Add(2 * time.Minute)
 	if n := testing.AllocsPerRun(100, func() {
 		next = next.Add(time.Minute)
-		l.Record(user, cid, wire.KeyProduce, 100, 10, 0, next)
+		l.Record(user, cid, int16(kmsg.Produce), 100, 10, 0, next)
 	}); n > 0.1 {
 		t.Fatalf("%v allocs per Record into a new minute", n)
 	}
@@ -377,7 +377,7 @@ func BenchmarkRecord(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		now := time.Now()
 		for pb.Next() {
-			l.Record("alice", "app", wire.KeyProduce, 1000, 50, 0, now)
+			l.Record("alice", "app", int16(kmsg.Produce), 1000, 50, 0, now)
 		}
 	})
 }
@@ -413,7 +413,7 @@ func TestConcurrentRecordAndFlush(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
-				l.Record(fmt.Sprint("u", w%3), fmt.Sprint("c", i%5), wire.KeyProduce, 10, 0, 0, read())
+				l.Record(fmt.Sprint("u", w%3), fmt.Sprint("c", i%5), int16(kmsg.Produce), 10, 0, 0, read())
 			}
 		}()
 	}
@@ -453,11 +453,11 @@ func TestWriteFailureKeepsTheMinute(t *testing.T) {
 	if err := os.MkdirAll(blocker, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	l.Record("u", "c", wire.KeyProduce, 10, 0, 0, t0)
+	l.Record("u", "c", int16(kmsg.Produce), 10, 0, 0, t0)
 	if err := l.Flush(t0.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "kept, retried") {
 		t.Fatalf("flush onto a directory: %v", err)
 	}
-	l.Record("u", "c", wire.KeyProduce, 20, 0, 0, t0.Add(time.Minute))
+	l.Record("u", "c", int16(kmsg.Produce), 20, 0, 0, t0.Add(time.Minute))
 	if err := l.Flush(t0.Add(2 * time.Minute)); err == nil {
 		t.Fatal("second flush: no error")
 	}
@@ -483,7 +483,7 @@ func TestPendingMinutesBounded(t *testing.T) {
 	}
 	at := t0
 	for i := 0; i < maxPending+10; i++ {
-		l.Record("u", "c", wire.KeyProduce, 1, 0, 0, at)
+		l.Record("u", "c", int16(kmsg.Produce), 1, 0, 0, at)
 		at = at.Add(time.Minute)
 		l.Flush(at)
 	}
@@ -505,8 +505,8 @@ func TestWrittenHook(t *testing.T) {
 			got = append(got, m.Minute.Format(time.RFC3339))
 		}
 	})
-	l.Record("u", "c", wire.KeyProduce, 10, 0, 0, t0)
-	l.Record("u", "c", wire.KeyProduce, 10, 0, 0, t0.Add(time.Minute))
+	l.Record("u", "c", int16(kmsg.Produce), 10, 0, 0, t0)
+	l.Record("u", "c", int16(kmsg.Produce), 10, 0, 0, t0.Add(time.Minute))
 	l.Close()
 	if strings.Join(got, " ") != "2025-06-01T12:00:00Z 2025-06-01T12:01:00Z" {
 		t.Fatalf("written %v", got)
@@ -537,7 +537,7 @@ func TestMinutesAfter(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
 	for i := 0; i < 3; i++ {
-		l.Record("u", "c", wire.KeyProduce, 10, 0, 0, t0.Add(time.Duration(i)*24*time.Hour))
+		l.Record("u", "c", int16(kmsg.Produce), 10, 0, 0, t0.Add(time.Duration(i)*24*time.Hour))
 	}
 	l.Close()
 	var got []string
@@ -561,15 +561,15 @@ func TestMinutesAfter(t *testing.T) {
 func TestReopenAfterAnotherWriter(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("u", "c", wire.KeyProduce, 100, 0, 0, t0.Add(10*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 100, 0, 0, t0.Add(10*time.Second))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// Still serving while closed.
-	l.Record("u", "c", wire.KeyProduce, 20, 0, 0, t0.Add(20*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 20, 0, 0, t0.Add(20*time.Second))
 	// The other process, on the same directory, writes the next minute.
 	other := open(t, dir, t0.Add(30*time.Second))
-	other.Record("o", "c", wire.KeyProduce, 7, 0, 0, t0.Add(70*time.Second))
+	other.Record("o", "c", int16(kmsg.Produce), 7, 0, 0, t0.Add(70*time.Second))
 	if err := other.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -582,7 +582,7 @@ func TestReopenAfterAnotherWriter(t *testing.T) {
 	if last, ok := l.LastWritten(); !ok || !last.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("last written after Reopen %v %v, want the other's minute %s", last, ok, t0.Add(time.Minute))
 	}
-	l.Record("u", "c", wire.KeyProduce, 3, 0, 0, t0.Add(85*time.Second))
+	l.Record("u", "c", int16(kmsg.Produce), 3, 0, 0, t0.Add(85*time.Second))
 	if err := l.Flush(t0.Add(3 * time.Minute)); err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/devcluster"
-	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // ledgerMinutes writes n minutes from t0 into dir.
@@ -24,7 +24,7 @@ func ledgerMinutes(t *testing.T, dir string, t0 time.Time, n int) {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		l.Record("u", "c", wire.KeyProduce, 100+i, 0, 0, t0.Add(time.Duration(i)*time.Minute))
+		l.Record("u", "c", int16(kmsg.Produce), 100+i, 0, 0, t0.Add(time.Duration(i)*time.Minute))
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ledgerOf writes a small ledger: two users over three minutes, one
@@ -19,11 +19,11 @@ func ledgerOf(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("alice", "app-1", wire.KeyProduce, 1000, 0, 0, t0)
-	l.Record("alice", "app-2", wire.KeyFetch, 0, 3000, 200*time.Millisecond, t0)
-	l.Record("bob", "app-1", wire.KeyProduce, 10, 0, 0, t0.Add(time.Minute))
+	l.Record("alice", "app-1", int16(kmsg.Produce), 1000, 0, 0, t0)
+	l.Record("alice", "app-2", int16(kmsg.Fetch), 0, 3000, 200*time.Millisecond, t0)
+	l.Record("bob", "app-1", int16(kmsg.Produce), 10, 0, 0, t0.Add(time.Minute))
 	l.AddMutations("bob", "app-1", 4, t0.Add(time.Minute))
-	l.Record("alice", "app-1", wire.KeyProduce, 1, 0, 0, t0.Add(24*time.Hour))
+	l.Record("alice", "app-1", int16(kmsg.Produce), 1, 0, 0, t0.Add(24*time.Hour))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,15 +134,15 @@ func TestReadByTenant(t *testing.T) {
 	dir := t.TempDir()
 	tenantOf := map[string]string{"alice": "team-a", "bob": "team-a", "carol": "team-c"}
 	l := open(t, dir, t0, func(o *Options) { o.TenantOf = func(u string) string { return tenantOf[u] } })
-	l.Record("alice", "app-1", wire.KeyProduce, 1000, 0, 0, t0)
-	l.Record("bob", "app-2", wire.KeyFetch, 0, 3000, 0, t0)
-	l.Record("carol", "app-1", wire.KeyProduce, 10, 0, 0, t0)
-	l.Record("dave", "app-1", wire.KeyProduce, 5, 0, 0, t0)
+	l.Record("alice", "app-1", int16(kmsg.Produce), 1000, 0, 0, t0)
+	l.Record("bob", "app-2", int16(kmsg.Fetch), 0, 3000, 0, t0)
+	l.Record("carol", "app-1", int16(kmsg.Produce), 10, 0, 0, t0)
+	l.Record("dave", "app-1", int16(kmsg.Produce), 5, 0, 0, t0)
 	if err := l.Flush(t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	tenantOf["bob"] = "team-b" // moved: from the next minute on
-	l.Record("bob", "app-2", wire.KeyFetch, 0, 7, 0, t0.Add(time.Minute))
+	l.Record("bob", "app-2", int16(kmsg.Fetch), 0, 7, 0, t0.Add(time.Minute))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -214,9 +214,9 @@ func TestParseTime(t *testing.T) {
 func TestReportFormats(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
-	l.Record("alice", "=HYPERLINK(\"http://x\")", wire.KeyProduce, 100, 0, 0, t0)
-	l.Record("alice", "\x1b[31mred", wire.KeyProduce, 50, 0, 0, t0)
-	l.Record("alice", "", wire.KeyFetch, 0, 20, 0, t0)
+	l.Record("alice", "=HYPERLINK(\"http://x\")", int16(kmsg.Produce), 100, 0, 0, t0)
+	l.Record("alice", "\x1b[31mred", int16(kmsg.Produce), 50, 0, 0, t0)
+	l.Record("alice", "", int16(kmsg.Fetch), 0, 20, 0, t0)
 	l.Close()
 	r, err := Read(dir, Query{Since: t0, Until: t0.Add(time.Hour), By: ByUserClientID})
 	if err != nil {
@@ -301,12 +301,12 @@ func TestReadByTopic(t *testing.T) {
 	dir := t.TempDir()
 	l := open(t, dir, t0)
 	topic := []byte("orders")
-	l.Record("alice", "app-1", wire.KeyProduce, 1100, 0, 0, t0)
+	l.Record("alice", "app-1", int16(kmsg.Produce), 1100, 0, 0, t0)
 	l.RecordTopic("alice", "app-1", topic, true, 1000, t0)
-	l.Record("alice", "app-1", wire.KeyFetch, 0, 2100, 0, t0)
+	l.Record("alice", "app-1", int16(kmsg.Fetch), 0, 2100, 0, t0)
 	l.RecordTopic("alice", "app-1", topic, false, 2000, t0)
 	l.RecordTopic("bob", "app-2", []byte("payments"), true, 50, t0)
-	l.Record("bob", "app-2", wire.KeyProduce, 60, 0, 0, t0)
+	l.Record("bob", "app-2", int16(kmsg.Produce), 60, 0, 0, t0)
 	if err := l.Flush(t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}

@@ -58,34 +58,3 @@ func (a API) Flexible(version int16) bool {
 func (a API) Supports(version int16) bool {
 	return a.Known && version >= 0 && version <= a.Max
 }
-
-// Names of the keys the data path treats specially.
-const (
-	KeyProduce             int16 = 0
-	KeyFetch               int16 = 1
-	KeyMetadata            int16 = 3
-	KeyControlledShutdown  int16 = 7
-	KeyFindCoordinator     int16 = 10
-	KeyJoinGroup           int16 = 11
-	KeyDescribeGroups      int16 = 15
-	KeySASLHandshake       int16 = 17
-	KeyApiVersions         int16 = 18
-	KeyCreateTopics        int16 = 19
-	KeyDeleteTopics        int16 = 20
-	KeyDescribeConfigs     int16 = 32
-	KeyAlterConfigs        int16 = 33
-	KeySASLAuthenticate    int16 = 36
-	KeyCreatePartitions    int16 = 37
-	KeyIncrementalAlter    int16 = 44
-	KeyOffsetDelete        int16 = 47
-	KeyDescribeClientQuota int16 = 48
-	KeyAlterClientQuotas   int16 = 49
-	KeyDescribeUserSCRAM   int16 = 50
-	KeyAlterUserSCRAM      int16 = 51
-	KeyDescribeQuorum      int16 = 55
-	KeyDescribeCluster     int16 = 60
-	KeyConsumerGroupHB     int16 = 68
-	KeyConsumerGroupDesc   int16 = 69
-	KeyShareFetch          int16 = 78
-	KeyShareAcknowledge    int16 = 79
-)

@@ -10,7 +10,7 @@ import (
 )
 
 // ApiVersionsMax is the newest ApiVersions version the gateway can decode.
-var ApiVersionsMax = Lookup(KeyApiVersions).Max
+var ApiVersionsMax = Lookup(int16(kmsg.ApiVersions)).Max
 
 // Clamp limits an ApiVersions response so that clients only negotiate what
 // the gateway can parse: keys kmsg does not know are dropped (their header
@@ -84,7 +84,7 @@ func UnsupportedApiVersions(correlationID int32, max int16) *Buffer {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: KeyApiVersions, MinVersion: 0, MaxVersion: max}}
+	resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: int16(kmsg.ApiVersions), MinVersion: 0, MaxVersion: max}}
 	return EncodeResponse(correlationID, false, resp)
 }
 
@@ -93,7 +93,7 @@ func UnsupportedApiVersions(correlationID int32, max int16) *Buffer {
 func EncodeResponse(correlationID int32, flexible bool, resp kmsg.Response) *Buffer {
 	b := GetBuffer(8)
 	binary.BigEndian.PutUint32(b.B[4:], uint32(correlationID))
-	if flexible && resp.Key() != KeyApiVersions {
+	if flexible && resp.Key() != int16(kmsg.ApiVersions) {
 		b.B = append(b.B, 0)
 	}
 	b.B = resp.AppendTo(b.B)

@@ -61,10 +61,10 @@ func upstreamApiVersions(version int16) *kmsg.ApiVersionsResponse {
 func TestRewriteApiVersions(t *testing.T) {
 	for v := int16(0); v <= wire.ApiVersionsMax; v++ {
 		up := upstreamApiVersions(v)
-		buf := wire.EncodeResponse(0x11223344, reqFlexible(wire.KeyApiVersions, v), up)
+		buf := wire.EncodeResponse(0x11223344, reqFlexible(int16(kmsg.ApiVersions), v), up)
 		// Decode what the client would have seen unchanged, then the
 		// expected clamp of it.
-		want := decodeResponse(t, buf.B, wire.KeyApiVersions, v).(*kmsg.ApiVersionsResponse)
+		want := decodeResponse(t, buf.B, int16(kmsg.ApiVersions), v).(*kmsg.ApiVersionsResponse)
 		want.ApiKeys = []avKey{
 			{ApiKey: 0, MinVersion: 0, MaxVersion: 13},
 			want.ApiKeys[1],
@@ -84,7 +84,7 @@ func TestRewriteApiVersions(t *testing.T) {
 		if wire.CorrelationID(buf.B[4:]) != 0x11223344 {
 			t.Errorf("v%d: correlation id lost", v)
 		}
-		got := decodeResponse(t, buf.B, wire.KeyApiVersions, v).(*kmsg.ApiVersionsResponse)
+		got := decodeResponse(t, buf.B, int16(kmsg.ApiVersions), v).(*kmsg.ApiVersionsResponse)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("v%d:\n got %+v\nwant %+v", v, got, want)
 		}
@@ -110,7 +110,7 @@ func TestRewriteApiVersions(t *testing.T) {
 		if err := wire.RewriteApiVersions(buf, v, nil); err != nil {
 			t.Fatalf("v%d, nil drop: %v", v, err)
 		}
-		got = decodeResponse(t, buf.B, wire.KeyApiVersions, v).(*kmsg.ApiVersionsResponse)
+		got = decodeResponse(t, buf.B, int16(kmsg.ApiVersions), v).(*kmsg.ApiVersionsResponse)
 		var keys []int16
 		for _, k := range got.ApiKeys {
 			keys = append(keys, k.ApiKey)
@@ -138,7 +138,7 @@ func TestRewriteApiVersionsError35(t *testing.T) {
 		up.ErrorCode = 35
 		up.ApiKeys = c.keys
 		for _, v := range []int16{0, 1, 2, 3, 4, 5, 9} {
-			buf := wire.EncodeResponse(99, reqFlexible(wire.KeyApiVersions, v), up)
+			buf := wire.EncodeResponse(99, reqFlexible(int16(kmsg.ApiVersions), v), up)
 			// The ranges of APIs Tollgate answers itself are not added
 			// to an error answer (KIP-511: ApiVersions alone, for the
 			// client to retry; Kafka 3.9 answers franz-go's v5 so).
@@ -177,7 +177,7 @@ func TestRewriteApiVersionsMalformed(t *testing.T) {
 		case err == nil:
 			// kmsg tolerates a missing tag section at the very end only
 			// if it decodes; then the result must decode too.
-			if _, derr := tryDecodeResponse(buf.B, wire.KeyApiVersions, 3); derr != nil {
+			if _, derr := tryDecodeResponse(buf.B, int16(kmsg.ApiVersions), 3); derr != nil {
 				t.Errorf("cut at %d: rewrote into an undecodable frame: %v", cut, derr)
 			}
 		case !errors.Is(err, wire.ErrMalformed):
@@ -204,7 +204,7 @@ func TestUnsupportedApiVersions(t *testing.T) {
 		if err := resp.ReadFrom(buf.B[8:]); err != nil {
 			t.Fatal(err)
 		}
-		want := []avKey{{ApiKey: wire.KeyApiVersions, MinVersion: 0, MaxVersion: max}}
+		want := []avKey{{ApiKey: int16(kmsg.ApiVersions), MinVersion: 0, MaxVersion: max}}
 		if resp.ErrorCode != 35 || !reflect.DeepEqual(resp.ApiKeys, want) {
 			t.Errorf("max %d: %+v", max, resp)
 		}
@@ -256,7 +256,7 @@ func TestEncodeResponseHeader(t *testing.T) {
 		v := int16(1)
 		if c.flex {
 			v = 12
-			if c.resp.Key() == wire.KeyApiVersions {
+			if c.resp.Key() == int16(kmsg.ApiVersions) {
 				v = 4
 			}
 		}
@@ -264,7 +264,7 @@ func TestEncodeResponseHeader(t *testing.T) {
 		body := c.resp.AppendTo(nil)
 		buf := wire.EncodeResponse(1234, c.flex, c.resp)
 		hdr := 4
-		if c.flex && c.resp.Key() != wire.KeyApiVersions {
+		if c.flex && c.resp.Key() != int16(kmsg.ApiVersions) {
 			hdr = 5
 			if buf.B[8] != 0 {
 				t.Errorf("%s v%d: header tag byte %d", kmsg.NameForKey(c.resp.Key()), v, buf.B[8])

@@ -117,7 +117,7 @@ func BenchmarkRewriteAddressesFetchWalk(b *testing.B) {
 	b.SetBytes(int64(len(buf.B)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := wire.RewriteAddresses(buf, wire.KeyFetch, 16, true, m); err != nil {
+		if err := wire.RewriteAddresses(buf, int16(kmsg.Fetch), 16, true, m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -150,7 +150,7 @@ func BenchmarkRewriteMetadata(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf := pooled(orig)
-		if err := wire.RewriteAddresses(buf, wire.KeyMetadata, 12, true, m); err != nil {
+		if err := wire.RewriteAddresses(buf, int16(kmsg.Metadata), 12, true, m); err != nil {
 			b.Fatal(err)
 		}
 		buf.Release()
@@ -166,7 +166,7 @@ func BenchmarkRewriteFetchWithEndpoints(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf := pooled(orig)
-		if err := wire.RewriteAddresses(buf, wire.KeyFetch, 16, true, m); err != nil {
+		if err := wire.RewriteAddresses(buf, int16(kmsg.Fetch), 16, true, m); err != nil {
 			b.Fatal(err)
 		}
 		buf.Release()

@@ -7,8 +7,11 @@
 //
 // Messages are never hand-encoded here: whenever a message must change shape
 // it is decoded and re-encoded with kmsg at the request's own version. The
-// small walkers in this package only skip over length-prefixed fields to find
-// an offset; they never produce message bytes.
+// walks (walk.go: one per message shape the data path reads in place, each
+// over a Source, a buffered frame or a streamed one) read small fields with
+// kbin's primitives and pass the records by their length; they never
+// produce message bytes, and patch only same-length fields in place. API
+// keys are kmsg's names (kmsg.Produce, kmsg.NameForKey).
 //
 // wire imports only kmsg and kbin. It must not import any other package of
 // the project.

@@ -7,7 +7,7 @@ import (
 )
 
 func TestClampFetch(t *testing.T) {
-	for v := int16(0); v <= Lookup(KeyFetch).Max; v++ {
+	for v := int16(0); v <= Lookup(int16(kmsg.Fetch)).Max; v++ {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version = v
 		req.MaxWaitMillis = 500

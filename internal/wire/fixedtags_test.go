@@ -23,7 +23,7 @@ func TestRewriteFetchTagsSameLength(t *testing.T) {
 		{"longer", "b0", "a-very-long-gateway-host-name.example.com", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for v := int16(12); v <= Lookup(KeyFetch).Max; v++ {
+			for v := int16(12); v <= Lookup(int16(kmsg.Fetch)).Max; v++ {
 				resp := kmsg.NewPtrFetchResponse()
 				resp.SetVersion(v)
 				resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: 1, Host: tc.upstream, Port: 9092}}

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // RequestHeader is the parsed request header of one frame. ClientID aliases
@@ -34,10 +36,10 @@ func ParseRequestHeader(p []byte) (RequestHeader, error) {
 	if !h.API.Known {
 		return h, fmt.Errorf("%w %d", ErrUnknownAPIKey, h.Key)
 	}
-	if h.Version < 0 || (h.Version > h.API.Max && h.Key != KeyApiVersions) {
+	if h.Version < 0 || (h.Version > h.API.Max && h.Key != int16(kmsg.ApiVersions)) {
 		return h, fmt.Errorf("%w: %s v%d (newest known v%d)", ErrUnsupportedVers, h.API.Name, h.Version, h.API.Max)
 	}
-	if h.Key == KeyControlledShutdown && h.Version == 0 {
+	if h.Key == int16(kmsg.ControlledShutdown) && h.Version == 0 {
 		h.BodyOffset = 8 // the only request with a v0 header
 		return h, nil
 	}
@@ -73,48 +75,10 @@ func ResponseBodyOffset(p []byte, key int16, flexible bool) (int, error) {
 	if len(p) < 4 {
 		return 0, ErrShortFrame
 	}
-	if !flexible || key == KeyApiVersions {
+	if !flexible || key == int16(kmsg.ApiVersions) {
 		return 4, nil
 	}
 	return skipTags(p, 4)
-}
-
-// skipTags skips a tag section that starts at off and returns its end.
-func skipTags(p []byte, off int) (int, error) {
-	n, off, err := uvarint(p, off)
-	if err != nil {
-		return 0, err
-	}
-	for ; n > 0; n-- {
-		if _, off, err = uvarint(p, off); err != nil {
-			return 0, err
-		}
-		var size uint32
-		if size, off, err = uvarint(p, off); err != nil {
-			return 0, err
-		}
-		if int(size) > len(p)-off {
-			return 0, fmt.Errorf("%w: tag longer than message", ErrMalformed)
-		}
-		off += int(size)
-	}
-	return off, nil
-}
-
-func uvarint(p []byte, off int) (uint32, int, error) {
-	var x uint32
-	for shift := uint(0); shift < 35; shift += 7 {
-		if off >= len(p) {
-			return 0, 0, fmt.Errorf("%w: truncated varint", ErrMalformed)
-		}
-		c := p[off]
-		off++
-		x |= uint32(c&0x7f) << shift
-		if c < 0x80 {
-			return x, off, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("%w: varint overflow", ErrMalformed)
 }
 
 // CorrelationID returns the correlation id of a response payload.

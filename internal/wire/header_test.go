@@ -110,7 +110,7 @@ func TestParseRequestHeaderAllKeysAllVersions(t *testing.T) {
 						t.Errorf("%s v%d: API %+v", kmsg.NameForKey(k), v, h.API)
 					}
 					switch {
-					case k == wire.KeyControlledShutdown && v == 0:
+					case k == int16(kmsg.ControlledShutdown) && v == 0:
 						// Request header v0: no client id at all.
 						if h.ClientID != nil || h.BodyOffset != 8 {
 							t.Errorf("ControlledShutdown v0: client id %q, body offset %d", h.ClientID, h.BodyOffset)
@@ -232,7 +232,7 @@ func TestParseRequestHeaderErrors(t *testing.T) {
 
 	t.Run("version above max", func(t *testing.T) {
 		for _, k := range knownKeys() {
-			if k == wire.KeyApiVersions {
+			if k == int16(kmsg.ApiVersions) {
 				continue
 			}
 			max := kmsg.RequestForKey(k).MaxVersion()
@@ -243,7 +243,7 @@ func TestParseRequestHeaderErrors(t *testing.T) {
 				}
 			}
 		}
-		if _, err := wire.ParseRequestHeader(patchKeyVersion(wire.KeyApiVersions, -1)); !errors.Is(err, wire.ErrUnsupportedVers) {
+		if _, err := wire.ParseRequestHeader(patchKeyVersion(int16(kmsg.ApiVersions), -1)); !errors.Is(err, wire.ErrUnsupportedVers) {
 			t.Errorf("ApiVersions v-1: err %v, want ErrUnsupportedVers", err)
 		}
 	})

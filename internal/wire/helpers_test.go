@@ -41,7 +41,7 @@ func requestFrame(req kmsg.Request, corr int32, clientID *string) []byte {
 		f = kmsg.NewRequestFormatter(kmsg.FormatterClientID(*clientID))
 	}
 	frame := f.AppendRequest(nil, req, corr)
-	if req.Key() == wire.KeyControlledShutdown && req.GetVersion() == 0 {
+	if req.Key() == int16(kmsg.ControlledShutdown) && req.GetVersion() == 0 {
 		// kmsg v1.15.1 returns right after the v0 request header of
 		// ControlledShutdown v0, without the body and the size prefix.
 		frame = req.AppendTo(frame)
@@ -79,7 +79,7 @@ func tryDecodeResponse(frame []byte, key, version int16) (kmsg.Response, error) 
 		return nil, fmt.Errorf("size prefix %d, payload %d bytes", got, len(frame)-4)
 	}
 	body := frame[8:]
-	if key != wire.KeyApiVersions && reqFlexible(key, version) {
+	if key != int16(kmsg.ApiVersions) && reqFlexible(key, version) {
 		// Response header v1: a tag section, which no tag uses today.
 		if len(body) < 1 || body[0] != 0 {
 			return nil, fmt.Errorf("unexpected response header tags")

@@ -55,7 +55,7 @@ func TestProduceAcks(t *testing.T) {
 						t.Errorf("v%d txn %v acks %d: got %d, %v", v, txn != nil, acks, got, err)
 					}
 					n++
-					if !reqFlexible(wire.KeyProduce, v) {
+					if !reqFlexible(int16(kmsg.Produce), v) {
 						continue
 					}
 					// Header tags before the body must be skipped too.
@@ -90,11 +90,11 @@ func TestProduceAcksTruncated(t *testing.T) {
 			end := h.BodyOffset + 2
 			if v >= 3 && id != nil {
 				end += len(txn) + 1
-				if !reqFlexible(wire.KeyProduce, v) {
+				if !reqFlexible(int16(kmsg.Produce), v) {
 					end++
 				}
 			} else if v >= 3 {
-				if reqFlexible(wire.KeyProduce, v) {
+				if reqFlexible(int16(kmsg.Produce), v) {
 					end++
 				} else {
 					end += 2
@@ -138,7 +138,7 @@ func TestProduceAcksTruncated(t *testing.T) {
 // The broker may hold a Produce for its timeout_ms (acks=all waits for
 // replication): read in place at every version, transactional id or not.
 func TestProduceTimeout(t *testing.T) {
-	for v := int16(0); v <= wire.Lookup(wire.KeyProduce).Max; v++ {
+	for v := int16(0); v <= wire.Lookup(int16(kmsg.Produce)).Max; v++ {
 		for _, txn := range []*string{nil, kmsg.StringPtr("txn-1")} {
 			req := kmsg.NewPtrProduceRequest()
 			req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = v, -1, 12345, txn

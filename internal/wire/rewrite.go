@@ -3,7 +3,6 @@ package wire
 import (
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -15,19 +14,17 @@ type Mapper interface {
 }
 
 // CarriesAddresses reports whether responses of key can name a broker
-// address, and so must pass through RewriteAddresses.
+// address, and so must be rewritten: by RewriteAddresses, but
+// FindCoordinator's coordinators, which the gateway answers
+// COORDINATOR_NOT_AVAILABLE when it has no port for them (kafkaapi).
 func CarriesAddresses(key int16) bool {
 	switch key {
-	case KeyProduce, KeyFetch, KeyMetadata, KeyFindCoordinator, KeyDescribeCluster,
-		KeyShareFetch, KeyShareAcknowledge, KeyDescribeQuorum:
+	case int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.Metadata), int16(kmsg.FindCoordinator), int16(kmsg.DescribeCluster),
+		int16(kmsg.ShareFetch), int16(kmsg.ShareAcknowledge), int16(kmsg.DescribeQuorum):
 		return true
 	}
 	return false
 }
-
-// errCoordinatorNotAvailable is COORDINATOR_NOT_AVAILABLE, the retriable
-// answer for a coordinator the gateway cannot address.
-var errCoordinatorNotAvailable = kerr.CoordinatorNotAvailable.Code
 
 // RewriteAddresses replaces every broker address in the response frame in
 // buf with the address m gives for this listener. Produce and Fetch are only
@@ -41,7 +38,7 @@ func RewriteAddresses(buf *Buffer, key, version int16, flexible bool, m Mapper) 
 		return err
 	}
 	switch key {
-	case KeyProduce:
+	case int16(kmsg.Produce):
 		if version < 9 {
 			return nil
 		}
@@ -49,7 +46,7 @@ func RewriteAddresses(buf *Buffer, key, version int16, flexible bool, m Mapper) 
 		if err != nil || !hasTags(p, tags) {
 			return err
 		}
-	case KeyFetch:
+	case int16(kmsg.Fetch):
 		if version < 12 {
 			return nil
 		}
@@ -94,14 +91,6 @@ func rewrite(resp kmsg.Response, m Mapper) {
 		r.NodeEndpoints = mapBrokers(r.NodeEndpoints, m, func(b *kmsg.ShareAcknowledgeResponseNodeEndpoint) (*int32, *string, *int32) {
 			return &b.NodeID, &b.Host, &b.Port
 		})
-	case *kmsg.FindCoordinatorResponse:
-		if r.Version <= 3 {
-			mapCoordinator(&r.ErrorCode, &r.NodeID, &r.Host, &r.Port, m)
-		}
-		for i := range r.Coordinators {
-			c := &r.Coordinators[i]
-			mapCoordinator(&c.ErrorCode, &c.NodeID, &c.Host, &c.Port, m)
-		}
 	case *kmsg.DescribeQuorumResponse:
 		// These are controller listeners, which a client-facing gateway
 		// has no address for: scrub them rather than leak them.
@@ -124,18 +113,6 @@ func mapBrokers[B any](bs []B, m Mapper, fields func(*B) (*int32, *string, *int3
 		out = append(out, b)
 	}
 	return out
-}
-
-func mapCoordinator(errCode *int16, id *int32, host *string, port *int32, m Mapper) {
-	if *errCode != 0 || *id < 0 {
-		return
-	}
-	h, p, ok := m.Advertise(*id, *host, *port)
-	if !ok {
-		*errCode, *id, *host, *port = errCoordinatorNotAvailable, -1, "", -1
-		return
-	}
-	*host, *port = h, p
 }
 
 // Edit decodes the response frame in buf at its version, lets fn change it,

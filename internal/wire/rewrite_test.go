@@ -86,71 +86,6 @@ func TestRewriteMetadata(t *testing.T) {
 	}
 }
 
-func TestRewriteFindCoordinator(t *testing.T) {
-	noNode := func(code int16) (int16, int32, string, int32) { return code, -1, "", -1 }
-	for v := int16(0); v <= 3; v++ {
-		for _, c := range []struct {
-			name               string
-			code               int16
-			id                 int32
-			host               string
-			port               int32
-			wantCode           int16
-			wantID             int32
-			wantHost           string
-			wantPort           int32
-			wantMapperConsults int
-		}{
-			{"mapped", 0, 2, upstreamHost(2), 9092, 0, 2, gatewayHost, mappedPort(2), 1},
-			{"unmapped", 0, 99, upstreamHost(99), 9092, 15, -1, "", -1, 1},
-			{"error", 15, -1, "", -1, 15, -1, "", -1, 0},
-			{"not coordinator", 16, -1, "", -1, 16, -1, "", -1, 0},
-			{"node -1", 0, -1, "", -1, 0, -1, "", -1, 0},
-		} {
-			resp := kmsg.NewPtrFindCoordinatorResponse()
-			resp.SetVersion(v)
-			resp.ThrottleMillis = 3
-			resp.ErrorMessage = kmsg.StringPtr("msg")
-			resp.ErrorCode, resp.NodeID, resp.Host, resp.Port = c.code, c.id, c.host, c.port
-			m := rewriteCheck(t, resp, func(resp kmsg.Response) {
-				r := resp.(*kmsg.FindCoordinatorResponse)
-				r.ErrorCode, r.NodeID, r.Host, r.Port = c.wantCode, c.wantID, c.wantHost, c.wantPort
-			})
-			if len(m.calls) != c.wantMapperConsults {
-				t.Errorf("FindCoordinator v%d %s: mapper asked %d times", v, c.name, len(m.calls))
-			}
-		}
-	}
-	for v := int16(4); v <= 6; v++ {
-		resp := kmsg.NewPtrFindCoordinatorResponse()
-		resp.SetVersion(v)
-		add := func(key string, code int16, id int32, host string, port int32) {
-			c := kmsg.NewFindCoordinatorResponseCoordinator()
-			c.Key, c.ErrorCode, c.NodeID, c.Host, c.Port = key, code, id, host, port
-			if code != 0 {
-				c.ErrorMessage = kmsg.StringPtr("no coordinator")
-			}
-			resp.Coordinators = append(resp.Coordinators, c)
-		}
-		add("group-a", 0, 1, upstreamHost(1), 9092)
-		c, id, h, p := noNode(15)
-		add("group-b", c, id, h, p)
-		add("txn-c", 0, 99, upstreamHost(99), 9093)
-		add("group-d", 0, 3, upstreamHost(3), 9094)
-		add("group-e", 0, -1, "", -1)
-		m := rewriteCheck(t, resp, func(resp kmsg.Response) {
-			r := resp.(*kmsg.FindCoordinatorResponse)
-			cs := r.Coordinators
-			cs[0].Host, cs[0].Port = mapped(1)
-			cs[2].ErrorCode, cs[2].NodeID, cs[2].Host, cs[2].Port = noNode(15)
-			cs[3].Host, cs[3].Port = mapped(3)
-		})
-		if !slices.Equal(m.calls, []int32{1, 99, 3}) {
-			t.Errorf("FindCoordinator v%d: mapper asked for %v", v, m.calls)
-		}
-	}
-}
-
 func TestRewriteDescribeCluster(t *testing.T) {
 	for v := int16(0); v <= 2; v++ {
 		resp := kmsg.NewPtrDescribeClusterResponse()
@@ -304,7 +239,7 @@ func TestRewriteAddressesMalformed(t *testing.T) {
 		fetchResponse(16, 2, 50, true),
 		fetchResponse(13, 2, 50, false),
 	}
-	for _, k := range []int16{wire.KeyMetadata, wire.KeyFindCoordinator, wire.KeyDescribeCluster, wire.KeyShareFetch, wire.KeyShareAcknowledge, wire.KeyDescribeQuorum} {
+	for _, k := range []int16{int16(kmsg.Metadata), int16(kmsg.DescribeCluster), int16(kmsg.ShareFetch), int16(kmsg.ShareAcknowledge), int16(kmsg.DescribeQuorum)} {
 		r := kmsg.ResponseForKey(k)
 		fill(r, 3)
 		r.SetVersion(r.MaxVersion())

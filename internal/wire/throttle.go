@@ -51,7 +51,7 @@ func init() {
 			}
 		}
 		switch k {
-		case KeyProduce, KeyApiVersions, 38, 41:
+		case int16(kmsg.Produce), int16(kmsg.ApiVersions), 38, 41:
 			spot.offset = -1
 		}
 	}
@@ -87,10 +87,10 @@ func throttleOffset(p []byte, bodyOff int, key, version int16) (int, error) {
 	switch {
 	case s.offset >= 0:
 		return bodyOff + int(s.offset), nil
-	case key == KeyProduce:
+	case key == int16(kmsg.Produce):
 		off, _, err := produceLayout(p, bodyOff, version)
 		return off, err
-	case key == KeyApiVersions && version <= 2:
+	case key == int16(kmsg.ApiVersions) && version <= 2:
 		if len(p) < bodyOff+6 {
 			return 0, ErrShortFrame
 		}
@@ -136,7 +136,7 @@ func SetThrottle(buf *Buffer, key, version int16, flexible bool, ms int32) (int3
 		}
 		return cur, nil
 	}
-	if key == KeyApiVersions && len(p) >= bodyOff+2 && int16(binary.BigEndian.Uint16(p[bodyOff:])) == kerr.UnsupportedVersion.Code {
+	if key == int16(kmsg.ApiVersions) && len(p) >= bodyOff+2 && int16(binary.BigEndian.Uint16(p[bodyOff:])) == kerr.UnsupportedVersion.Code {
 		return 0, nil
 	}
 	resp := kmsg.ResponseForKey(key)

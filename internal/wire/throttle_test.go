@@ -35,11 +35,11 @@ var noThrottleKeys = map[int16]bool{
 // fixed (§3.2); -1 where it depends on the content.
 func throttleBodyOffset(key int16) int {
 	switch key {
-	case wire.KeyProduce, wire.KeyApiVersions, 38, 41:
+	case int16(kmsg.Produce), int16(kmsg.ApiVersions), 38, 41:
 		return -1
 	case 39, 40:
 		return 10
-	case wire.KeyOffsetDelete:
+	case int16(kmsg.OffsetDelete):
 		return 2
 	}
 	return 0
@@ -48,7 +48,7 @@ func throttleBodyOffset(key int16) int {
 // reencodes reports whether SetThrottle may decode and re-encode the
 // response (rather than patch it in place).
 func reencodes(key, version int16) bool {
-	return key == 38 || key == 41 || key == wire.KeyApiVersions && version >= 3
+	return key == 38 || key == 41 || key == int16(kmsg.ApiVersions) && version >= 3
 }
 
 func produceResponse(version int16) *kmsg.ProduceResponse {
@@ -159,11 +159,11 @@ func throttleResponses(key, version int16) []kmsg.Response {
 	filled.SetVersion(version)
 	out := []kmsg.Response{empty, filled}
 	switch key {
-	case wire.KeyProduce:
+	case int16(kmsg.Produce):
 		out = append(out, produceResponse(version))
-	case wire.KeyFetch:
+	case int16(kmsg.Fetch):
 		out = append(out, fetchResponse(version, 3, 4096, true))
-	case wire.KeyApiVersions:
+	case int16(kmsg.ApiVersions):
 		out = append(out, apiVersionsResponse(version))
 	case 38:
 		out = append(out, createDelegationTokenResponse(version))
@@ -239,7 +239,7 @@ func TestThrottleTableMatchesKmsg(t *testing.T) {
 	// A few spot checks straight from the reference.
 	for _, c := range []struct {
 		key, from int16
-	}{{wire.KeyProduce, 6}, {wire.KeyFetch, 8}, {wire.KeyMetadata, 6}, {wire.KeyCreateTopics, 3}, {8, 4}} {
+	}{{int16(kmsg.Produce), 6}, {int16(kmsg.Fetch), 8}, {int16(kmsg.Metadata), 6}, {int16(kmsg.CreateTopics), 3}, {8, 4}} {
 		if wire.ClientBacksOff(c.key, c.from-1) || !wire.ClientBacksOff(c.key, c.from) || !wire.ClientBacksOff(c.key, c.from+1) {
 			t.Errorf("%s: clients should back off from v%d", kmsg.NameForKey(c.key), c.from)
 		}
@@ -340,7 +340,7 @@ func TestSetThrottleAllKeysAllVersions(t *testing.T) {
 // asked: it has no throttle field and must be left alone.
 func TestSetThrottleApiVersionsError35(t *testing.T) {
 	for _, keys := range [][]kmsg.ApiVersionsResponseApiKey{
-		{{ApiKey: wire.KeyApiVersions, MinVersion: 0, MaxVersion: 4}},
+		{{ApiKey: int16(kmsg.ApiVersions), MinVersion: 0, MaxVersion: 4}},
 		nil, // pre-2.4 brokers: no entries
 	} {
 		resp := kmsg.NewPtrApiVersionsResponse()
@@ -350,11 +350,11 @@ func TestSetThrottleApiVersionsError35(t *testing.T) {
 		for v := int16(0); v <= wire.ApiVersionsMax+3; v++ {
 			buf := wire.EncodeResponse(11, false, resp)
 			orig := clone(buf.B)
-			got, err := wire.SetThrottle(buf, wire.KeyApiVersions, v, reqFlexible(wire.KeyApiVersions, v), 500)
+			got, err := wire.SetThrottle(buf, int16(kmsg.ApiVersions), v, reqFlexible(int16(kmsg.ApiVersions), v), 500)
 			if err != nil || got != 0 || !bytes.Equal(buf.B, orig) {
 				t.Errorf("v%d, %d keys: SetThrottle = %d, %v (changed %v)", v, len(keys), got, err, !bytes.Equal(buf.B, orig))
 			}
-			if th, err := wire.Throttle(buf, wire.KeyApiVersions, v, reqFlexible(wire.KeyApiVersions, v)); err != nil || th != 0 {
+			if th, err := wire.Throttle(buf, int16(kmsg.ApiVersions), v, reqFlexible(int16(kmsg.ApiVersions), v)); err != nil || th != 0 {
 				t.Errorf("v%d, %d keys: Throttle = %d, %v", v, len(keys), th, err)
 			}
 			buf.Release()

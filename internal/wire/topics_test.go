@@ -17,14 +17,68 @@ type seen struct {
 	records int
 }
 
-type visits struct{ got []seen }
-
-func (v *visits) VisitTopic(name []byte, id [16]byte, records int) {
+func seenOf(name []byte, id [16]byte, records int) seen {
 	n := "<id>"
 	if name != nil {
 		n = string(name)
 	}
-	v.got = append(v.got, seen{n, id, records})
+	return seen{n, id, records}
+}
+
+// produceTopics walks a Produce body: each topic with its record bytes, -1
+// for a topic cut; ok when the body was whole.
+func produceTopics(b []byte, v int16) (got []seen, ok bool) {
+	var w wire.ProduceWalk
+	w.Start(b, v)
+	for w.NextTopic() {
+		name, id := w.Topic()
+		for w.NextPartition() {
+		}
+		if !w.Ok() {
+			return append(got, seenOf(name, id, -1)), false
+		}
+		got = append(got, seenOf(name, id, w.TopicRecords()))
+	}
+	return got, w.Done()
+}
+
+// fetchResponseTopics walks a Fetch (or ShareFetch) response body: each
+// whole topic with its record bytes.
+func fetchResponseTopics(b []byte, v int16, share bool) (got []seen, ok bool) {
+	var w wire.FetchResponseWalk
+	if share {
+		w.StartShare(b, v)
+	} else {
+		w.Start(b, v)
+	}
+	for w.NextTopic() {
+		name, id := w.Topic()
+		for w.NextPartition() {
+		}
+		if w.Ok() {
+			got = append(got, seenOf(name, id, w.TopicRecords()))
+		}
+	}
+	return got, w.Done()
+}
+
+// clampTopics clamps each topic's partition_max_bytes in place to what c
+// says.
+func clampTopics(b []byte, v int16, c clampTo) bool {
+	var w wire.FetchRequestWalk
+	w.Start(b, v)
+	for w.NextTopic() {
+		name, id := w.Topic()
+		parts := w.Parts()
+		if !w.Ok() {
+			return false
+		}
+		limit := c.FetchTopic(name, id, parts)
+		for w.NextPartition() {
+			w.Clamp(limit)
+		}
+	}
+	return w.Done()
 }
 
 // multiTopicProduce is a Produce with three topics of 1, 2 and 0
@@ -69,25 +123,24 @@ func TestProduceTopics(t *testing.T) {
 	for v := int16(0); v <= (&kmsg.ProduceRequest{}).MaxVersion(); v++ {
 		req, want := multiTopicProduce(v)
 		body := req.AppendTo([]byte("head"))
-		var vs visits
-		if !wire.ProduceTopics(body, 4, v, &vs) {
+		got, ok := produceTopics(body[4:], v)
+		if !ok {
 			t.Fatalf("v%d: incomplete walk", v)
 		}
-		if fmt.Sprint(vs.got) != fmt.Sprint(want) {
-			t.Fatalf("v%d: %v, want %v", v, vs.got, want)
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("v%d: %v, want %v", v, got, want)
 		}
 		// Cut inside the second topic's records: the first is whole,
 		// the second cut.
 		cut := bytes.Index(body, bytes.Repeat([]byte{0}, 1000)) + 10
-		vs = visits{}
-		if wire.ProduceTopics(body[:cut], 4, v, &vs) {
+		if got, ok = produceTopics(body[4:cut], v); ok {
 			t.Fatalf("v%d: a head walked as complete", v)
 		}
-		if len(vs.got) != 2 || vs.got[0] != want[0] || vs.got[1].records != -1 || vs.got[1].name != want[1].name {
-			t.Fatalf("v%d head: %v", v, vs.got)
+		if len(got) != 2 || got[0] != want[0] || got[1].records != -1 || got[1].name != want[1].name {
+			t.Fatalf("v%d head: %v", v, got)
 		}
-		for i := range body {
-			wire.ProduceTopics(body[:i], 4, v, &visits{}) // never panics
+		for i := 4; i < len(body); i++ {
+			produceTopics(body[4:i], v) // never panics
 		}
 	}
 }
@@ -121,12 +174,11 @@ func TestFetchResponseTopics(t *testing.T) {
 			want = append(want, s)
 		}
 		body := resp.AppendTo(nil)
-		var vs visits
-		if !wire.FetchResponseTopics(body, 0, v, &vs) || fmt.Sprint(vs.got) != fmt.Sprint(want) {
-			t.Fatalf("v%d: %v, want %v", v, vs.got, want)
+		if got, ok := fetchResponseTopics(body, v, false); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("v%d: %v, want %v", v, got, want)
 		}
 		for i := 0; i < len(body); i += 97 {
-			wire.FetchResponseTopics(body[:i], 0, v, &visits{})
+			fetchResponseTopics(body[:i], v, false)
 		}
 	}
 }
@@ -165,7 +217,7 @@ func TestClampFetchTopics(t *testing.T) {
 		}
 		body := req.AppendTo(nil)
 		limits := clampTo{"t0": 1000, "#0": 1000}
-		if !wire.ClampFetchTopics(body, 0, v, limits) {
+		if !clampTopics(body, v, limits) {
 			t.Fatalf("v%d: incomplete walk", v)
 		}
 		got := kmsg.NewPtrFetchRequest()
@@ -185,57 +237,7 @@ func TestClampFetchTopics(t *testing.T) {
 			t.Errorf("v%d: t1 clamped to %d", v, p.PartitionMaxBytes)
 		}
 		for i := range body {
-			wire.ClampFetchTopics(bytes.Clone(body[:i]), 0, v, limits)
+			clampTopics(bytes.Clone(body[:i]), v, limits)
 		}
 	}
-}
-
-// The walks allocate nothing.
-func TestTopicWalksNoAllocs(t *testing.T) {
-	req, _ := multiTopicProduce(13)
-	p := req.AppendTo(nil)
-	resp := kmsg.NewPtrFetchResponse()
-	resp.SetVersion(16)
-	resp.Topics = append(resp.Topics, kmsg.NewFetchResponseTopic())
-	resp.Topics[0].Partitions = append(resp.Topics[0].Partitions, kmsg.NewFetchResponseTopicPartition())
-	f := resp.AppendTo(nil)
-	fr := kmsg.NewPtrFetchRequest()
-	fr.SetVersion(12)
-	fr.Topics = append(fr.Topics, kmsg.NewFetchRequestTopic())
-	fr.Topics[0].Topic = "t0"
-	fr.Topics[0].Partitions = append(fr.Topics[0].Partitions, kmsg.NewFetchRequestTopicPartition())
-	q := fr.AppendTo(nil)
-	var n nop
-	c := clampTo{"t0": 100}
-	if a := testing.AllocsPerRun(100, func() {
-		wire.ProduceTopics(p, 0, 13, n)
-		wire.ProduceTopics(p[:40], 0, 13, n)
-		wire.FetchResponseTopics(f, 0, 16, n)
-		wire.ClampFetchTopics(q, 0, 12, c)
-	}); a != 0 {
-		t.Errorf("%v allocs", a)
-	}
-}
-
-type nop struct{}
-
-func (nop) VisitTopic([]byte, [16]byte, int) {}
-
-func FuzzTopicWalks(f *testing.F) {
-	for _, v := range []int16{0, 3, 9, 13} {
-		req, _ := multiTopicProduce(v)
-		f.Add(req.AppendTo(nil), v)
-	}
-	f.Fuzz(func(t *testing.T, b []byte, v int16) {
-		v &= 31
-		var vs visits
-		wire.ProduceTopics(b, 0, v, &vs)
-		for _, s := range vs.got {
-			if s.records > len(b) {
-				t.Fatalf("%d record bytes in %d", s.records, len(b))
-			}
-		}
-		wire.FetchResponseTopics(b, 0, v, &vs)
-		wire.ClampFetchTopics(b, 0, v, clampTo{})
-	})
 }

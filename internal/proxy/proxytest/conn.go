@@ -81,7 +81,7 @@ func Request(req kmsg.Request, corr int32) (*proxy.Request, error) {
 		Key: h.Key, Version: h.Version, CorrelationID: h.CorrelationID, ClientID: string(h.ClientID),
 		Size: len(frame), Payload: frame, BodyOffset: h.BodyOffset, Flexible: h.API.Flexible(h.Version),
 	}
-	if h.Key == wire.KeyProduce {
+	if h.Key == int16(kmsg.Produce) {
 		if r.Acks, err = wire.ProduceAcks(frame, h); err != nil {
 			return nil, err
 		}
