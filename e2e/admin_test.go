@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -110,30 +111,41 @@ func (o *adminOracle) checkBrokers(t *testing.T, what string, ids []int32) {
 }
 
 // coordinators asks the upstream which node coordinates each key
-// (coordinator type typ: 0 groups, 1 transactional ids), waiting while a
-// real cluster still creates __consumer_offsets or __transaction_state.
+// (coordinator type typ: 0 groups, 1 transactional ids): every broker,
+// until all of them name the same node for each key. A real cluster
+// creates __consumer_offsets and __transaction_state on first use, and a
+// KRaft broker applies the metadata log on its own: one broker can still
+// answer COORDINATOR_NOT_AVAILABLE (it does not know the topic's leaders
+// yet) while another already names the coordinator.
 func (o *adminOracle) coordinators(t *testing.T, ctx context.Context, typ int8, keys ...string) map[string]int32 {
 	t.Helper()
 	var out map[string]int32
-	eventually(t, 30*time.Second, fmt.Sprintf("the upstream's coordinators of type %d", typ), func() error {
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorType = typ
-		req.CoordinatorKeys = keys
-		resp, err := req.RequestWith(ctx, o.cl)
-		if err != nil {
-			return err
-		}
-		got := map[string]int32{}
-		for _, c := range resp.Coordinators {
-			if err := kerr.ErrorForCode(c.ErrorCode); err != nil {
-				return fmt.Errorf("key %s: %w", c.Key, err)
+	eventually(t, 30*time.Second, fmt.Sprintf("every upstream broker naming the coordinators of type %d", typ), func() error {
+		var first map[string]int32
+		for _, id := range o.ids {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorType = typ
+			req.CoordinatorKeys = keys
+			resp, err := req.RequestWith(ctx, o.cl.Broker(int(id)))
+			if err != nil {
+				return fmt.Errorf("broker %d: %w", id, err)
 			}
-			got[c.Key] = c.NodeID
+			got := map[string]int32{}
+			for _, c := range resp.Coordinators {
+				if err := kerr.ErrorForCode(c.ErrorCode); err != nil {
+					return fmt.Errorf("broker %d: key %s: %w", id, c.Key, err)
+				}
+				got[c.Key] = c.NodeID
+			}
+			if len(got) != len(keys) {
+				return fmt.Errorf("broker %d: %d coordinators for %d keys", id, len(got), len(keys))
+			}
+			if first != nil && !maps.Equal(first, got) {
+				return fmt.Errorf("broker %d names other coordinators than broker %d", id, o.ids[0])
+			}
+			first = got
 		}
-		if len(got) != len(keys) {
-			return fmt.Errorf("%d coordinators for %d keys", len(got), len(keys))
-		}
-		out = got
+		out = first
 		return nil
 	})
 	return out
