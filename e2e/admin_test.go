@@ -624,6 +624,8 @@ func adminBrokerAddresses(t *testing.T, ctx context.Context, env *testkit.Env, c
 		}
 	}
 
+	t.Logf("the gateway advertises Produce %v, Metadata %v, FindCoordinator %v, DescribeCluster %v", ranges[0], ranges[3], ranges[10], ranges[60])
+
 	raw := dialRawVia(t, ctx, d, env.Bootstrap)
 	for v := ranges[3][0]; v <= ranges[3][1]; v++ {
 		req := kmsg.NewPtrMetadataRequest()
