@@ -188,9 +188,14 @@ func start(cfg Config) (*Cluster, error) {
 
 // prepare picks the ports, makes the CA and writes each node's config.
 func (c *Cluster) prepare() error {
+	// A Kafka cluster id, as Uuid.randomUuid makes it: never one that
+	// starts with "-" (kafka-storage format -t would read it as an
+	// option: one start in 64 failed).
 	id := make([]byte, 16)
-	rand.Read(id)
-	c.ClusterID = base64.RawURLEncoding.EncodeToString(id)
+	for c.ClusterID == "" || strings.HasPrefix(c.ClusterID, "-") {
+		rand.Read(id)
+		c.ClusterID = base64.RawURLEncoding.EncodeToString(id)
+	}
 	ca, err := testpki.NewCAIn(c.Dir, "tollgate-test-kafka-ca")
 	if err != nil {
 		return err
