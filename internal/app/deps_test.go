@@ -224,7 +224,6 @@ var pendingLong = []string{
 	"internal/wire",
 	"internal/kafkaapi",
 	"internal/proxy",
-	"internal/quota",
 	"internal/cli",
 	"internal/httpapi",
 	"internal/control",
