@@ -23,8 +23,9 @@ type Client struct {
 	tcache [ConsumerByteRate + 1]map[string]topicCached
 
 	// The layers (layer.go) and the Client's two pipelines of them: a
-	// key's (its tenant, then its own bucket: the order of their locks)
-	// and a topic's (its per-topic bucket).
+	// key's (its own bucket, then its tenant: the order of their locks,
+	// the engine's lock before a client bucket's before a tenant's) and a
+	// topic's (its per-topic bucket).
 	own, top bucketLayer
 	tnl      tenantLayer
 	keyed    [2]layer
@@ -44,7 +45,7 @@ func (c *Client) Names() (user, clientID string) { return c.user, c.clientID }
 func (e *Engine) Client(user, clientID string) *Client {
 	c := &Client{e: e, user: strings.Clone(user), clientID: strings.Clone(clientID)}
 	c.own.c, c.tnl.c, c.top.c, c.top.perTopic = c, c, c, true
-	c.keyed = [2]layer{&c.tnl, &c.own}
+	c.keyed = [2]layer{&c.own, &c.tnl}
 	c.topics = [1]layer{&c.top}
 	return c
 }

@@ -123,7 +123,9 @@ const maxLayers = 4
 // limits it: it reports whether one did. The layers stay locked from the
 // first clamp to the last reservation, so that concurrent fetches see
 // each other's reservations (the order of the layers is the order of the
-// locks).
+// locks: a layer's lock may take the engine's, so a pipeline whose layers
+// are held together is ordered as the locks are, Engine.mu before a
+// client bucket before a tenant's ceiling before a share).
 func clampAll(ls []layer, k Key, requested float64, nowMs int64, reserve bool) (float64, bool) {
 	var locked, limits [maxLayers]bool
 	limited := false
