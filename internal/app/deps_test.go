@@ -224,7 +224,6 @@ var pendingLong = []string{
 	"internal/wire",
 	"internal/kafkaapi",
 	"internal/proxy",
-	"internal/quota",
 }
 
 // Every function of the module (tests, generated code and bench/ aside)

@@ -238,14 +238,13 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 	var t time.Duration
 	switch r.Key {
 	case int16(kmsg.Produce):
-		cl.ReleaseProduce(reservation(r), now)
+		cl.Release(quota.ProducerByteRate, reservation(r), now)
 		t = max(cl.RecordProduce(r.Size, now), q.topicThrottle(r.Key, now))
-	case int16(kmsg.Fetch):
-		q.respCl = cl // a streamed response's topics are charged to it
-		cl.ReleaseFetch(reservation(r), now)
-		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
-	case int16(kmsg.ShareFetch):
-		cl.ReleaseFetch(reservation(r), now)
+	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
+		if r.Key == int16(kmsg.Fetch) {
+			q.respCl = cl // a streamed response's topics are charged to it
+		}
+		cl.Release(quota.ConsumerByteRate, reservation(r), now)
 		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
 	}
 	// Recorded even when nothing is charged: as in Kafka, every response
@@ -261,13 +260,11 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 	if res == 0 {
 		return
 	}
-	cl := q.f.engine.Client(c.Info().Principal.Name, r.ClientID)
-	switch r.Key {
-	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
-		cl.ReleaseFetch(res, q.f.now())
-	case int16(kmsg.Produce):
-		cl.ReleaseProduce(res, q.f.now())
+	k := quota.ConsumerByteRate // Fetch, ShareFetch
+	if r.Key == int16(kmsg.Produce) {
+		k = quota.ProducerByteRate
 	}
+	q.f.engine.Client(c.Info().Principal.Name, r.ClientID).Release(k, res, q.f.now())
 }
 
 // strictFrom is the first version of each mutation API that uses strict

@@ -320,7 +320,7 @@ func TestEngineCapsRandom(t *testing.T) {
 					handles[user+"/"+client] = h
 				}
 				hold, res := h.HoldProduce(1+rng.IntN(3000), at(now))
-				h.ReleaseProduce(res, at(now+hold.Milliseconds()))
+				h.Release(ProducerByteRate, res, at(now+hold.Milliseconds()))
 			case x < 88:
 				e.SetQuotas(sets[rng.IntN(len(sets))])
 			case x < 90:

@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"math"
 	"strings"
 	"time"
 
@@ -22,6 +21,15 @@ type Client struct {
 	// tcache is the per-topic buckets of the byte rates, by topic
 	// (topic.go).
 	tcache [ConsumerByteRate + 1]map[string]topicCached
+
+	// The layers (layer.go) and the Client's two pipelines of them: a
+	// key's (its own bucket, then its tenant: the order of their locks,
+	// the engine's lock before a client bucket's before a tenant's) and a
+	// topic's (its per-topic bucket).
+	own, top bucketLayer
+	tnl      tenantLayer
+	keyed    [2]layer
+	topics   [1]layer
 }
 
 type cachedBucket struct {
@@ -35,7 +43,11 @@ func (c *Client) Names() (user, clientID string) { return c.user, c.clientID }
 
 // Client returns a handle for (user, clientID). A null client-id is "".
 func (e *Engine) Client(user, clientID string) *Client {
-	return &Client{e: e, user: strings.Clone(user), clientID: strings.Clone(clientID)}
+	c := &Client{e: e, user: strings.Clone(user), clientID: strings.Clone(clientID)}
+	c.own.c, c.tnl.c, c.top.c, c.top.perTopic = c, c, c, true
+	c.keyed = [2]layer{&c.own, &c.tnl}
+	c.topics = [1]layer{&c.top}
+	return c
 }
 
 // User returns the user name the handle accounts for.
@@ -58,72 +70,6 @@ func (c *Client) bucket(k Key, nowMs int64) *bucket {
 	b := c.e.bucketFor(m, ident{c.user, c.clientID, ""}, nowMs)
 	c.cache[k] = cachedBucket{gen: g, b: b, ok: true}
 	return b
-}
-
-// lock returns the client's bucket for k locked, replacing it first if it
-// expired since it was looked up; nil when k is disabled.
-func (c *Client) lock(k Key, nowMs int64) *bucket {
-	b := c.bucket(k, nowMs)
-	for b != nil {
-		b.mu.Lock()
-		if !b.dead {
-			return b
-		}
-		b.mu.Unlock()
-		b = c.e.slowBucket(&c.e.mgr[k], ident{c.user, c.clientID, ""}, nowMs)
-		c.cache[k].b = b
-	}
-	return nil
-}
-
-// record adds v to the client's bucket for k, and to its tenant's, and
-// returns the larger throttle in ms (the tightest level wins).
-func (c *Client) record(k Key, v float64, nowMs, capMs int64) int64 {
-	return max(c.recordOwn(k, v, nowMs, capMs), c.recordTenant(k, v, nowMs, capMs))
-}
-
-// recordOwn adds v to the client's bucket for k and returns the throttle in ms,
-// capped at capMs when capMs > 0. Kafka records first and checks second,
-// and the value stays recorded even when it violates the quota. A shadow
-// bucket computes its throttle the same way, counts it and returns 0.
-func (c *Client) recordOwn(k Key, v float64, nowMs, capMs int64) int64 {
-	return c.e.recordInto(c.lock(k, nowMs), v, nowMs, capMs)
-}
-
-// recordInto is recordOwn for the locked bucket b (nil: nothing to
-// record), which it unlocks.
-func (e *Engine) recordInto(b *bucket, v float64, nowMs, capMs int64) int64 {
-	if b == nil {
-		return 0
-	}
-	b.rate.Record(v, nowMs)
-	b.lastActive = nowMs
-	var t int64
-	unseen := 0.0
-	if e.clusterOn() {
-		unseen = e.unseen(b, nowMs)
-	}
-	if b.useTokens {
-		b.tokens.Record(v, nowMs)
-		t = tokenThrottleMs(b.tokens.Balance()-unseen, b.quota, capMs)
-	} else {
-		observed, w := b.rate.Measure(nowMs)
-		observed += unseen / (float64(w) / 1000)
-		t = int64(rate.ThrottleMs(observed, b.quota, w, capMs))
-	}
-	if lt := e.noteLocal(b, v, nowMs); lt > t {
-		// Past this instance's lease of a Tollgate cluster's headroom.
-		t = lt
-		if capMs > 0 {
-			t = min(t, capMs)
-		}
-	}
-	if e.cfg.SharedDeadline {
-		t = b.shareDeadline(t, nowMs, capMs)
-	}
-	t = b.apply(t) // 0 for a shadow bucket
-	b.mu.Unlock()
-	return t
 }
 
 func ms(t int64) time.Duration { return time.Duration(t) * time.Millisecond }
@@ -163,41 +109,23 @@ func (b *bucket) shareDeadline(t, nowMs, capMs int64) int64 {
 // body, everything after the length prefix; acks=0 included) and returns how
 // long to mute the connection, 0 for not at all.
 func (c *Client) RecordProduce(bytes int, now time.Time) time.Duration {
-	return ms(c.record(ProducerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
+	return ms(recordAll(c.keyed[:], ProducerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
 }
 
 // RecordFetch records a consumer fetch response of the given size (4 + the
 // body) and returns the throttle. If the response ends up throttled, by
 // this quota or another, the gateway sends an empty response and must call
-// UnrecordFetch with the same size, as Kafka does.
+// Unrecord with the same size, as Kafka does.
 func (c *Client) RecordFetch(bytes int, now time.Time) time.Duration {
-	return ms(c.record(ConsumerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
+	return ms(recordAll(c.keyed[:], ConsumerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
 }
 
-// UnrecordFetch takes back a fetch that was throttled and answered empty.
-func (c *Client) UnrecordFetch(bytes int, now time.Time) {
-	c.Unrecord(ConsumerByteRate, float64(bytes), now)
-}
-
-// Unrecord records −v for key k without any quota check.
+// Unrecord records −v for key k without any quota check (a fetch that was
+// throttled and answered empty is taken back).
 func (c *Client) Unrecord(k Key, v float64, now time.Time) {
-	if !k.Valid() {
-		return
+	if k.Valid() {
+		unrecordAll(c.keyed[:], k, v, now.UnixMilli())
 	}
-	nowMs := now.UnixMilli()
-	c.unrecordTenant(k, v, nowMs)
-	b := c.lock(k, nowMs)
-	if b == nil {
-		return
-	}
-	b.rate.Record(-v, nowMs)
-	c.e.noteLocal(b, -v, nowMs)
-	b.until = 0 // the deadline may have come from what is taken back
-	if k == ControllerMutationRate || b.useTokens {
-		b.tokens.Record(-v, nowMs)
-	}
-	b.lastActive = nowMs
-	b.mu.Unlock()
 }
 
 // RecordRequest records thread time against request_percentage and returns
@@ -209,7 +137,7 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 		capMs = min(capMs, c.e.maxThrottleMs)
 	}
 	v := float64(d.Nanoseconds()) * (100.0 / 1e9)
-	return ms(c.record(RequestPercentage, v, now.UnixMilli(), capMs))
+	return ms(recordAll(c.keyed[:], RequestPercentage, v, now.UnixMilli(), capMs))
 }
 
 // FetchMaxBytes returns the largest fetch the consumer's quota window can
@@ -219,25 +147,7 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 // fetch more than the window allows and stay throttled forever. Without a
 // quota it returns math.MaxInt32. A tenant's ceiling clamps it too.
 func (c *Client) FetchMaxBytes(now time.Time) int32 {
-	t, _ := c.tenantFetchClamp(now.UnixMilli())
-	return min(t, c.fetchMaxBytesOwn(now))
-}
-
-func (c *Client) fetchMaxBytesOwn(now time.Time) int32 {
-	b := c.lock(ConsumerByteRate, now.UnixMilli())
-	if b == nil {
-		return math.MaxInt32
-	}
-	q, shadow, win := b.quota, b.shadow, c.e.fetchWindowSeconds(b)
-	b.mu.Unlock()
-	if shadow {
-		return math.MaxInt32
-	}
-	v := q * win
-	if v >= math.MaxInt32 {
-		return math.MaxInt32
-	}
-	return int32(v)
+	return int32(fetchMaxAll(c.keyed[:], ConsumerByteRate, now.UnixMilli()))
 }
 
 // Hold returns how long a request for key k must wait before it is
@@ -251,25 +161,7 @@ func (c *Client) Hold(k Key, now time.Time) time.Duration {
 	if !c.e.cfg.SharedDeadline || !k.Valid() {
 		return 0
 	}
-	return max(c.holdOwn(k, now), ms(c.tenantHold(k, now.UnixMilli())))
-}
-
-func (c *Client) holdOwn(k Key, now time.Time) time.Duration {
-	if !c.e.cfg.SharedDeadline || !k.Valid() {
-		return 0
-	}
-	nowMs := now.UnixMilli()
-	b := c.lock(k, nowMs)
-	if b == nil {
-		return 0
-	}
-	until := b.until
-	shadow := b.shadow
-	b.mu.Unlock()
-	if until <= nowMs || shadow {
-		return 0
-	}
-	return ms(until - nowMs)
+	return ms(holdAll(c.keyed[:], k, now.UnixMilli()))
 }
 
 // HoldProduce is Hold for a Produce request of size bytes that also counts
@@ -277,63 +169,27 @@ func (c *Client) holdOwn(k Key, now time.Time) time.Duration {
 // (a client pipelines several per connection, on each of its connections):
 // the request waits as long as the bucket's throttle formula would throttle
 // if those were already recorded, and at least until the bucket's deadline. Its size is
-// then counted as in flight until ReleaseProduce (the response records it,
+// then counted as in flight until Release (the response records it,
 // as Kafka does, when it passes). Without SharedDeadline it returns 0, 0.
 // The client's tenant counts it in flight likewise, and holds it while
 // the ceiling binds and the principal has used its fair share.
 func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
-	hold, reserved := c.holdProduceOwn(size, now)
-	if th, ok := c.tenantHoldProduce(size, now.UnixMilli(), c.e.maxThrottleMs); ok {
-		hold, reserved = max(hold, ms(th)), int64(size)
-	}
-	return hold, reserved
-}
-
-func (c *Client) holdProduceOwn(size int, now time.Time) (time.Duration, int64) {
 	if !c.e.cfg.SharedDeadline {
 		return 0, 0
 	}
-	nowMs := now.UnixMilli()
-	b := c.lock(ProducerByteRate, nowMs)
-	if b == nil {
-		return 0, 0
+	hold, joined := joinAll(c.keyed[:], float64(size), now.UnixMilli(), c.e.maxThrottleMs)
+	if !joined {
+		return ms(hold), 0
 	}
-	defer b.mu.Unlock()
-	if b.shadow {
-		return 0, 0
-	}
-	hold := max(b.until-nowMs, 0)
-	// In a Tollgate cluster: what the others have taken that has not
-	// reached this instance yet, and this instance's lease.
-	unseen := c.e.unseen(b, nowMs)
-	if b.level != LevelNone && (b.inflight > 0 || unseen > 0) && b.useTokens {
-		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight-unseen, b.quota, c.e.maxThrottleMs)
-		hold = max(hold, t)
-	} else if b.level != LevelNone && (b.inflight > 0 || unseen > 0) {
-		r, w := b.rate.Peek(nowMs)
-		observed := (r*float64(w)/1000 + b.inflight + unseen) / (float64(w) / 1000)
-		t := int64(rate.ThrottleMs(observed, b.quota, w, c.e.maxThrottleMs))
-		hold = max(hold, t)
-	}
-	if b.level != LevelNone {
-		hold = max(hold, c.e.leaseHold(b, float64(size), nowMs))
-	}
-	b.inflight += float64(size)
 	return ms(hold), int64(size)
 }
 
-// ReleaseProduce takes a request HoldProduce counted out of flight.
-func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
-	if reserved <= 0 {
-		return
+// Release takes a request HoldProduce (k producer_byte_rate) or
+// ReserveFetch (consumer_byte_rate) counted in flight out of flight.
+func (c *Client) Release(k Key, reserved int64, now time.Time) {
+	if reserved > 0 && k.Valid() {
+		releaseAll(c.keyed[:], k, float64(reserved), now.UnixMilli())
 	}
-	c.releaseTenant(ProducerByteRate, reserved, now.UnixMilli())
-	b := c.lock(ProducerByteRate, now.UnixMilli())
-	if b == nil {
-		return
-	}
-	b.inflight = max(b.inflight-float64(reserved), 0)
-	b.mu.Unlock()
 }
 
 // ReserveFetch clamps one consumer fetch. max_bytes becomes at most
@@ -344,59 +200,14 @@ func (c *Client) ReleaseProduce(reserved int64, now time.Time) {
 // the fetches already in flight; but
 // at least 1 byte, for which the broker still returns one batch, so the
 // consumer progresses and is throttled by the debt. The clamp is reserved
-// until ReleaseFetch. Without a quota it returns (requested, 0). The
-// client's tenant clamps it too (tenantFetchClamp) and counts it in flight.
+// until Release. Without a quota it returns (requested, 0). The
+// client's tenant clamps it too and counts it in flight.
 func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, reserved int64) {
-	nowMs := now.UnixMilli()
-	tc, tenant := c.tenantFetchClamp(nowMs)
-	clamp, reserved = c.reserveFetchOwn(min(requested, tc), now)
-	if tenant {
-		c.reserveTenantFetch(clamp, nowMs)
+	v, ok := clampAll(c.keyed[:], ConsumerByteRate, float64(requested), now.UnixMilli(), true)
+	if clamp = int32(v); ok {
 		reserved = int64(clamp)
 	}
 	return clamp, reserved
-}
-
-func (c *Client) reserveFetchOwn(requested int32, now time.Time) (clamp int32, reserved int64) {
-	b := c.lock(ConsumerByteRate, now.UnixMilli())
-	if b == nil {
-		return requested, 0
-	}
-	defer b.mu.Unlock()
-	if b.level == LevelNone || b.shadow {
-		return requested, 0
-	}
-	static := b.quota * c.e.fetchWindowSeconds(b)
-	var room float64
-	nowMs := now.UnixMilli()
-	if b.useTokens {
-		room = b.tokens.Peek(nowMs) - b.inflight
-	} else {
-		r, w := b.rate.Peek(nowMs)
-		room = b.quota*float64(w)/1000 - r*float64(w)/1000 - b.inflight
-	}
-	// In a Tollgate cluster: less what the others have taken unseen, and
-	// no more than this instance's lease.
-	room = min(room-c.e.unseen(b, nowMs), c.e.leaseRoom(b, nowMs))
-	v := min(float64(requested), static, max(room, 1))
-	clamp = int32(max(v, 1))
-	b.inflight += float64(clamp)
-	return clamp, int64(clamp)
-}
-
-// ReleaseFetch returns a reservation made by ReserveFetch, when the fetch
-// is answered (then RecordFetch records what it really carried) or lost.
-func (c *Client) ReleaseFetch(reserved int64, now time.Time) {
-	if reserved <= 0 {
-		return
-	}
-	c.releaseTenant(ConsumerByteRate, reserved, now.UnixMilli())
-	b := c.lock(ConsumerByteRate, now.UnixMilli())
-	if b == nil {
-		return
-	}
-	b.inflight = max(b.inflight-float64(reserved), 0)
-	b.mu.Unlock()
 }
 
 // Mutation starts one request's controller-mutation accounting. strict is
@@ -404,12 +215,12 @@ func (c *Client) ReleaseFetch(reserved int64, now time.Time) {
 func (c *Client) Mutation(strict bool, now time.Time) Mutation {
 	// lock rather than bucket: a cached bucket that expired must be
 	// replaced here, or the whole request would charge a dropped bucket.
-	b := c.lock(ControllerMutationRate, now.UnixMilli())
-	if b != nil {
-		b.mu.Unlock()
+	var b *bucket
+	if c.own.lock(ControllerMutationRate, now.UnixMilli(), false) {
+		b = c.own.b
+		c.own.unlock()
 	}
-	ts, m := c.tenant(now.UnixMilli())
-	return Mutation{b: b, strict: strict, tn: tenantMutation{ts: ts, m: m}}
+	return Mutation{b: b, c: c, strict: strict}
 }
 
 // CheckMutation reports whether the client's mutation bucket is below zero
@@ -417,13 +228,13 @@ func (c *Client) Mutation(strict bool, now time.Time) Mutation {
 // exactly when this reports exceeded.
 func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
 	nowMs := now.UnixMilli()
-	b := c.lock(ControllerMutationRate, nowMs)
-	if b == nil {
+	if !c.own.lock(ControllerMutationRate, nowMs, false) {
 		return 0, false
 	}
+	b := c.own.b
 	tok, q := b.tokens.Tokens(nowMs), b.tokens.Quota()
 	shadow := b.shadow
-	b.mu.Unlock()
+	c.own.unlock()
 	if tok < 0 && !shadow {
 		return ms(max(rate.TokenThrottleTime(tok, q), 0)), true
 	}

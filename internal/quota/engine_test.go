@@ -279,7 +279,7 @@ func TestEngineUnrecordFetch(t *testing.T) {
 	if d := e.Client("u", "c").RecordFetch(15000, at(0)); d != 5*time.Second {
 		t.Fatalf("throttle %v", d)
 	}
-	e.Client("u", "c").UnrecordFetch(15000, at(0))
+	e.Client("u", "c").Unrecord(ConsumerByteRate, 15000, at(0))
 	if d := e.Client("u", "c").RecordFetch(10000, at(0)); d != 0 {
 		t.Errorf("after unrecord: throttle %v", d)
 	}
@@ -455,7 +455,7 @@ func TestEngineReserveFetch(t *testing.T) {
 	if c2, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0)); c2 != 1 {
 		t.Fatalf("second parallel fetch: clamp %d, want 1 (the window is reserved)", c2)
 	}
-	e.Client("u", "c").ReleaseFetch(r1, at(10))
+	e.Client("u", "c").Release(ConsumerByteRate, r1, at(10))
 	e.Client("u", "c").RecordFetch(4000, at(10))
 	if c3, _ := e.Client("u", "c").ReserveFetch(50<<20, at(10)); c3 < 5000 || c3 > 6000 {
 		t.Fatalf("after 4000 B were used: clamp %d, want the rest of the window", c3)
@@ -506,13 +506,13 @@ func TestEngineHoldProduceCountsInFlight(t *testing.T) {
 	if h2 != 5*time.Second {
 		t.Fatalf("pipelined: hold %v, want 5s", h2)
 	}
-	e.Client("u", "c").ReleaseProduce(r1, at(10))
-	e.Client("u", "c").ReleaseProduce(r2, at(10))
+	e.Client("u", "c").Release(ProducerByteRate, r1, at(10))
+	e.Client("u", "c").Release(ProducerByteRate, r2, at(10))
 	// Nothing in flight and nothing recorded: no hold.
 	if h, r := e.Client("u", "c").HoldProduce(1, at(20)); h != 0 {
 		t.Fatalf("after release: hold %v", h)
 	} else {
-		e.Client("u", "c").ReleaseProduce(r, at(20))
+		e.Client("u", "c").Release(ProducerByteRate, r, at(20))
 	}
 	// Without SharedDeadline (Kafka's arithmetic alone) nothing is held.
 	k := newTestEngine(t, EngineConfig{})

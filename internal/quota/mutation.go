@@ -56,8 +56,8 @@ func (b *bucket) recordMutation(n float64, strict bool, nowMs int64) (bool, int6
 // response. The zero Mutation is unbounded. It is not safe for concurrent
 // use; each request has its own.
 type Mutation struct {
-	b          *bucket        // nil: no controller_mutation_rate quota is configured
-	tn         tenantMutation // the client's tenant (ts nil: none)
+	b          *bucket // nil: no controller_mutation_rate quota is configured
+	c          *Client // its tenant layer (nil: none)
 	strict     bool
 	throttleMs int64
 	recordedMs int64
@@ -71,9 +71,15 @@ func (m *Mutation) Strict() bool { return m.strict }
 // THROTTLING_QUOTA_EXCEEDED and nothing was charged.
 func (m *Mutation) Record(n float64, now time.Time) bool {
 	nowMs := now.UnixMilli()
-	if m.tn.ts != nil && m.strict {
+	var tl *tenantLayer
+	if m.c != nil {
+		tl = &m.c.tnl
+	}
+	if tl != nil && m.strict && tl.lock(ControllerMutationRate, nowMs, false) {
 		// The tenant's refusal first: a refused mutation is charged nowhere.
-		if t, refused := m.tn.refuses(nowMs); refused {
+		t, refused := tl.refuses(nowMs)
+		tl.unlock()
+		if refused {
 			m.throttleMs, m.recordedMs = t, nowMs
 			return false
 		}
@@ -89,8 +95,9 @@ func (m *Mutation) Record(n float64, now time.Time) bool {
 			return false
 		}
 	}
-	if m.tn.ts != nil {
-		t := m.tn.ts.record(m.tn.m, ControllerMutationRate, n, nowMs, 0)
+	if tl != nil && tl.lock(ControllerMutationRate, nowMs, true) {
+		t := tl.record(n, nowMs, 0)
+		tl.unlock()
 		if !m.strict && t > m.Throttle(now).Milliseconds() {
 			m.throttleMs, m.recordedMs = t, nowMs
 		}

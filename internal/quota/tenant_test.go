@@ -144,7 +144,7 @@ func (s *sim) run(untilMs int64) {
 			c.at += hold.Milliseconds() + s.rtt
 			c.phase = 1
 		case 1:
-			c.resp.ReleaseProduce(c.reserved, now)
+			c.resp.Release(ProducerByteRate, c.reserved, now)
 			t := c.resp.RecordProduce(c.size, now)
 			sec := int(c.at / 1000)
 			b := s.bytes[c.user]
@@ -403,7 +403,7 @@ func TestTenantFetchClampAndHold(t *testing.T) {
 	if clamp != 10*tc || res != int64(clamp) {
 		t.Fatalf("first fetch: clamp %d reserved %d, want the ceiling's burst %d", clamp, res, 10*tc)
 	}
-	c.ReleaseFetch(res, at(1))
+	c.Release(ConsumerByteRate, res, at(1))
 	c.RecordFetch(int(clamp), at(1)) // the burst: borrowed, not throttled
 	th := c.RecordFetch(2*tc, at(2)) // two seconds past it
 	if th <= 0 {
@@ -416,7 +416,7 @@ func TestTenantFetchClampAndHold(t *testing.T) {
 	if clamp > tc || clamp < 1 {
 		t.Fatalf("fetch while the ceiling binds: clamp %d", clamp)
 	}
-	c.ReleaseFetch(res, at(5001))
+	c.Release(ConsumerByteRate, res, at(5001))
 	if got := c.FetchMaxBytes(at(5001)); got > 10*tc {
 		t.Fatalf("FetchMaxBytes %d", got)
 	}

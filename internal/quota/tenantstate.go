@@ -432,9 +432,8 @@ func (ts *tenantState) lockCeil(k Key) *bucket {
 	return b
 }
 
-// fairShare returns m's share bucket for k locked, its quota set to the
-// fair share of ceiling c among active principals; nil without one.
-func fairShare(m *member, k Key, c float64, active int32) *bucket {
+// lockShare returns m's share bucket for k locked, nil without one.
+func (m *member) lockShare(k Key) *bucket {
 	if m == nil {
 		return nil
 	}
@@ -447,31 +446,54 @@ func fairShare(m *member, k Key, c float64, active int32) *bucket {
 		s.mu.Unlock()
 		return nil
 	}
-	if f := c / float64(active); s.quota != f {
-		s.quota = f
-		s.tokens.SetQuota(f)
-	}
 	return s
 }
 
-// recordTenant records v for key k into the client's tenant and returns the
-// tenant's throttle in ms (0 for a shadow tenant, which counts it).
-func (c *Client) recordTenant(k Key, v float64, nowMs, capMs int64) int64 {
-	ts, m := c.tenant(nowMs)
-	if ts == nil || !tenantKey(k) {
-		return 0
-	}
-	return ts.record(m, k, v, nowMs, capMs)
+// tenantLayer is the layer of the Client's tenant: the ceiling's bucket T
+// and the principal's share S in it.
+type tenantLayer struct {
+	c      *Client
+	ts     *tenantState
+	T, S   *bucket // locked between lock and unlock; S nil without a share
+	active int32   // the tenant's active principals, as of a recording lock
 }
 
-func (ts *tenantState) record(m *member, k Key, v float64, nowMs, capMs int64) int64 {
-	e := ts.e
-	active := ts.activeNow(m, nowMs)
+// lock locks the ceiling's bucket of k, then the member's share: the
+// one order of the tenant's locks. A recording call counts its principal
+// active first, even when k has no ceiling.
+func (l *tenantLayer) lock(k Key, nowMs int64, record bool) bool {
+	ts, m := l.c.tenant(nowMs)
+	if ts == nil {
+		return false
+	}
+	if record {
+		if !tenantKey(k) {
+			return false
+		}
+		l.active = ts.activeNow(m, nowMs)
+	}
 	T := ts.lockCeil(k)
 	if T == nil {
-		return 0
+		return false
 	}
-	defer T.mu.Unlock()
+	l.ts, l.T, l.S = ts, T, m.lockShare(k)
+	return true
+}
+
+func (l *tenantLayer) unlock() {
+	if l.S != nil {
+		l.S.mu.Unlock()
+	}
+	l.T.mu.Unlock()
+	l.ts, l.T, l.S = nil, nil, nil
+}
+
+// record charges the ceiling, and, while it binds, the share, whose quota
+// is the fair share of the ceiling among the active principals (0 for a
+// shadow tenant, which counts it).
+func (l *tenantLayer) record(v float64, nowMs, capMs int64) int64 {
+	ts, T, S := l.ts, l.T, l.S
+	e := ts.e
 	inCluster := e.clusterOn()
 	unseen := 0.0
 	var lease int64
@@ -498,104 +520,80 @@ func (ts *tenantState) record(m *member, k Key, v float64, nowMs, capMs int64) i
 	if e.cfg.SharedDeadline {
 		t = T.shareDeadline(t, nowMs, capMs)
 	}
-	if S := fairShare(m, k, C, active); S != nil {
-		S.lastActive = nowMs
+	if S == nil {
 		if binding {
-			su := 0.0
-			if inCluster {
-				su = e.unseen(S, nowMs)
-				S.share.local += v
-			}
-			S.tokens.Record(v, nowMs)
-			S.rate.Record(v, nowMs)
-			t = max(t, tokenThrottleMs(S.tokens.Balance()-su, S.quota, capMs))
+			t = max(t, tokenThrottleMs(after, C, capMs)) // no share: the ceiling alone
 		}
-		if e.cfg.SharedDeadline {
-			t = S.shareDeadline(t, nowMs, capMs)
+		return T.apply(t)
+	}
+	if f := C / float64(l.active); S.quota != f {
+		S.quota = f
+		S.tokens.SetQuota(f)
+	}
+	S.lastActive = nowMs
+	if binding {
+		su := 0.0
+		if inCluster {
+			su = e.unseen(S, nowMs)
+			S.share.local += v
 		}
-		if !T.shadow {
-			S.noteThrottle(t)
-		}
-		S.mu.Unlock()
-	} else if binding {
-		t = max(t, tokenThrottleMs(after, C, capMs)) // no share: the ceiling alone
+		S.tokens.Record(v, nowMs)
+		S.rate.Record(v, nowMs)
+		t = max(t, tokenThrottleMs(S.tokens.Balance()-su, S.quota, capMs))
+	}
+	if e.cfg.SharedDeadline {
+		t = S.shareDeadline(t, nowMs, capMs)
+	}
+	if !T.shadow {
+		S.noteThrottle(t)
 	}
 	return T.apply(t)
 }
 
-// unrecordTenant takes back v for key k (a fetch answered empty).
-func (c *Client) unrecordTenant(k Key, v float64, nowMs int64) {
-	ts, m := c.tenant(nowMs)
-	T := ts.lockCeil(k)
-	if T == nil {
-		return
-	}
+// unrecord takes back v (a fetch answered empty).
+func (l *tenantLayer) unrecord(v float64, nowMs int64) {
+	T := l.T
 	T.tokens.Record(-v, nowMs)
 	T.rate.Record(-v, nowMs)
 	T.until = 0
-	if ts.e.clusterOn() {
+	if l.ts.e.clusterOn() {
 		T.share.local -= v
 	}
-	T.mu.Unlock()
-	if m != nil && m.share[k] != nil {
-		s := m.share[k]
-		s.mu.Lock()
-		s.until = 0
-		s.mu.Unlock()
+	if l.S != nil {
+		l.S.until = 0
 	}
 }
 
-// tenantHold is how long a request for k must wait for the client's
-// tenant: the member's and the ceiling's deadlines (0 for a shadow tenant).
-func (c *Client) tenantHold(k Key, nowMs int64) int64 {
-	ts, m := c.tenant(nowMs)
-	T := ts.lockCeil(k)
-	if T == nil {
+// hold is the member's and the ceiling's deadlines (0 for a shadow
+// tenant).
+func (l *tenantLayer) hold(nowMs int64) int64 {
+	if l.T.shadow {
 		return 0
 	}
-	defer T.mu.Unlock()
-	if T.shadow {
-		return 0
-	}
-	until := T.until
-	if m != nil && m.share[k] != nil {
-		s := m.share[k]
-		s.mu.Lock()
-		until = max(until, s.until)
-		s.mu.Unlock()
+	until := l.T.until
+	if l.S != nil {
+		until = max(until, l.S.until)
 	}
 	return max(until-nowMs, 0)
 }
 
-// tenantHoldProduce is HoldProduce's tenant part: the wait a Produce of
-// size must make for the tenant counting the produce requests in flight,
-// which it joins (reported true when it did).
-func (c *Client) tenantHoldProduce(size int, nowMs, capMs int64) (int64, bool) {
-	ts, m := c.tenant(nowMs)
-	T := ts.lockCeil(ProducerByteRate)
-	if T == nil {
+// join is the wait a Produce of size must make for the tenant counting
+// the produce requests in flight, which it joins.
+func (l *tenantLayer) join(size float64, nowMs, capMs int64) (int64, bool) {
+	if l.T.shadow || !l.ts.e.cfg.SharedDeadline {
 		return 0, false
 	}
-	defer T.mu.Unlock()
-	if T.shadow || !c.e.cfg.SharedDeadline {
-		return 0, false
-	}
-	hold, _ := ts.room(T, m, ProducerByteRate, nowMs, capMs)
-	hold = max(hold, c.e.leaseHold(T, float64(size), nowMs))
-	T.inflight += float64(size)
-	if m != nil && m.share[ProducerByteRate] != nil {
-		s := m.share[ProducerByteRate]
-		s.mu.Lock()
-		s.inflight += float64(size)
-		s.mu.Unlock()
-	}
+	hold, _ := l.wait(nowMs, capMs)
+	hold = max(hold, l.ts.e.leaseHold(l.T, size, nowMs))
+	l.addInflight(size)
 	return hold, true
 }
 
-// room is, for a request of m's for k at nowMs, how long it must wait for
-// the tenant and how much the tenant lets a fetch reserve (+Inf when the
-// ceiling does not bind), counting what is in flight. T.mu is held.
-func (ts *tenantState) room(T *bucket, m *member, k Key, nowMs, capMs int64) (int64, float64) {
+// wait is, for a request of the member's at nowMs, how long it must wait
+// for the tenant and how much the tenant lets a fetch reserve (+Inf when
+// the ceiling does not bind), counting what is in flight.
+func (l *tenantLayer) wait(nowMs, capMs int64) (int64, float64) {
+	ts, T, s := l.ts, l.T, l.S
 	e := ts.e
 	unseen := 0.0
 	if e.clusterOn() {
@@ -608,9 +606,7 @@ func (ts *tenantState) room(T *bucket, m *member, k Key, nowMs, capMs int64) (in
 	if tok >= 0 {
 		room = math.Inf(1) // idle capacity: borrow it
 	}
-	if m != nil && m.share[k] != nil {
-		s := m.share[k]
-		s.mu.Lock()
+	if s != nil {
 		hold = max(hold, s.until-nowMs)
 		if tok < 0 {
 			su := 0.0
@@ -621,7 +617,6 @@ func (ts *tenantState) room(T *bucket, m *member, k Key, nowMs, capMs int64) (in
 			hold = max(hold, tokenThrottleMs(st, s.quota, capMs))
 			room = min(room, st)
 		}
-		s.mu.Unlock()
 	} else if tok < 0 {
 		room = min(room, tok)
 		hold = max(hold, tokenThrottleMs(tok, C, capMs))
@@ -629,93 +624,54 @@ func (ts *tenantState) room(T *bucket, m *member, k Key, nowMs, capMs int64) (in
 	return hold, room
 }
 
-// releaseTenant takes a request's reservation for k out of flight.
-func (c *Client) releaseTenant(k Key, reserved int64, nowMs int64) {
-	ts, m := c.tenant(nowMs)
-	T := ts.lockCeil(k)
-	if T == nil {
-		return
-	}
-	T.inflight = max(T.inflight-float64(reserved), 0)
-	T.mu.Unlock()
-	if m != nil && m.share[k] != nil {
-		s := m.share[k]
-		s.mu.Lock()
-		s.inflight = max(s.inflight-float64(reserved), 0)
-		s.mu.Unlock()
-	}
-}
-
-// tenantFetchClamp is the most a consumer fetch may carry for the
-// tenant: what its ceiling's bucket may hold, and, while the ceiling
-// binds, what the member's share has room for; at least 1 byte (one
-// batch). ok is false when the tenant does not limit fetches.
-func (c *Client) tenantFetchClamp(nowMs int64) (int32, bool) {
-	ts, m := c.tenant(nowMs)
-	T := ts.lockCeil(ConsumerByteRate)
-	if T == nil {
-		return math.MaxInt32, false
-	}
-	defer T.mu.Unlock()
+// fetchMax is the most a consumer fetch may carry for the tenant: what
+// its ceiling's bucket may hold, and, while the ceiling binds, what the
+// member's share has room for; at least 1 byte (one batch).
+// math.MaxInt32 when the tenant does not limit fetches.
+func (l *tenantLayer) fetchMax(nowMs int64) float64 {
+	T, e := l.T, l.ts.e
 	if T.shadow {
-		return math.MaxInt32, false
+		return math.MaxInt32
 	}
-	static := T.quota * max(c.e.burstSeconds(T), float64(c.e.windowMs)/1000)
-	_, room := ts.room(T, m, ConsumerByteRate, nowMs, 0)
-	v := min(static, max(min(room, c.e.leaseRoom(T, nowMs)), 1))
+	static := T.quota * max(e.burstSeconds(T), float64(e.windowMs)/1000)
+	_, room := l.wait(nowMs, 0)
+	v := min(static, max(min(room, e.leaseRoom(T, nowMs)), 1))
 	if v >= math.MaxInt32 {
-		return math.MaxInt32, true
+		return math.MaxInt32
 	}
-	return int32(max(v, 1)), true
+	return math.Floor(max(v, 1))
 }
 
-// reserveTenantFetch counts a fetch of clamp bytes in flight for the
-// tenant, as ReserveFetch does for the client's bucket.
-func (c *Client) reserveTenantFetch(clamp int32, nowMs int64) {
-	ts, m := c.tenant(nowMs)
-	T := ts.lockCeil(ConsumerByteRate)
-	if T == nil {
-		return
+// room clamps a fetch to fetchMax and reserves it (not for a shadow
+// tenant).
+func (l *tenantLayer) room(requested float64, nowMs int64) (float64, bool) {
+	if l.T.shadow {
+		return requested, false
 	}
-	if !T.shadow {
-		T.inflight += float64(clamp)
-		if m != nil && m.share[ConsumerByteRate] != nil {
-			s := m.share[ConsumerByteRate]
-			s.mu.Lock()
-			s.inflight += float64(clamp)
-			s.mu.Unlock()
-		}
-	}
-	T.mu.Unlock()
+	return min(requested, l.fetchMax(nowMs)), true
 }
 
-// tenantMutation is the tenant part of one request's mutation accounting.
-type tenantMutation struct {
-	ts *tenantState
-	m  *member
+func (l *tenantLayer) addInflight(v float64) {
+	l.T.inflight = max(l.T.inflight+v, 0)
+	if l.S != nil {
+		l.S.inflight = max(l.S.inflight+v, 0)
+	}
 }
 
-// refuses reports, for a strict request, whether the tenant refuses a
-// mutation now, and the throttle: while the ceiling binds and the member
-// has used its share, or beyond the slack. A shadow tenant refuses
-// nothing (it counts the refusal).
-func (tm tenantMutation) refuses(nowMs int64) (int64, bool) {
-	T := tm.ts.lockCeil(ControllerMutationRate)
-	if T == nil {
-		return 0, false
-	}
-	defer T.mu.Unlock()
+// refuses reports, for a strict mutation request, whether the tenant
+// refuses a mutation now, and the throttle: while the ceiling binds and
+// the member has used its share, or beyond the slack. A shadow tenant
+// refuses nothing (it counts the refusal).
+func (l *tenantLayer) refuses(nowMs int64) (int64, bool) {
+	ts, T, s := l.ts, l.T, l.S
 	tok := T.tokens.Tokens(nowMs)
-	if tm.ts.e.clusterOn() {
-		tok -= tm.ts.e.unseen(T, nowMs)
+	if ts.e.clusterOn() {
+		tok -= ts.e.unseen(T, nowMs)
 	}
-	t := tokenThrottleMs(tok+tm.ts.slack(T.quota), T.quota, 0)
-	if m := tm.m; tok < 0 && m != nil && m.share[ControllerMutationRate] != nil {
-		s := m.share[ControllerMutationRate]
-		s.mu.Lock()
+	t := tokenThrottleMs(tok+ts.slack(T.quota), T.quota, 0)
+	if tok < 0 && s != nil {
 		t = max(t, tokenThrottleMs(s.tokens.Tokens(nowMs), s.quota, 0))
-		s.mu.Unlock()
-	} else if tok < 0 && (m == nil || m.share[ControllerMutationRate] == nil) {
+	} else if tok < 0 {
 		t = max(t, tokenThrottleMs(tok, T.quota, 0))
 	}
 	if t == 0 {

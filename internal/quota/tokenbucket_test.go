@@ -149,7 +149,7 @@ func TestTokenBucketByteRateInFlight(t *testing.T) {
 	if h2, _ := e.Client("u", "c").HoldProduce(1, at(0)); h2 != 5*time.Second {
 		t.Fatalf("pipelined: hold %v, want 5s", h2)
 	}
-	e.Client("u", "c").ReleaseProduce(r1, at(0))
+	e.Client("u", "c").Release(ProducerByteRate, r1, at(0))
 
 	c1, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0))
 	if c1 != 10000 {

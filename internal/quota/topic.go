@@ -66,20 +66,10 @@ func (c *Client) topicBucket(k Key, topic []byte, nowMs int64) *bucket {
 	return b
 }
 
-// lockTopic is lock for a per-topic bucket.
-func (c *Client) lockTopic(k Key, topic []byte, nowMs int64) *bucket {
-	b := c.topicBucket(k, topic, nowMs)
-	for b != nil {
-		b.mu.Lock()
-		if !b.dead {
-			return b
-		}
-		b.mu.Unlock()
-		name := string(topic)
-		b = c.e.slowBucket(&c.e.mgr[numKeys+k], ident{c.user, c.clientID, name}, nowMs)
-		c.tcache[k][name] = topicCached{gen: c.e.mgr[numKeys+k].gen.Load(), b: b}
-	}
-	return nil
+// topicLayers is the Client's per-topic pipeline, for topic.
+func (c *Client) topicLayers(topic []byte) []layer {
+	c.top.topic = topic
+	return c.topics[:]
 }
 
 // RecordTopic charges bytes of topic to the client's per-topic bucket for
@@ -87,8 +77,9 @@ func (c *Client) lockTopic(k Key, topic []byte, nowMs int64) *bucket {
 // 0 when no per-topic quota applies to the topic. It records, and
 // throttles, as RecordProduce and RecordFetch do.
 func (c *Client) RecordTopic(k Key, topic []byte, bytes int, now time.Time) time.Duration {
-	nowMs := now.UnixMilli()
-	return ms(c.e.recordInto(c.lockTopic(k, topic, nowMs), float64(bytes), nowMs, c.e.maxThrottleMs))
+	t := recordAll(c.topicLayers(topic), k, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs)
+	c.top.topic = nil
+	return ms(t)
 }
 
 // HoldTopic returns how long a request carrying topic must wait before it
@@ -99,17 +90,9 @@ func (c *Client) HoldTopic(k Key, topic []byte, now time.Time) time.Duration {
 	if !c.e.cfg.SharedDeadline {
 		return 0
 	}
-	nowMs := now.UnixMilli()
-	b := c.lockTopic(k, topic, nowMs)
-	if b == nil {
-		return 0
-	}
-	until, shadow := b.until, b.shadow
-	b.mu.Unlock()
-	if until <= nowMs || shadow {
-		return 0
-	}
-	return ms(until - nowMs)
+	h := holdAll(c.topicLayers(topic), k, now.UnixMilli())
+	c.top.topic = nil
+	return ms(h)
 }
 
 // TopicFetchMax returns the most each of parts partitions of topic may
@@ -119,25 +102,12 @@ func (c *Client) HoldTopic(k Key, topic []byte, now time.Time) time.Duration {
 // when no per-topic quota applies. Nothing is reserved: the fetch is
 // charged when its response passes.
 func (c *Client) TopicFetchMax(topic []byte, parts int, now time.Time) int32 {
-	nowMs := now.UnixMilli()
-	b := c.lockTopic(ConsumerByteRate, topic, nowMs)
-	if b == nil {
+	v, ok := clampAll(c.topicLayers(topic), ConsumerByteRate, math.Inf(1), now.UnixMilli(), false)
+	c.top.topic = nil
+	if !ok {
 		return math.MaxInt32
 	}
-	defer b.mu.Unlock()
-	if b.level == LevelNone || b.shadow {
-		return math.MaxInt32
-	}
-	static := b.quota * c.e.fetchWindowSeconds(b)
-	var room float64
-	if b.useTokens {
-		room = b.tokens.Peek(nowMs)
-	} else {
-		r, w := b.rate.Peek(nowMs)
-		room = (b.quota - r) * float64(w) / 1000
-	}
-	room = min(room-c.e.unseen(b, nowMs), c.e.leaseRoom(b, nowMs))
-	v := min(static, max(room, 1)) / float64(max(parts, 1))
+	v /= float64(max(parts, 1))
 	if v >= math.MaxInt32 {
 		return math.MaxInt32
 	}
