@@ -15,10 +15,7 @@ import (
 // describeQuorum removes a DescribeQuorum answer's controller listeners.
 func describeQuorum(r *proxy.Response) error {
 	return r.Edit(func(resp kmsg.Response) {
-		dq, ok := resp.(*kmsg.DescribeQuorumResponse)
-		if !ok {
-			return
-		}
+		dq := resp.(*kmsg.DescribeQuorumResponse)
 		for i := range dq.Nodes {
 			dq.Nodes[i].Listeners = nil
 		}

@@ -17,10 +17,7 @@ import (
 func describeCluster(c proxy.Conn, r *proxy.Response) error {
 	m := c.Mapper()
 	return r.Edit(func(resp kmsg.Response) {
-		dc, ok := resp.(*kmsg.DescribeClusterResponse)
-		if !ok {
-			return
-		}
+		dc := resp.(*kmsg.DescribeClusterResponse)
 		dc.Brokers = wire.MapBrokers(dc.Brokers, m, func(b *kmsg.DescribeClusterResponseBroker) (*int32, *string, *int32) {
 			return &b.NodeID, &b.Host, &b.Port
 		})

@@ -17,10 +17,7 @@ import (
 func shareAcknowledge(c proxy.Conn, r *proxy.Response) error {
 	m := c.Mapper()
 	return r.Edit(func(resp kmsg.Response) {
-		sa, ok := resp.(*kmsg.ShareAcknowledgeResponse)
-		if !ok {
-			return
-		}
+		sa := resp.(*kmsg.ShareAcknowledgeResponse)
 		sa.NodeEndpoints = wire.MapBrokers(sa.NodeEndpoints, m, func(e *kmsg.ShareAcknowledgeResponseNodeEndpoint) (*int32, *string, *int32) {
 			return &e.NodeID, &e.Host, &e.Port
 		})
