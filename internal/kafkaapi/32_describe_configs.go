@@ -44,15 +44,7 @@ func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfig
 		// upstream cluster's alone, as if Tollgate were not there.
 		return proxy.Verdict{}
 	}
-	type local struct {
-		name    string
-		configs []kmsg.DescribeConfigsResponseResourceConfig
-		denied  bool
-		err     error
-		whole   bool // answered entirely here (not forwarded)
-		replace bool // upstream answers too: replace its owned entries
-	}
-	var locals []local
+	var locals []ownedConfigs
 	fwd := req.Resources[:0:0]
 	touched := false
 	for _, res := range req.Resources {
@@ -62,13 +54,7 @@ func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfig
 		}
 		var owned, other []string
 		if res.ConfigNames != nil {
-			for _, n := range res.ConfigNames {
-				if control.IsOwnedBrokerConfig(n) {
-					owned = append(owned, n)
-				} else {
-					other = append(other, n)
-				}
-			}
+			owned, other = splitOwnedNames(res.ConfigNames)
 			if len(owned) == 0 {
 				fwd = append(fwd, res)
 				continue
@@ -76,7 +62,7 @@ func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfig
 		}
 		touched = true
 		cfgs, ok, err := b.owner.Describe(who, owned, req.Version)
-		l := local{name: res.ResourceName, configs: cfgs, denied: !ok, err: err}
+		l := ownedConfigs{name: res.ResourceName, configs: cfgs, denied: !ok, err: err}
 		switch {
 		case res.ConfigNames == nil:
 			l.replace = true
@@ -93,45 +79,79 @@ func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfig
 	if !touched {
 		return proxy.Verdict{}
 	}
-	fill := func(rr *kmsg.DescribeConfigsResponseResource, l local) {
-		switch {
-		case l.denied:
-			rr.ErrorCode, rr.ErrorMessage, rr.Configs = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Cluster authorization failed."), nil
-		case l.err != nil:
-			rr.ErrorCode, rr.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(l.err.Error())
-		default:
-			if l.replace {
-				kept := rr.Configs[:0]
-				for _, c := range rr.Configs {
-					if !control.IsOwnedBrokerConfig(c.Name) {
-						kept = append(kept, c)
-					}
-				}
-				rr.Configs = kept
-			}
-			rr.Configs = append(rr.Configs, l.configs...)
+	req.Resources = fwd
+	return answerOrForward(req, len(fwd), mergeOwnedConfigs(locals))
+}
+
+// ownedConfigs is Tollgate's answer for the configs it owns of one BROKER
+// resource of a DescribeConfigs request.
+type ownedConfigs struct {
+	name    string
+	configs []kmsg.DescribeConfigsResponseResourceConfig
+	denied  bool
+	err     error
+	whole   bool // answered entirely here (not forwarded)
+	replace bool // upstream answers too: replace its owned entries
+}
+
+// splitOwnedNames splits the config names of a BROKER resource into those
+// Tollgate owns and the broker's.
+func splitOwnedNames(names []string) (owned, other []string) {
+	for _, n := range names {
+		if control.IsOwnedBrokerConfig(n) {
+			owned = append(owned, n)
+		} else {
+			other = append(other, n)
 		}
 	}
-	merge := func(resp kmsg.Response) {
+	return owned, other
+}
+
+// mergeOwnedConfigs returns the Merge that puts Tollgate's answers into the
+// upstream's DescribeConfigs response (or into an empty one, when nothing
+// was forwarded): a resource answered here alone is added, the others'
+// owned entries replaced.
+func mergeOwnedConfigs(locals []ownedConfigs) func(kmsg.Response) {
+	return func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DescribeConfigsResponse)
 		for _, l := range locals {
 			if l.whole {
 				rr := kmsg.NewDescribeConfigsResponseResource()
 				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, l.name
-				fill(&rr, l)
+				l.fill(&rr)
 				dr.Resources = append(dr.Resources, rr)
 				continue
 			}
 			for i := range dr.Resources {
 				rr := &dr.Resources[i]
 				if rr.ResourceType == kmsg.ConfigResourceTypeBroker && rr.ResourceName == l.name && rr.ErrorCode == 0 {
-					fill(rr, l)
+					l.fill(rr)
 				}
 			}
 		}
 	}
-	req.Resources = fwd
-	return answerOrForward(req, len(fwd), merge)
+}
+
+// fill writes l into the response's resource: its error, or its configs
+// (in place of the broker's owned entries when l.replace).
+func (l ownedConfigs) fill(rr *kmsg.DescribeConfigsResponseResource) {
+	switch {
+	case l.denied:
+		rr.ErrorCode, rr.ErrorMessage, rr.Configs = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("Cluster authorization failed."), nil
+	case l.err != nil:
+		rr.ErrorCode, rr.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(l.err.Error())
+	default:
+		if l.replace {
+			kept := rr.Configs[:0]
+			for _, c := range rr.Configs {
+				if !control.IsOwnedBrokerConfig(c.Name) {
+					kept = append(kept, c)
+				}
+			}
+			rr.Configs = kept
+		}
+		rr.Configs = append(rr.Configs, l.configs...)
+	}
 }
 
 // Broker configs that name upstream addresses (spec: kafka-proxying §2.3).

@@ -2,7 +2,12 @@ package kafkaapi
 
 // SASLAuthenticate (key 36), v0–v2.
 //
-// Not a filter: handled by the session's SASL gate (proxy/sasl.go).
+// Not a filter, and no code here: proxy.session.gate (proxy/sasl.go) handles
+// it — in terminate mode its authenticate answers each step, loginFailed
+// the failures; in pass-through mode gate forwards it and awaitPassthrough,
+// on the reader, judges the broker's answer. It lives in proxy for
+// SaslHandshake's reasons (17_sasl_handshake.go): the gate runs before the
+// filters and guards them, and the login binds the session's principal.
 //
 // Terminate mode: answered by Tollgate's auth.Server (PLAIN, SCRAM-SHA-256,
 // SCRAM-SHA-512; API keys log in with PLAIN). A failed login is delayed by

@@ -10,9 +10,11 @@ import (
 // address of that broker's port on the client's listener (the gateway's
 // advertised host and port), opening the port of a broker seen for the
 // first time before the response leaves; a broker the gateway cannot open
-// a port for is left out rather than leaked (wire.RewriteAddresses;
-// FindCoordinator's coordinators by 10_find_coordinator.go). The files of
-// the APIs it covers say what each carries.
+// a port for is left out rather than leaked: wire.RewriteAddresses for
+// Produce and Fetch (walked in place), Metadata and ShareFetch, the file of
+// the API for the others (10_find_coordinator.go, 55_describe_quorum.go,
+// 60_describe_cluster.go, 79_share_acknowledge.go). The files of the APIs
+// it covers say what each carries.
 type addresses struct{}
 
 func (addresses) Name() string { return "broker-addresses" }
@@ -25,8 +27,16 @@ func (addresses) Keys() []int16 {
 }
 
 func (addresses) OnResponse(c proxy.Conn, r *proxy.Response) error {
-	if r.Req.Key == int16(kmsg.FindCoordinator) {
+	switch r.Req.Key {
+	case int16(kmsg.FindCoordinator):
 		return findCoordinator(c, r) // 10_find_coordinator.go
+	case int16(kmsg.DescribeQuorum):
+		return describeQuorum(r) // 55_describe_quorum.go
+	case int16(kmsg.DescribeCluster):
+		return describeCluster(c, r) // 60_describe_cluster.go
+	case int16(kmsg.ShareAcknowledge):
+		return shareAcknowledge(c, r) // 79_share_acknowledge.go
 	}
+	// Produce, Fetch (read in place), Metadata, ShareFetch.
 	return wire.RewriteAddresses(r.Buf, r.Req.Key, r.Req.Version, r.Req.Flexible, c.Mapper())
 }

@@ -212,6 +212,50 @@ type Verdict struct {
 	Throttle time.Duration
 }
 
+// combine adds the verdict of the chain's next filter to v, as Verdict
+// says. stop: fv ends the chain, because it closes or answers, or because
+// it conflicts with an earlier filter's (bug says how; the caller closes
+// the connection).
+func (v *Verdict) combine(fv Verdict) (stop bool, bug error) {
+	v.Hold = max(v.Hold, fv.Hold)
+	v.Throttle = max(v.Throttle, fv.Throttle)
+	if fv.Close != "" {
+		v.Close = fv.Close
+		return true, nil
+	}
+	if fv.Forward != nil {
+		if v.Forward != nil && v.Forward != fv.Forward {
+			return true, errTwoForwards
+		}
+		v.Forward = fv.Forward
+	}
+	if fv.Topics != nil {
+		if v.Topics != nil {
+			return true, errTwoTopicChecks
+		}
+		v.Topics = fv.Topics
+	}
+	if fv.TopicBytes != nil {
+		if v.TopicBytes != nil {
+			return true, errTwoTopicBytes
+		}
+		v.TopicBytes = fv.TopicBytes
+	}
+	if fv.Merge != nil {
+		if v.Merge == nil {
+			v.Merge = fv.Merge
+		} else {
+			outer, inner := v.Merge, fv.Merge
+			v.Merge = func(r kmsg.Response) { inner(r); outer(r) }
+		}
+	}
+	if fv.Respond != nil {
+		v.Respond, v.Replay = fv.Respond, fv.Replay
+		return true, nil
+	}
+	return false, nil
+}
+
 // Response is an upstream response read whole, as response hooks see it.
 // It is valid during the hook call only.
 type Response struct {

@@ -28,97 +28,125 @@ const (
 // forward. It reports whether it handed the wait for the next frame to
 // idleWait (the session goes on there) rather than ending.
 func (s *session) read() (handedOff bool) {
-	var sz [4]byte
+	var sz [4]byte // here, not in readFrameSize: it escapes, once per read, not per frame
 	for {
-		if !s.waitUnmuted() {
-			s.stopReading(ReasonShutdown, nil) // no-op once closed
-			return false
+		if handedOff, ok := s.awaitFrame(); !ok {
+			return handedOff
 		}
-		idleBy, ok := s.idleDeadline()
-		if !ok {
-			s.stopReading(ReasonShutdown, nil)
-			return false
-		}
-		if s.cr.Buffered() == 0 && s.cr.rc != nil {
-			// Nothing buffered: wait here a moment, then hand the wait
-			// to a small goroutine (see idleHandoff).
-			err := s.cr.waitReadable()
-			if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !s.draining.Load() && (idleBy.IsZero() || time.Now().Before(idleBy)) {
-				if !s.rearm(idleBy) {
-					s.stopReading(ReasonShutdown, nil)
-					return false
-				}
-				go s.idleWait()
-				return true
-			}
-			if err != nil {
-				s.stopReading(s.readReason(err), err)
-				return false
-			}
-			if !s.rearm(idleBy) {
-				s.stopReading(ReasonShutdown, nil)
-				return false
-			}
-		}
-		if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
-			s.stopReading(s.readReason(err), err)
-			return false
-		}
-		// Before a SASL login completes a frame may be no larger than
-		// Kafka's sasl.server.max.receive.size, checked before any
-		// buffer is taken: an unauthenticated client cannot make the
-		// gateway hold 100 MiB.
-		max := s.gw.cfg.MaxRequestSize
-		if s.auth.needed {
-			max = min(max, s.gw.cfg.SASLMaxReceiveSize)
-		}
-		n, err := wire.FrameSize(sz, max)
-		if err != nil {
-			s.stopReading(clientReason(err), err)
-			return false
-		}
-		// A frame that arrived while the reader was already waiting for
-		// it is still held for a mute set meanwhile (by the previous
-		// response): a muted channel reads nothing.
-		if !s.waitUnmuted() {
-			s.stopReading(ReasonShutdown, nil)
-			return false
-		}
-		if s.adm != nil {
-			s.adm.Touch(time.Now()) // least recently used are shed first
-		}
-		// A frame whose size has been read is read, and forwarded, whole,
-		// even if a shutdown begins meanwhile.
-		s.frameMu.Lock()
-		s.inFrame = true
-		if s.draining.Load() {
-			s.client.SetReadDeadline(time.Time{})
-		}
-		s.frameMu.Unlock()
-		var r Reason
-		if n >= streamMin {
-			r, err = s.handleLarge(sz, n)
-		} else {
-			r, err = s.handleSmall(sz, n)
-		}
-		s.frameMu.Lock()
-		s.inFrame = false
-		draining := s.draining.Load()
-		s.frameMu.Unlock()
-		if err == errHeldAtShutdown {
-			// The requests already forwarded still get their responses.
-			s.stopReading(ReasonShutdown, nil)
-			return false
-		}
-		if err != nil {
-			s.close(r, err)
-			return false
-		}
-		if draining {
-			s.stopReading(ReasonShutdown, nil)
+		n, ok := s.readFrameSize(&sz)
+		if !ok || !s.handleFrame(sz, n) {
 			return false
 		}
 	}
+}
+
+// awaitFrame waits until the client's next frame may be read: the channel
+// unmuted, connections.max.idle armed and, when nothing is buffered, the
+// socket readable. When it is not ok the reader ends, or, handedOff, goes
+// on in idleWait.
+func (s *session) awaitFrame() (handedOff, ok bool) {
+	if !s.waitUnmuted() {
+		s.stopReading(ReasonShutdown, nil) // no-op once closed
+		return false, false
+	}
+	idleBy, ok := s.idleDeadline()
+	if !ok {
+		s.stopReading(ReasonShutdown, nil)
+		return false, false
+	}
+	if s.cr.Buffered() != 0 || s.cr.rc == nil {
+		return false, true
+	}
+	// Nothing buffered: wait here a moment, then hand the wait to a
+	// small goroutine (see idleHandoff).
+	err := s.cr.waitReadable()
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !s.draining.Load() && (idleBy.IsZero() || time.Now().Before(idleBy)) {
+		if !s.rearm(idleBy) {
+			s.stopReading(ReasonShutdown, nil)
+			return false, false
+		}
+		go s.idleWait()
+		return true, false
+	}
+	if err != nil {
+		s.stopReading(s.readReason(err), err)
+		return false, false
+	}
+	if !s.rearm(idleBy) {
+		s.stopReading(ReasonShutdown, nil)
+		return false, false
+	}
+	return false, true
+}
+
+// readFrameSize reads the next frame's size into sz and checks it; false
+// when the reader ended.
+func (s *session) readFrameSize(sz *[4]byte) (int, bool) {
+	if _, err := io.ReadFull(s.cr, sz[:]); err != nil {
+		s.stopReading(s.readReason(err), err)
+		return 0, false
+	}
+	// Before a SASL login completes a frame may be no larger than
+	// Kafka's sasl.server.max.receive.size, checked before any buffer is
+	// taken: an unauthenticated client cannot make the gateway hold
+	// 100 MiB.
+	max := s.gw.cfg.MaxRequestSize
+	if s.auth.needed {
+		max = min(max, s.gw.cfg.SASLMaxReceiveSize)
+	}
+	n, err := wire.FrameSize(*sz, max)
+	if err != nil {
+		s.stopReading(clientReason(err), err)
+		return 0, false
+	}
+	return n, true
+}
+
+// handleFrame reads and handles the frame whose size sz (n) has been
+// read; false when the reader ended.
+func (s *session) handleFrame(sz [4]byte, n int) bool {
+	// A frame that arrived while the reader was already waiting for it is
+	// still held for a mute set meanwhile (by the previous response): a
+	// muted channel reads nothing.
+	if !s.waitUnmuted() {
+		s.stopReading(ReasonShutdown, nil)
+		return false
+	}
+	if s.adm != nil {
+		s.adm.Touch(time.Now()) // least recently used are shed first
+	}
+	// A frame whose size has been read is read, and forwarded, whole,
+	// even if a shutdown begins meanwhile.
+	s.frameMu.Lock()
+	s.inFrame = true
+	if s.draining.Load() {
+		s.client.SetReadDeadline(time.Time{})
+	}
+	s.frameMu.Unlock()
+	var r Reason
+	var err error
+	if n >= streamMin {
+		r, err = s.handleLarge(sz, n)
+	} else {
+		r, err = s.handleSmall(sz, n)
+	}
+	s.frameMu.Lock()
+	s.inFrame = false
+	draining := s.draining.Load()
+	s.frameMu.Unlock()
+	switch {
+	case err == errHeldAtShutdown:
+		// The requests already forwarded still get their responses.
+		s.stopReading(ReasonShutdown, nil)
+		return false
+	case err != nil:
+		s.close(r, err)
+		return false
+	case draining:
+		s.stopReading(ReasonShutdown, nil)
+		return false
+	}
+	return true
 }
 
 // idleDeadline arms connections.max.idle.ms for the next frame: a client
@@ -340,54 +368,7 @@ var errHeldAtShutdown = errors.New("request dropped while held: connection closi
 // request was answered locally.
 func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 	v := &s.verdict
-	*v = Verdict{}
-	fs := s.chain(req.Key)
-	last := len(s.filters) // the filter that ended the chain; later ones never saw the request
-	for _, i := range s.gw.chain.request[req.Key] {
-		fv := fs[i].(RequestHook).OnRequest(s, req)
-		v.Hold = max(v.Hold, fv.Hold)
-		v.Throttle = max(v.Throttle, fv.Throttle)
-		if fv.Close != "" {
-			v.Close, last = fv.Close, i
-			break
-		}
-		if fv.Forward != nil {
-			if v.Forward != nil && v.Forward != fv.Forward {
-				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoForwards)...)
-				v.Close, last = ReasonRefused, i
-				break
-			}
-			v.Forward = fv.Forward
-		}
-		if fv.Topics != nil {
-			if v.Topics != nil {
-				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoTopicChecks)...)
-				v.Close, last = ReasonRefused, i
-				break
-			}
-			v.Topics = fv.Topics
-		}
-		if fv.TopicBytes != nil {
-			if v.TopicBytes != nil {
-				s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", errTwoTopicBytes)...)
-				v.Close, last = ReasonRefused, i
-				break
-			}
-			v.TopicBytes = fv.TopicBytes
-		}
-		if fv.Merge != nil {
-			if v.Merge == nil {
-				v.Merge = fv.Merge
-			} else {
-				outer, inner := v.Merge, fv.Merge
-				v.Merge = func(r kmsg.Response) { inner(r); outer(r) }
-			}
-		}
-		if fv.Respond != nil {
-			v.Respond, v.Replay, last = fv.Respond, fv.Replay, i
-			break
-		}
-	}
+	last := s.runFilters(req, v)
 	switch {
 	case v.Close != "":
 		s.dropSeen(req, last)
@@ -400,34 +381,61 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 		return nil, ReasonShutdown, errHeldAtShutdown
 	}
 	if v.Respond != nil {
-		v.Respond.SetVersion(req.Version)
-		if av, ok := v.Respond.(*kmsg.ApiVersionsResponse); ok && av.ErrorCode == kerr.UnsupportedVersion.Code {
-			// KIP-511: that answer is a v0 body whatever the version asked.
-			av.Version, req.Flexible = 0, false
-		}
-		if v.Merge != nil {
-			// The filters before the one that answered forwarded their
-			// part to it: its answer is, for them, the upstream's.
-			v.Merge(v.Respond)
-		}
-		if t, ok := v.Respond.(kmsg.SetThrottleResponse); ok && v.Throttle > 0 {
-			if cur, _ := v.Respond.(kmsg.ThrottleResponse).Throttle(); cur < throttleMs(v.Throttle) {
-				t.SetThrottle(throttleMs(v.Throttle))
-			}
-		}
-		if v.Replay && s.upstream == nil {
-			s.replay = append(append(s.replay[:0], sz4(len(req.Payload))...), req.Payload...)
-		}
-		b := wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond)
-		s.gw.hooks.served(&s.info, req, len(b.B)-4, v.Throttle)
-		s.respondLocal(req, b)
-		if v.Throttle > 0 {
-			s.mute(time.Now().Add(v.Throttle))
-		}
+		s.answerLocally(req, v)
 		s.dropSeen(req, last)
 		return nil, "", nil
 	}
 	return v, "", nil
+}
+
+// runFilters passes the request to the filters that declare its key, first
+// to last, and combines their verdicts into v. It returns the filter that
+// ended the chain, len(s.filters) if none did: the later ones never saw the
+// request.
+func (s *session) runFilters(req *Request, v *Verdict) (last int) {
+	*v = Verdict{}
+	fs := s.chain(req.Key)
+	for _, i := range s.gw.chain.request[req.Key] {
+		stop, bug := v.combine(fs[i].(RequestHook).OnRequest(s, req))
+		if bug != nil {
+			s.gw.log.Error("filter chain bug", append(s.logAttrs(), "filter", fs[i].Name(), "err", bug)...)
+			v.Close = ReasonRefused
+		}
+		if stop {
+			return i
+		}
+	}
+	return len(s.filters)
+}
+
+// answerLocally writes the verdict's Respond as the request's answer, with
+// the Merges of the filters before the one that answered and the verdict's
+// throttle, and mutes the connection for that throttle.
+func (s *session) answerLocally(req *Request, v *Verdict) {
+	v.Respond.SetVersion(req.Version)
+	if av, ok := v.Respond.(*kmsg.ApiVersionsResponse); ok && av.ErrorCode == kerr.UnsupportedVersion.Code {
+		// KIP-511: that answer is a v0 body whatever the version asked.
+		av.Version, req.Flexible = 0, false
+	}
+	if v.Merge != nil {
+		// The filters before the one that answered forwarded their part
+		// to it: its answer is, for them, the upstream's.
+		v.Merge(v.Respond)
+	}
+	if t, ok := v.Respond.(kmsg.SetThrottleResponse); ok && v.Throttle > 0 {
+		if cur, _ := v.Respond.(kmsg.ThrottleResponse).Throttle(); cur < throttleMs(v.Throttle) {
+			t.SetThrottle(throttleMs(v.Throttle))
+		}
+	}
+	if v.Replay && s.upstream == nil {
+		s.replay = append(append(s.replay[:0], sz4(len(req.Payload))...), req.Payload...)
+	}
+	b := wire.EncodeResponse(req.CorrelationID, req.Flexible, v.Respond)
+	s.gw.hooks.served(&s.info, req, len(b.B)-4, v.Throttle)
+	s.respondLocal(req, b)
+	if v.Throttle > 0 {
+		s.mute(time.Now().Add(v.Throttle))
+	}
 }
 
 // enqueue records a forwarded request that expects a response, waiting

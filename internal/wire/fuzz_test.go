@@ -83,8 +83,7 @@ func FuzzReadFrame(f *testing.F) {
 
 // rewriteKeys are the keys whose responses RewriteAddresses changes.
 var rewriteKeys = []int16{
-	int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.Metadata),
-	int16(kmsg.DescribeCluster), int16(kmsg.ShareFetch), int16(kmsg.ShareAcknowledge), int16(kmsg.DescribeQuorum),
+	int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.Metadata), int16(kmsg.ShareFetch),
 }
 
 // addresses returns every broker host a decoded response names.
@@ -103,23 +102,9 @@ func addresses(resp kmsg.Response) []string {
 		for _, b := range r.Brokers {
 			hosts = append(hosts, b.Host)
 		}
-	case *kmsg.DescribeClusterResponse:
-		for _, b := range r.Brokers {
-			hosts = append(hosts, b.Host)
-		}
 	case *kmsg.ShareFetchResponse:
 		for _, b := range r.NodeEndpoints {
 			hosts = append(hosts, b.Host)
-		}
-	case *kmsg.ShareAcknowledgeResponse:
-		for _, b := range r.NodeEndpoints {
-			hosts = append(hosts, b.Host)
-		}
-	case *kmsg.DescribeQuorumResponse:
-		for _, n := range r.Nodes {
-			for _, l := range n.Listeners {
-				hosts = append(hosts, l.Host)
-			}
 		}
 	}
 	return hosts

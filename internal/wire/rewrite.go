@@ -14,9 +14,12 @@ type Mapper interface {
 }
 
 // CarriesAddresses reports whether responses of key can name a broker
-// address, and so must be rewritten: by RewriteAddresses, but
-// FindCoordinator's coordinators, which the gateway answers
-// COORDINATOR_NOT_AVAILABLE when it has no port for them (kafkaapi).
+// address, and so must be rewritten: Produce, Fetch, Metadata and
+// ShareFetch by RewriteAddresses, the others by the kafkaapi file of their
+// API (FindCoordinator's coordinators, which the gateway answers
+// COORDINATOR_NOT_AVAILABLE when it has no port for them; DescribeCluster's
+// brokers and ShareAcknowledge's node endpoints, with MapBrokers;
+// DescribeQuorum's controller listeners, removed).
 func CarriesAddresses(key int16) bool {
 	switch key {
 	case int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.Metadata), int16(kmsg.FindCoordinator), int16(kmsg.DescribeCluster),
@@ -26,11 +29,12 @@ func CarriesAddresses(key int16) bool {
 	return false
 }
 
-// RewriteAddresses replaces every broker address in the response frame in
-// buf with the address m gives for this listener. Produce and Fetch are only
-// walked, and re-encoded only in the rare case that they carry node
-// endpoints (KIP-951, sent on leader changes); the other responses are
-// small and are decoded and re-encoded with kmsg at their own version.
+// RewriteAddresses replaces every broker address in the Produce, Fetch,
+// Metadata or ShareFetch response frame in buf with the address m gives
+// for this listener. Produce and Fetch are only walked, and re-encoded only
+// in the rare case that they carry node endpoints (KIP-951, sent on leader
+// changes); Metadata and ShareFetch are decoded and re-encoded with kmsg at
+// their own version.
 func RewriteAddresses(buf *Buffer, key, version int16, flexible bool, m Mapper) error {
 	p := buf.B[4:]
 	bodyOff, err := ResponseBodyOffset(p, key, flexible)
@@ -68,39 +72,30 @@ func RewriteAddresses(buf *Buffer, key, version int16, flexible bool, m Mapper) 
 func rewrite(resp kmsg.Response, m Mapper) {
 	switch r := resp.(type) {
 	case *kmsg.MetadataResponse:
-		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.MetadataResponseBroker) (*int32, *string, *int32) {
-			return &b.NodeID, &b.Host, &b.Port
-		})
-	case *kmsg.DescribeClusterResponse:
-		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.DescribeClusterResponseBroker) (*int32, *string, *int32) {
+		r.Brokers = MapBrokers(r.Brokers, m, func(b *kmsg.MetadataResponseBroker) (*int32, *string, *int32) {
 			return &b.NodeID, &b.Host, &b.Port
 		})
 	case *kmsg.ProduceResponse:
-		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.ProduceResponseBroker) (*int32, *string, *int32) {
+		r.Brokers = MapBrokers(r.Brokers, m, func(b *kmsg.ProduceResponseBroker) (*int32, *string, *int32) {
 			return &b.NodeID, &b.Host, &b.Port
 		})
 	case *kmsg.FetchResponse:
-		r.Brokers = mapBrokers(r.Brokers, m, func(b *kmsg.FetchResponseBroker) (*int32, *string, *int32) {
+		r.Brokers = MapBrokers(r.Brokers, m, func(b *kmsg.FetchResponseBroker) (*int32, *string, *int32) {
 			return &b.NodeID, &b.Host, &b.Port
 		})
 	case *kmsg.ShareFetchResponse:
-		r.NodeEndpoints = mapBrokers(r.NodeEndpoints, m, func(b *kmsg.ShareFetchResponseNodeEndpoint) (*int32, *string, *int32) {
+		r.NodeEndpoints = MapBrokers(r.NodeEndpoints, m, func(b *kmsg.ShareFetchResponseNodeEndpoint) (*int32, *string, *int32) {
 			return &b.NodeID, &b.Host, &b.Port
 		})
-	case *kmsg.ShareAcknowledgeResponse:
-		r.NodeEndpoints = mapBrokers(r.NodeEndpoints, m, func(b *kmsg.ShareAcknowledgeResponseNodeEndpoint) (*int32, *string, *int32) {
-			return &b.NodeID, &b.Host, &b.Port
-		})
-	case *kmsg.DescribeQuorumResponse:
-		// These are controller listeners, which a client-facing gateway
-		// has no address for: scrub them rather than leak them.
-		for i := range r.Nodes {
-			r.Nodes[i].Listeners = nil
-		}
 	}
 }
 
-func mapBrokers[B any](bs []B, m Mapper, fields func(*B) (*int32, *string, *int32)) []B {
+// MapBrokers rewrites each broker of a decoded response's broker list to
+// the address m gives, leaving out those m has none for; fields points at a
+// broker's node id, host and port. Besides RewriteAddresses, the kafkaapi
+// files of DescribeCluster and ShareAcknowledge rewrite their answers with
+// it.
+func MapBrokers[B any](bs []B, m Mapper, fields func(*B) (*int32, *string, *int32)) []B {
 	out := bs[:0]
 	for i := range bs {
 		b := bs[i]

@@ -86,27 +86,6 @@ func TestRewriteMetadata(t *testing.T) {
 	}
 }
 
-func TestRewriteDescribeCluster(t *testing.T) {
-	for v := int16(0); v <= 2; v++ {
-		resp := kmsg.NewPtrDescribeClusterResponse()
-		fill(resp, int(v))
-		resp.SetVersion(v)
-		resp.Brokers = nil
-		for _, id := range []int32{99, 1, 2} {
-			b := kmsg.NewDescribeClusterResponseBroker()
-			b.NodeID, b.Host, b.Port, b.Rack, b.IsFenced = id, upstreamHost(id), 9092, kmsg.StringPtr("r"), id == 2
-			resp.Brokers = append(resp.Brokers, b)
-		}
-		rewriteCheck(t, resp, func(resp kmsg.Response) {
-			r := resp.(*kmsg.DescribeClusterResponse)
-			r.Brokers = r.Brokers[1:]
-			for i := range r.Brokers {
-				r.Brokers[i].Host, r.Brokers[i].Port = mapped(r.Brokers[i].NodeID)
-			}
-		})
-	}
-}
-
 // untouched checks that RewriteAddresses leaves resp's frame exactly as it
 // is, in the same backing array, without consulting the mapper.
 func untouched(t *testing.T, resp kmsg.Response) {
@@ -175,7 +154,7 @@ func TestRewriteFetch(t *testing.T) {
 	}
 }
 
-func TestRewriteShareFetchAndAcknowledge(t *testing.T) {
+func TestRewriteShareFetch(t *testing.T) {
 	for v := int16(0); v <= 2; v++ {
 		sf := kmsg.NewPtrShareFetchResponse()
 		fill(sf, int(v))
@@ -194,41 +173,6 @@ func TestRewriteShareFetchAndAcknowledge(t *testing.T) {
 			}
 		})
 
-		sa := kmsg.NewPtrShareAcknowledgeResponse()
-		fill(sa, int(v))
-		sa.SetVersion(v)
-		sa.NodeEndpoints = nil
-		for _, id := range []int32{99, 2} {
-			e := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
-			e.NodeID, e.Host, e.Port = id, upstreamHost(id), 9092
-			sa.NodeEndpoints = append(sa.NodeEndpoints, e)
-		}
-		rewriteCheck(t, sa, func(resp kmsg.Response) {
-			r := resp.(*kmsg.ShareAcknowledgeResponse)
-			r.NodeEndpoints = r.NodeEndpoints[1:]
-			r.NodeEndpoints[0].Host, r.NodeEndpoints[0].Port = mapped(2)
-		})
-	}
-}
-
-func TestRewriteDescribeQuorum(t *testing.T) {
-	for v := int16(0); v <= 2; v++ {
-		resp := kmsg.NewPtrDescribeQuorumResponse()
-		fill(resp, int(v))
-		resp.SetVersion(v)
-		resp.Nodes = nil
-		for _, id := range []int32{3000, 3001} {
-			n := kmsg.NewDescribeQuorumResponseNode()
-			n.NodeID = id
-			n.Listeners = []kmsg.DescribeQuorumResponseNodeListener{{Name: "CONTROLLER", Host: upstreamHost(id), Port: 9093}}
-			resp.Nodes = append(resp.Nodes, n)
-		}
-		rewriteCheck(t, resp, func(resp kmsg.Response) {
-			r := resp.(*kmsg.DescribeQuorumResponse)
-			for i := range r.Nodes {
-				r.Nodes[i].Listeners = nil
-			}
-		})
 	}
 }
 
@@ -239,7 +183,7 @@ func TestRewriteAddressesMalformed(t *testing.T) {
 		fetchResponse(16, 2, 50, true),
 		fetchResponse(13, 2, 50, false),
 	}
-	for _, k := range []int16{int16(kmsg.Metadata), int16(kmsg.DescribeCluster), int16(kmsg.ShareFetch), int16(kmsg.ShareAcknowledge), int16(kmsg.DescribeQuorum)} {
+	for _, k := range []int16{int16(kmsg.Metadata), int16(kmsg.ShareFetch)} {
 		r := kmsg.ResponseForKey(k)
 		fill(r, 3)
 		r.SetVersion(r.MaxVersion())
