@@ -28,31 +28,31 @@ import (
 // Tollgate's quota admin (127.0.0.2); what Tollgate's topics hold is read
 // straight from the embedded cluster, never through the gateway.
 
-const (
-	ownAudit  = "tollgate-audit"
-	ownUsage  = "tollgate-usage"
-	tenantOne = "orders"
-)
+// ownTopics are the names of a test's audit.topic and usage.topic and of
+// alice's own topic (the test's own on the shared real cluster).
+type ownTopics struct{ audit, usage, tenant string }
 
 var errTAF = kerr.TopicAuthorizationFailed
 
-// startOwnTopics runs a gateway whose audit.topic and usage.topic are on
-// its embedded cluster; alice has a topic of her own, orders.
-func startOwnTopics(t *testing.T) (*testkit.Env, context.Context) {
+// startOwnTopics runs a gateway in front of up whose audit.topic and
+// usage.topic are on the upstream; alice has a topic of her own.
+func startOwnTopics(t *testing.T, up *testkit.Upstream) (*testkit.Env, context.Context, ownTopics) {
 	t.Helper()
-	env := startControl(t, func(c *app.Config) {
-		c.Audit.Topic = ownAudit
-		c.Usage.Topic = ownUsage
+	o := ownTopics{up.Topic(t, "tollgate-audit"), up.Topic(t, "tollgate-usage"), up.Topic(t, "orders")}
+	freshTopics(t, up, o.audit, o.usage, o.tenant)
+	env := startControlOn(t, up, func(c *app.Config) {
+		c.Audit.Topic = o.audit
+		c.Usage.Topic = o.usage
 	})
 	ctx := ctxT(t, 60*time.Second)
-	r, err := kadm.NewClient(alice(t, env)).CreateTopic(ctx, 1, 1, nil, tenantOne)
+	r, err := kadm.NewClient(alice(t, env)).CreateTopic(ctx, 1, -1, nil, o.tenant)
 	if err == nil {
 		err = r.Err
 	}
 	if err != nil {
 		t.Fatalf("alice creates her topic: %v", err)
 	}
-	return env, ctx
+	return env, ctx, o
 }
 
 // alice is a franz-go client of the tenant alice.
@@ -60,11 +60,11 @@ func alice(t *testing.T, env *testkit.Env, opts ...kgo.Opt) *kgo.Client {
 	return newClient(t, env, nil, append([]kgo.Opt{kgo.Dialer(fromIP("127.0.0.3"))}, opts...)...)
 }
 
-// direct is an admin client of the embedded cluster itself, past the
-// gateway: what the operator sees.
+// direct is an admin client of the upstream itself, past the gateway:
+// what the operator sees.
 func direct(t *testing.T, env *testkit.Env) *kadm.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,16 +89,22 @@ func auditSomething(t *testing.T, ctx context.Context, env *testkit.Env) {
 // records reads every record of topic straight from the embedded cluster.
 func records(t *testing.T, ctx context.Context, env *testkit.Env, topic string) []string {
 	t.Helper()
-	ends, err := direct(t, env).ListEndOffsets(ctx, topic)
-	if err != nil || ends.Error() != nil {
-		t.Fatalf("end offsets of %s: %v %v", topic, err, ends.Error())
-	}
+	var ends kadm.ListedOffsets
+	// A topic Tollgate just made reaches every broker of a real cluster a
+	// moment later.
+	eventually(t, 15*time.Second, "the end offsets of "+topic, func() error {
+		var err error
+		if ends, err = direct(t, env).ListEndOffsets(ctx, topic); err == nil {
+			err = ends.Error()
+		}
+		return err
+	})
 	var want int64
 	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
 	if want == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -191,38 +197,38 @@ func produceErrs(resp kmsg.Response) map[string][]int16 {
 // for its own topic (past what the gateway reads before streaming). It
 // gets TOPIC_AUTHORIZATION_FAILED or a closed connection; its own
 // partition is written; the audit topic holds exactly Tollgate's event.
-func attackProduceOwnTopic(t *testing.T) {
-	env, ctx := startOwnTopics(t)
+func attackProduceOwnTopic(t *testing.T, up *testkit.Upstream) {
+	env, ctx, o := startOwnTopics(t, up)
 	prod := alice(t, env, kgo.AllowAutoTopicCreation(), kgo.RecordRetries(2))
-	forged := &kgo.Record{Topic: ownAudit, Value: []byte(`{"action":"alter_client_quotas","outcome":"applied","forged":true}`)}
+	forged := &kgo.Record{Topic: o.audit, Value: []byte(`{"action":"alter_client_quotas","outcome":"applied","forged":true}`)}
 	if err := prod.ProduceSync(ctx, forged).FirstErr(); !errors.Is(err, errTAF) {
 		t.Fatalf("producing to the audit topic before it exists: %v, want %v", err, errTAF)
 	}
-	if td, err := direct(t, env).ListTopics(ctx); err != nil || td.Has(ownAudit) {
+	if td, err := direct(t, env).ListTopics(ctx); err != nil || td.Has(o.audit) {
 		t.Fatalf("the producer's metadata request created the audit topic (%v)", err)
 	}
 
 	auditSomething(t, ctx, env)
-	before := records(t, ctx, env, ownAudit)
+	before := records(t, ctx, env, o.audit)
 	if len(before) != 1 {
 		t.Fatalf("the audit topic holds %d records, want Tollgate's one event", len(before))
 	}
-	forged.Topic = ownAudit
+	forged.Topic = o.audit
 	if err := prod.ProduceSync(ctx, forged).FirstErr(); !errors.Is(err, errTAF) {
 		t.Fatalf("producing to the audit topic: %v, want %v", err, errTAF)
 	}
 
 	// Skipping metadata: one request for alice's topic and the audit
 	// topic, to the leader of alice's partition.
-	batch := map[string][]byte{tenantOne: adminRecordBatch([]byte("alice's own")), ownAudit: adminRecordBatch(forged.Value)}
-	resp := leaderOf(t, ctx, env, tenantOne).do(t, produceTo(9, batch, tenantOne, ownAudit))
-	if got := produceErrs(resp); !slices.Equal(got[tenantOne], []int16{0}) || !slices.Equal(got[ownAudit], []int16{errTAF.Code}) {
+	batch := map[string][]byte{o.tenant: adminRecordBatch([]byte("alice's own")), o.audit: adminRecordBatch(forged.Value)}
+	resp := leaderOf(t, ctx, env, o.tenant).do(t, produceTo(9, batch, o.tenant, o.audit))
+	if got := produceErrs(resp); !slices.Equal(got[o.tenant], []int16{0}) || !slices.Equal(got[o.audit], []int16{errTAF.Code}) {
 		t.Errorf("raw Produce of orders and the audit topic: %v, want orders written and the audit topic refused", got)
 	}
 
 	// By id (Produce v13).
-	v13 := produceTo(13, batch, ownAudit)
-	v13.Topics[0].Topic, v13.Topics[0].TopicID = "", topicID(t, ctx, env, ownAudit)
+	v13 := produceTo(13, batch, o.audit)
+	v13.Topics[0].Topic, v13.Topics[0].TopicID = "", topicID(t, ctx, env, o.audit)
 	resp = bootstrapAs(t, ctx, env).do(t, v13)
 	if tp := resp.(*kmsg.ProduceResponse).Topics; len(tp) != 1 || tp[0].TopicID != v13.Topics[0].TopicID || tp[0].Partitions[0].ErrorCode != errTAF.Code {
 		t.Errorf("Produce v13 by the audit topic's id: %+v", tp)
@@ -237,22 +243,22 @@ func attackProduceOwnTopic(t *testing.T) {
 		}
 		return produceTo(9, parts, topics...)
 	}
-	resp = bootstrapAs(t, ctx, env).do(t, big(ownAudit, tenantOne))
-	if got := produceErrs(resp); !slices.Equal(got[ownAudit], []int16{errTAF.Code}) {
+	resp = bootstrapAs(t, ctx, env).do(t, big(o.audit, o.tenant))
+	if got := produceErrs(resp); !slices.Equal(got[o.audit], []int16{errTAF.Code}) {
 		t.Errorf("a 1 MiB Produce naming the audit topic first: %v", got)
 	}
 	// 1 MiB naming it after 512 KiB for orders: checked as it streams,
 	// the connection closed before the broker has the whole request.
 	rc := bootstrapAs(t, ctx, env)
-	rc.send(big(tenantOne, ownAudit)) // may fail: the gateway closes mid-frame
-	if resp, err := rc.recv(big(tenantOne, ownAudit)); err == nil {
+	rc.send(big(o.tenant, o.audit)) // may fail: the gateway closes mid-frame
+	if resp, err := rc.recv(big(o.tenant, o.audit)); err == nil {
 		t.Errorf("a 1 MiB Produce naming the audit topic past the head was answered: %v", produceErrs(resp))
 	}
 
-	if after := records(t, ctx, env, ownAudit); !slices.Equal(after, before) {
+	if after := records(t, ctx, env, o.audit); !slices.Equal(after, before) {
 		t.Errorf("the audit topic changed:\n%q\nwas\n%q", after, before)
 	}
-	if got := records(t, ctx, env, tenantOne); len(got) != 1 || got[0] != "=alice's own" {
+	if got := records(t, ctx, env, o.tenant); len(got) != 1 || got[0] != "=alice's own" {
 		t.Errorf("orders holds %q, want alice's one record (the streamed request was never handled)", got)
 	}
 }
@@ -262,15 +268,15 @@ func attackProduceOwnTopic(t *testing.T) {
 // group's ShareFetch, and the partition offsets. It gets
 // TOPIC_AUTHORIZATION_FAILED and not one record; its own topic is consumed
 // through the same gateway.
-func attackFetchOwnTopic(t *testing.T) {
-	env, ctx := startOwnTopics(t)
+func attackFetchOwnTopic(t *testing.T, up *testkit.Upstream) {
+	env, ctx, o := startOwnTopics(t, up)
 	auditSomething(t, ctx, env)
-	if len(records(t, ctx, env, ownAudit)) != 1 {
+	if len(records(t, ctx, env, o.audit)) != 1 {
 		t.Fatal("the audit topic does not hold Tollgate's event")
 	}
-	id := topicID(t, ctx, env, ownAudit)
+	id := topicID(t, ctx, env, o.audit)
 
-	cons := alice(t, env, kgo.ConsumeTopics(ownAudit), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons := alice(t, env, kgo.ConsumeTopics(o.audit), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	fs := cons.PollFetches(pctx)
 	cancel()
@@ -287,7 +293,7 @@ func attackFetchOwnTopic(t *testing.T) {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = v, 100, 1<<20, -1
 		tp := kmsg.NewFetchRequestTopic()
-		tp.Topic = ownAudit
+		tp.Topic = o.audit
 		if v >= 13 {
 			tp.Topic, tp.TopicID = "", id
 		}
@@ -328,7 +334,7 @@ func attackFetchOwnTopic(t *testing.T) {
 
 	lo := kmsg.NewPtrListOffsetsRequest()
 	lo.Version, lo.ReplicaID = 7, -1
-	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: ownAudit, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, Timestamp: -1}}}}
+	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: o.audit, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, Timestamp: -1}}}}
 	lr := bootstrapAs(t, ctx, env).do(t, lo).(*kmsg.ListOffsetsResponse)
 	if p := lr.Topics[0].Partitions[0]; p.ErrorCode != errTAF.Code || p.Offset != -1 {
 		t.Errorf("ListOffsets of the audit topic: error %d, offset %d", p.ErrorCode, p.Offset)
@@ -336,10 +342,10 @@ func attackFetchOwnTopic(t *testing.T) {
 
 	// Alice's own topic is consumed through the same gateway (Fetch by
 	// id, read in place, forwarded).
-	if err := alice(t, env).ProduceSync(ctx, &kgo.Record{Topic: tenantOne, Value: []byte("mine")}).FirstErr(); err != nil {
+	if err := alice(t, env).ProduceSync(ctx, &kgo.Record{Topic: o.tenant, Value: []byte("mine")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	own := alice(t, env, kgo.ConsumeTopics(tenantOne), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	own := alice(t, env, kgo.ConsumeTopics(o.tenant), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if fs := own.PollFetches(ctx); fs.NumRecords() != 1 || fs.Err() != nil {
 		t.Errorf("alice's own topic: %d records, %v", fs.NumRecords(), fs.Err())
 	}
@@ -349,37 +355,37 @@ func attackFetchOwnTopic(t *testing.T) {
 // (Metadata, DescribeTopicPartitions) shows none of Tollgate's; one named
 // (by name or by id) is refused, without its id or partitions; its
 // configs are refused.
-func attackListOwnTopics(t *testing.T) {
-	env, ctx := startOwnTopics(t)
+func attackListOwnTopics(t *testing.T, up *testkit.Upstream) {
+	env, ctx, o := startOwnTopics(t, up)
 	auditSomething(t, ctx, env)
 	adm := kadm.NewClient(alice(t, env))
 	all, err := adm.ListTopics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if all.Has(ownAudit) || all.Has(ownUsage) || !all.Has(tenantOne) {
+	if all.Has(o.audit) || all.Has(o.usage) || !all.Has(o.tenant) {
 		t.Errorf("alice lists %v, want orders and none of Tollgate's topics", all.Names())
 	}
-	if _, err := adm.ListTopics(ctx, ownAudit, ownUsage); !errors.Is(err, errTAF) {
+	if _, err := adm.ListTopics(ctx, o.audit, o.usage); !errors.Is(err, errTAF) {
 		t.Errorf("describing Tollgate's topics: %v, want %v", err, errTAF)
 	}
 
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version, md.AllowAutoTopicCreation = 12, true
-	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(ownUsage)}, {Topic: kmsg.StringPtr(tenantOne)}}
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr(o.usage)}, {Topic: kmsg.StringPtr(o.tenant)}}
 	mr := bootstrapAs(t, ctx, env).do(t, md).(*kmsg.MetadataResponse)
 	for _, tp := range mr.Topics {
-		if str(tp.Topic) == ownUsage && (tp.ErrorCode != errTAF.Code || tp.TopicID != ([16]byte{}) || len(tp.Partitions) != 0) {
+		if str(tp.Topic) == o.usage && (tp.ErrorCode != errTAF.Code || tp.TopicID != ([16]byte{}) || len(tp.Partitions) != 0) {
 			t.Errorf("Metadata of the usage topic: %+v, want %v and nothing of it", tp, errTAF)
 		}
-		if str(tp.Topic) == tenantOne && (tp.ErrorCode != 0 || len(tp.Partitions) != 1) {
+		if str(tp.Topic) == o.tenant && (tp.ErrorCode != 0 || len(tp.Partitions) != 1) {
 			t.Errorf("Metadata of orders: %+v", tp)
 		}
 	}
 	if len(mr.Topics) != 2 || len(mr.Brokers) == 0 {
 		t.Errorf("Metadata of the usage topic and orders: %d topics, %d brokers", len(mr.Topics), len(mr.Brokers))
 	}
-	md.Topics = []kmsg.MetadataRequestTopic{{TopicID: topicID(t, ctx, env, ownAudit)}}
+	md.Topics = []kmsg.MetadataRequestTopic{{TopicID: topicID(t, ctx, env, o.audit)}}
 	mr = bootstrapAs(t, ctx, env).do(t, md).(*kmsg.MetadataResponse)
 	if len(mr.Topics) != 1 || mr.Topics[0].ErrorCode != errTAF.Code || mr.Topics[0].Topic != nil || len(mr.Topics[0].Partitions) != 0 {
 		t.Errorf("Metadata by the audit topic's id: %+v", mr.Topics)
@@ -392,21 +398,21 @@ func attackListOwnTopics(t *testing.T) {
 	for _, tp := range dr.Topics {
 		listed = append(listed, str(tp.Topic))
 	}
-	if slices.Contains(listed, ownAudit) || slices.Contains(listed, ownUsage) || !slices.Contains(listed, tenantOne) {
+	if slices.Contains(listed, o.audit) || slices.Contains(listed, o.usage) || !slices.Contains(listed, o.tenant) {
 		t.Errorf("DescribeTopicPartitions of every topic lists %v", listed)
 	}
-	dtp.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: ownUsage}, {Topic: tenantOne}}
+	dtp.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: o.usage}, {Topic: o.tenant}}
 	dr = bootstrapAs(t, ctx, env).do(t, dtp).(*kmsg.DescribeTopicPartitionsResponse)
 	for _, tp := range dr.Topics {
-		if str(tp.Topic) == ownUsage && (tp.ErrorCode != errTAF.Code || tp.TopicID != ([16]byte{}) || len(tp.Partitions) != 0) {
+		if str(tp.Topic) == o.usage && (tp.ErrorCode != errTAF.Code || tp.TopicID != ([16]byte{}) || len(tp.Partitions) != 0) {
 			t.Errorf("DescribeTopicPartitions of the usage topic: %+v", tp)
 		}
 	}
 
-	if _, err := adm.DescribeTopicConfigs(ctx, ownAudit); !errors.Is(err, errTAF) {
+	if _, err := adm.DescribeTopicConfigs(ctx, o.audit); !errors.Is(err, errTAF) {
 		t.Errorf("the audit topic's configs: %v, want %v", err, errTAF)
 	}
-	if cfgs, err := adm.DescribeTopicConfigs(ctx, tenantOne); err != nil || len(cfgs) != 1 || len(cfgs[0].Configs) == 0 {
+	if cfgs, err := adm.DescribeTopicConfigs(ctx, o.tenant); err != nil || len(cfgs) != 1 || len(cfgs[0].Configs) == 0 {
 		t.Errorf("orders' configs: %v %+v", err, cfgs)
 	}
 }
@@ -418,19 +424,19 @@ func attackListOwnTopics(t *testing.T) {
 // existing), and the audit topic is as Tollgate left it: there, one
 // partition, its records, no retention override; in the same
 // DescribeConfigs Tollgate's own broker configs are still answered.
-func attackMutateOwnTopics(t *testing.T) {
-	env, ctx := startOwnTopics(t)
+func attackMutateOwnTopics(t *testing.T, up *testkit.Upstream) {
+	env, ctx, o := startOwnTopics(t, up)
 	auditSomething(t, ctx, env)
-	before := records(t, ctx, env, ownAudit)
+	before := records(t, ctx, env, o.audit)
 	d := direct(t, env)
-	td, err := d.ListTopics(ctx, ownAudit, ownUsage)
+	td, err := d.ListTopics(ctx, o.audit, o.usage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts := len(td[ownAudit].Partitions)
+	parts := len(td[o.audit].Partitions)
 	adm := adminAs(t, env, "127.0.0.2")
 
-	dels, err := adm.DeleteTopics(ctx, ownAudit, ownUsage)
+	dels, err := adm.DeleteTopics(ctx, o.audit, o.usage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,37 +447,37 @@ func attackMutateOwnTopics(t *testing.T) {
 	}
 	byID := kmsg.NewPtrDeleteTopicsRequest()
 	byID.Version = 6
-	byID.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: topicID(t, ctx, env, ownAudit)}}
+	byID.Topics = []kmsg.DeleteTopicsRequestTopic{{TopicID: topicID(t, ctx, env, o.audit)}}
 	if dr := bootstrapAs(t, ctx, env).do(t, byID).(*kmsg.DeleteTopicsResponse); dr.Topics[0].ErrorCode != errTAF.Code || dr.Topics[0].Topic != nil {
 		t.Errorf("deleting the audit topic by id: %+v", dr.Topics)
 	}
-	if r, err := adm.CreateTopic(ctx, 3, 1, nil, ownUsage); !errors.Is(err, errTAF) || !errors.Is(r.Err, errTAF) {
+	if r, err := adm.CreateTopic(ctx, 3, -1, nil, o.usage); !errors.Is(err, errTAF) || !errors.Is(r.Err, errTAF) {
 		t.Errorf("recreating the usage topic: %v %v", err, r.Err)
 	}
-	if r, err := adm.UpdatePartitions(ctx, 4, ownAudit); err == nil && !errors.Is(r[ownAudit].Err, errTAF) {
-		t.Errorf("growing the audit topic: %v", r[ownAudit].Err)
+	if r, err := adm.UpdatePartitions(ctx, 4, o.audit); err == nil && !errors.Is(r[o.audit].Err, errTAF) {
+		t.Errorf("growing the audit topic: %v", r[o.audit].Err)
 	}
 	cp := kmsg.NewPtrCreatePartitionsRequest()
 	cp.Version = 3
-	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: ownAudit, Count: 4}}
+	cp.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: o.audit, Count: 4}}
 	if r := bootstrapAs(t, ctx, env).do(t, cp).(*kmsg.CreatePartitionsResponse); r.Topics[0].ErrorCode != errTAF.Code {
 		t.Errorf("CreatePartitions of the audit topic: %+v", r.Topics)
 	}
 	retention := "1"
-	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &retention}}, ownAudit)
+	alt, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: &retention}}, o.audit)
 	if err != nil || len(alt) != 1 || !errors.Is(alt[0].Err, errTAF) {
 		t.Errorf("shortening the audit topic's retention: %v %+v", err, alt)
 	}
 	legacy := kmsg.NewPtrAlterConfigsRequest()
 	legacy.Version = 2
-	legacy.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: ownAudit,
+	legacy.Resources = []kmsg.AlterConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: o.audit,
 		Configs: []kmsg.AlterConfigsRequestResourceConfig{{Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}}}
 	if r := bootstrapAs(t, ctx, env).do(t, legacy).(*kmsg.AlterConfigsResponse); r.Resources[0].ErrorCode != errTAF.Code {
 		t.Errorf("AlterConfigs of the audit topic: %+v", r.Resources)
 	}
 	dr := kmsg.NewPtrDeleteRecordsRequest()
 	dr.Version, dr.TimeoutMillis = 2, 5000
-	dr.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: ownAudit, Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: -1}}}}
+	dr.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: o.audit, Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: -1}}}}
 	if r := bootstrapAs(t, ctx, env).do(t, dr).(*kmsg.DeleteRecordsResponse); r.Topics[0].Partitions[0].ErrorCode != errTAF.Code {
 		t.Errorf("DeleteRecords of the audit topic: %+v", r.Topics)
 	}
@@ -479,8 +485,8 @@ func attackMutateOwnTopics(t *testing.T) {
 		oc := kmsg.NewPtrOffsetCommitRequest()
 		oc.Version, oc.Group, oc.Generation = v, "readers", -1
 		tp := kmsg.NewOffsetCommitRequestTopic()
-		if tp.Topic = ownAudit; v >= 10 {
-			tp.Topic, tp.TopicID = "", topicID(t, ctx, env, ownAudit)
+		if tp.Topic = o.audit; v >= 10 {
+			tp.Topic, tp.TopicID = "", topicID(t, ctx, env, o.audit)
 		}
 		tp.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 0}}
 		oc.Topics = []kmsg.OffsetCommitRequestTopic{tp}
@@ -490,11 +496,11 @@ func attackMutateOwnTopics(t *testing.T) {
 	}
 	txn := kmsg.NewPtrAddPartitionsToTxnRequest()
 	txn.Version, txn.TransactionalID, txn.ProducerID = 3, "tx", 1
-	txn.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: tenantOne, Partitions: []int32{0}}, {Topic: ownAudit, Partitions: []int32{0}}}
+	txn.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: o.tenant, Partitions: []int32{0}}, {Topic: o.audit, Partitions: []int32{0}}}
 	tr := bootstrapAs(t, ctx, env).do(t, txn).(*kmsg.AddPartitionsToTxnResponse)
 	for _, tp := range tr.Topics {
 		want := kerr.OperationNotAttempted.Code
-		if tp.Topic == ownAudit {
+		if tp.Topic == o.audit {
 			want = errTAF.Code
 		}
 		if tp.Partitions[0].ErrorCode != want {
@@ -504,38 +510,44 @@ func attackMutateOwnTopics(t *testing.T) {
 
 	// One DescribeConfigs: Tollgate's broker config (answered by
 	// Tollgate), the audit topic (refused), orders (the broker's).
+	bmd, err := kadm.NewClient(alice(t, env)).BrokerMetadata(ctx)
+	if err != nil || len(bmd.Brokers) == 0 {
+		t.Fatalf("brokers: %v %+v", err, bmd)
+	}
+	b0 := bmd.Brokers[0].NodeID // kfake's 0, the real cluster's 1
+	b0s := strconv.Itoa(int(b0))
 	dc := kmsg.NewPtrDescribeConfigsRequest()
 	dc.Version = 4
 	dc.Resources = []kmsg.DescribeConfigsRequestResource{
-		{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "0"},
-		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: ownAudit},
-		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: tenantOne},
+		{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: b0s},
+		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: o.audit},
+		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: o.tenant},
 	}
-	dcr := brokerAs(t, ctx, env, 0, "127.0.0.2").do(t, dc).(*kmsg.DescribeConfigsResponse)
+	dcr := brokerAs(t, ctx, env, b0, "127.0.0.2").do(t, dc).(*kmsg.DescribeConfigsResponse)
 	got := map[string]kmsg.DescribeConfigsResponseResource{}
 	for _, r := range dcr.Resources {
 		got[r.ResourceName] = r
 	}
 	brokerKeys := map[string]bool{}
-	for _, c := range got["0"].Configs {
+	for _, c := range got[b0s].Configs {
 		brokerKeys[c.Name] = true
 	}
-	if got["0"].ErrorCode != 0 || !brokerKeys["max.connections"] || len(brokerKeys) < 2 {
-		t.Errorf("the broker resource: error %d, keys %v", got["0"].ErrorCode, brokerKeys)
+	if got[b0s].ErrorCode != 0 || !brokerKeys["max.connections"] || len(brokerKeys) < 2 {
+		t.Errorf("the broker resource: error %d, keys %v", got[b0s].ErrorCode, brokerKeys)
 	}
-	if r := got[ownAudit]; r.ErrorCode != errTAF.Code || len(r.Configs) != 0 {
+	if r := got[o.audit]; r.ErrorCode != errTAF.Code || len(r.Configs) != 0 {
 		t.Errorf("the audit topic resource: %+v", r)
 	}
-	if r := got[tenantOne]; r.ErrorCode != 0 || len(r.Configs) == 0 {
+	if r := got[o.tenant]; r.ErrorCode != 0 || len(r.Configs) == 0 {
 		t.Errorf("orders: %+v", r)
 	}
 
 	// The audit topic, read past the gateway, is as Tollgate left it.
-	td, err = d.ListTopics(ctx, ownAudit, ownUsage)
-	if err != nil || td[ownAudit].Err != nil || td[ownUsage].Err != nil || len(td[ownAudit].Partitions) != parts {
+	td, err = d.ListTopics(ctx, o.audit, o.usage)
+	if err != nil || td[o.audit].Err != nil || td[o.usage].Err != nil || len(td[o.audit].Partitions) != parts {
 		t.Fatalf("Tollgate's topics after the attack: %v %+v (the audit topic had %d partitions)", err, td, parts)
 	}
-	rcs, err := d.DescribeTopicConfigs(ctx, ownAudit)
+	rcs, err := d.DescribeTopicConfigs(ctx, o.audit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +556,7 @@ func attackMutateOwnTopics(t *testing.T) {
 			t.Errorf("the audit topic's %s was set to %s", c.Key, c.MaybeValue())
 		}
 	}
-	starts, err := d.ListStartOffsets(ctx, ownAudit)
+	starts, err := d.ListStartOffsets(ctx, o.audit)
 	if err != nil || starts.Error() != nil {
 		t.Fatal(err, starts.Error())
 	}
@@ -553,7 +565,7 @@ func attackMutateOwnTopics(t *testing.T) {
 			t.Errorf("the audit topic's partition %d starts at %d: records were deleted", o.Partition, o.Offset)
 		}
 	})
-	if after := records(t, ctx, env, ownAudit); !slices.Equal(after, before) {
+	if after := records(t, ctx, env, o.audit); !slices.Equal(after, before) {
 		t.Errorf("the audit topic changed:\n%q\nwas\n%q", after, before)
 	}
 }
@@ -570,8 +582,14 @@ func str(s *string) string {
 // the topic's own format — is refused, and no instance applies it; nor can
 // it read the topic (SCRAM credentials as Kafka formats them, API key
 // hashes) or the usage exchange.
-func attackClusterConfigTopic(t *testing.T) {
-	env := startControl(t, func(c *app.Config) { c.Cluster.ID = "atk" })
+func attackClusterConfigTopic(t *testing.T, up *testkit.Upstream) {
+	id := up.Topic(t, "atk")
+	if !up.Real() {
+		id = "atk"
+	}
+	cfgTopic, xTopic := "_tollgate-"+id+"-config", "_tollgate-"+id+"-exchange"
+	freshTopics(t, up, cfgTopic, xTopic)
+	env := startControlOn(t, up, func(c *app.Config) { c.Cluster.ID = id })
 	ctx := ctxT(t, 60*time.Second)
 	waitUntil(t, "the shared topic read", 10*time.Millisecond, 20*time.Second, func() bool {
 		st, _ := env.App.Cluster()
@@ -579,7 +597,6 @@ func attackClusterConfigTopic(t *testing.T) {
 	})
 	// One real change, so that the topic exists and holds a record.
 	auditSomething(t, ctx, env)
-	const cfgTopic, xTopic = "_tollgate-atk-config", "_tollgate-atk-exchange"
 	before := records(t, ctx, env, cfgTopic)
 	if len(before) == 0 {
 		t.Fatal("the configuration topic holds nothing")

@@ -58,15 +58,20 @@ var attacks = []struct {
 	{"a share-group consumer (ShareFetch) is held to a per-topic consumer_byte_rate", "12", attackShareFetchTopicQuota},
 	{"controller_mutation_rate: topics deleted by id are charged their partitions, as by name", "12", attackDeleteTopicsByID},
 	// Tollgate's own topics on the upstream (audit.topic, usage.topic; attacks_reserved_test.go).
-	{"Tollgate's topics: a tenant's produce to the audit topic is refused, by name, by id, streamed", "own-topics", attackProduceOwnTopic},
-	{"Tollgate's topics: a tenant cannot fetch the audit topic (consumer, Fetch by name and id, ShareFetch, offsets)", "own-topics", attackFetchOwnTopic},
-	{"Tollgate's topics: listing topics shows none of them; naming one is refused", "own-topics", attackListOwnTopics},
-	{"Tollgate's topics: not deleted, recreated, grown, reconfigured, truncated or committed to, even by the quota admin", "own-topics", attackMutateOwnTopics},
-	{"Tollgate cluster: a tenant's forged quota record never reaches the shared configuration topic, nor is the topic or the exchange readable", "own-topics", attackClusterConfigTopic},
+	{"Tollgate's topics: a tenant's produce to the audit topic is refused, by name, by id, streamed", "own-topics", onEachUpstream(attackProduceOwnTopic)},
+	{"Tollgate's topics: a tenant cannot fetch the audit topic (consumer, Fetch by name and id, ShareFetch, offsets)", "own-topics", onEachUpstream(attackFetchOwnTopic)},
+	{"Tollgate's topics: listing topics shows none of them; naming one is refused", "own-topics", onEachUpstream(attackListOwnTopics)},
+	{"Tollgate's topics: not deleted, recreated, grown, reconfigured, truncated or committed to, even by the quota admin", "own-topics", onEachUpstream(attackMutateOwnTopics)},
+	{"Tollgate cluster: a tenant's forged quota record never reaches the shared configuration topic, nor is the topic or the exchange readable", "own-topics", onEachUpstream(attackClusterConfigTopic)},
 	// The clients' telemetry, KIP-714 (attacks_telemetry_test.go; issue 17 point 2).
 	{"telemetry: a flood of instances and client-ids, bombs and another tenant's instance id: Kafka's answers, the caps held, the victim undisturbed", "telemetry", attackTelemetryFlood},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
+}
+
+// onEachUpstream runs an attack once per upstream (testkit.EachUpstream).
+func onEachUpstream(f func(*testing.T, *testkit.Upstream)) func(*testing.T) {
+	return func(t *testing.T) { testkit.EachUpstream(t, f) }
 }
 
 func TestAttacks(t *testing.T) {

@@ -52,12 +52,7 @@ type handoverRig struct {
 	notes               chan string
 }
 
-func newHandoverRig(t *testing.T, bin string) *handoverRig {
-	t.Helper()
-	return newHandoverRigOn(t, &testkit.Upstream{Name: "kfake"}, bin)
-}
-
-// newHandoverRigOn is newHandoverRig in front of up: a kfake cluster of
+// newHandoverRigOn is a handover rig in front of up: a kfake cluster of
 // the rig's own, or the shared real cluster.
 func newHandoverRigOn(t *testing.T, up *testkit.Upstream, bin string) *handoverRig {
 	t.Helper()
@@ -524,7 +519,11 @@ func handoverUpgradeRefusesNothing(t *testing.T, up *testkit.Upstream, bin strin
 func TestHandoverFailureKeepsServing(t *testing.T) {
 	// Not parallel: counts dials and children.
 	bin := buildTollgate(t, t.TempDir())
-	r := newHandoverRig(t, bin)
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { handoverFailureKeepsServing(t, up, bin) })
+}
+
+func handoverFailureKeepsServing(t *testing.T, up *testkit.Upstream, bin string) {
+	r := newHandoverRigOn(t, up, bin)
 	r.start(t)
 	ctx := ctxT(t, 90*time.Second)
 	r.note(t) // READY=1
