@@ -29,15 +29,22 @@ import (
 // faults and after them is Q.
 //
 // The real cluster only (kfake has no processes to kill: its faults are
-// faults_test.go's, in a bubble). Serial: it stops brokers of the cluster
-// the test binary shares, which Go runs before the parallel tests start.
+// faults_test.go's, in a bubble). On a cluster of its own, of the shared
+// one's version, so that it runs beside the other tests (its brokers
+// stopping would fail theirs).
 func TestRealBrokerFaults(t *testing.T) {
+	t.Parallel()
 	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
 		if !up.Real() {
 			t.Log("kfake: no broker processes; its faults are in faults_test.go")
 			return
 		}
-		realBrokerFaults(t, up)
+		c, err := kafka.Start(kafka.Config{Version: up.Kafka.Version})
+		if err != nil {
+			t.Fatalf("a Kafka cluster of the test's own: %v", err)
+		}
+		defer c.Stop()
+		realBrokerFaults(t, &testkit.Upstream{Name: up.Name, Kafka: c})
 	})
 }
 
