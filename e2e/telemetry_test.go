@@ -34,7 +34,6 @@ import (
 // PushTelemetry itself and shows what each client reported next to its
 // own view of the same user and client-id.
 
-
 // telemetryEnvOn is a gateway in front of up asking clients to push every
 // second, whose producer_byte_rate quota of 256 KiB/s on (ANONYMOUS, cid)
 // throttles the tests' producers, with a one-second burst so that
