@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/tollgate/tollgate/internal/durable"
 )
 
 // FileSink appends events to a JSON-lines file: one event per line, each
@@ -87,20 +89,11 @@ func (s *FileSink) create() (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(filepath.Dir(s.path)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(s.path)); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // rotated is the name of the n-th rotated file (1 is the newest).

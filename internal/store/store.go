@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/durable"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -120,22 +122,13 @@ func openDB(path string, wait time.Duration) (*bolt.DB, error) {
 	})
 	if err == nil && created {
 		// The new file's directory entry must be durable too.
-		err = syncDir(filepath.Dir(path))
+		err = durable.SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	return db, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Path returns the database file's path.
@@ -274,12 +267,15 @@ type EntityQuotas struct {
 	Values map[string]float64
 }
 
-// Op is one change to a key: set it to Value, or remove it.
-type Op struct {
+// KeyOp is one change to a key: set it to Value, or remove it.
+type KeyOp[V float64 | string] struct {
 	Key    string
-	Value  float64
+	Value  V
 	Remove bool
 }
+
+// Op is one change to a quota key.
+type Op = KeyOp[float64]
 
 // EntityChange is a list of ops on one entity, applied in order.
 type EntityChange struct {
@@ -287,13 +283,16 @@ type EntityChange struct {
 	Ops    []Op
 }
 
-// ValueChange is the effect of one op: the key's value before and after.
+// KeyChange is the effect of one op: the key's value before and after.
 // Nil means the key is not set. A removal of an unset key has both nil; a
 // set to the current value has both equal.
-type ValueChange struct {
+type KeyChange[V float64 | string] struct {
 	Key      string
-	Old, New *float64
+	Old, New *V
 }
+
+// ValueChange is the effect of one Op.
+type ValueChange = KeyChange[float64]
 
 // EntityResult is the effect of one EntityChange.
 type EntityResult struct {
@@ -387,11 +386,7 @@ func (s *Store) AlterClientQuotas(changes []EntityChange) error {
 // use the store. The results are returned on success.
 func (s *Store) AlterClientQuotasFunc(changes []EntityChange, before func([]EntityResult) error) ([]EntityResult, error) {
 	return alterAll(s, bucketQuotas, changes, alterEntity, func(r EntityResult) bool { return r.Changed }, func(r EntityResult) []leaf {
-		ls := make([]leaf, len(r.Changes))
-		for i, c := range r.Changes {
-			ls[i] = leaf{top: bucketQuotas, nested: r.Entity.Key(), key: []byte(c.Key)}
-		}
-		return ls
+		return leavesOf(bucketQuotas, r.Entity.Key(), r.Changes)
 	}, before)
 }
 
@@ -405,58 +400,8 @@ func alterEntity(root *bolt.Bucket, ch EntityChange) (EntityResult, error) {
 		return EntityResult{}, fmt.Errorf("store: entity encodes to %d bytes, more than the %d a key may have", len(key), bolt.MaxKeySize)
 	}
 	r := EntityResult{Entity: e}
-	b := root.Bucket(key)
-	for _, op := range ch.Ops {
-		if op.Key == "" || len(op.Key) > bolt.MaxKeySize {
-			return r, fmt.Errorf("store: invalid quota key of %d bytes", len(op.Key))
-		}
-		k := []byte(op.Key)
-		var old *float64
-		if b != nil {
-			if v := b.Get(k); v != nil {
-				f, err := decodeFloat(v)
-				if err != nil {
-					return r, err
-				}
-				old = &f
-			}
-		}
-		vc := ValueChange{Key: op.Key, Old: old}
-		switch {
-		case op.Remove:
-			if old != nil {
-				if err := b.Delete(k); err != nil {
-					return r, err
-				}
-				r.Changed = true
-			}
-		default:
-			v := op.Value
-			vc.New = &v
-			// Equality as Java's Double.equals: by bits.
-			if old != nil && math.Float64bits(*old) == math.Float64bits(v) {
-				break
-			}
-			if b == nil {
-				if b, err = root.CreateBucket(key); err != nil {
-					return r, err
-				}
-			}
-			if err := b.Put(k, encodeFloat(v)); err != nil {
-				return r, err
-			}
-			r.Changed = true
-		}
-		r.Changes = append(r.Changes, vc)
-	}
-	if b != nil {
-		if k, _ := b.Cursor().First(); k == nil {
-			if err := root.DeleteBucket(key); err != nil {
-				return r, err
-			}
-		}
-	}
-	return r, nil
+	r.Changes, r.Changed, err = applyOps(root, key, ch.Ops, "quota", floatCodec)
+	return r, err
 }
 
 // Broker names the scope of a broker-level config: one broker id, or the
@@ -504,12 +449,8 @@ type BrokerConfigs struct {
 	Values map[string]string
 }
 
-// ConfigOp is one change to a broker config: set it to Value, or remove it.
-type ConfigOp struct {
-	Key    string
-	Value  string
-	Remove bool
-}
+// ConfigOp is one change to a broker config.
+type ConfigOp = KeyOp[string]
 
 // BrokerChange is a list of ops on one scope, applied in order.
 type BrokerChange struct {
@@ -517,11 +458,8 @@ type BrokerChange struct {
 	Ops    []ConfigOp
 }
 
-// StringChange is the effect of one ConfigOp (nil: not set).
-type StringChange struct {
-	Key      string
-	Old, New *string
-}
+// StringChange is the effect of one ConfigOp.
+type StringChange = KeyChange[string]
 
 // BrokerResult is the effect of one BrokerChange.
 type BrokerResult struct {
@@ -582,66 +520,103 @@ func (s *Store) SetBrokerConfigs(changes []BrokerChange) error {
 // commit, as AlterClientQuotasFunc.
 func (s *Store) SetBrokerConfigsFunc(changes []BrokerChange, before func([]BrokerResult) error) ([]BrokerResult, error) {
 	return alterAll(s, bucketBrokers, changes, alterBroker, func(r BrokerResult) bool { return r.Changed }, func(r BrokerResult) []leaf {
-		ls := make([]leaf, len(r.Changes))
-		for i, c := range r.Changes {
-			ls[i] = leaf{top: bucketBrokers, nested: encodeBroker(r.Broker), key: []byte(c.Key)}
-		}
-		return ls
+		return leavesOf(bucketBrokers, encodeBroker(r.Broker), r.Changes)
 	}, before)
+}
+
+// leavesOf names the keys a change touched, for the shared log.
+func leavesOf[V float64 | string](top, nested []byte, cs []KeyChange[V]) []leaf {
+	ls := make([]leaf, len(cs))
+	for i, c := range cs {
+		ls[i] = leaf{top: top, nested: nested, key: []byte(c.Key)}
+	}
+	return ls
 }
 
 func alterBroker(root *bolt.Bucket, ch BrokerChange) (BrokerResult, error) {
 	key := encodeBroker(ch.Broker)
 	r := BrokerResult{Broker: ch.Broker}
-	b := root.Bucket(key)
 	var err error
-	for _, op := range ch.Ops {
+	r.Changes, r.Changed, err = applyOps(root, key, ch.Ops, "config", stringCodec)
+	return r, err
+}
+
+// codec stores one kind of value: its bytes, and whether two values are
+// the same.
+type codec[V float64 | string] struct {
+	encode func(V) []byte
+	decode func([]byte) (V, error)
+	same   func(a, b V) bool
+}
+
+var (
+	floatCodec = codec[float64]{encode: encodeFloat, decode: decodeFloat,
+		// Equality as Java's Double.equals: by bits.
+		same: func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }}
+	stringCodec = codec[string]{encode: func(v string) []byte { return []byte(v) },
+		decode: func(b []byte) (string, error) { return string(b), nil },
+		same:   func(a, b string) bool { return a == b }}
+)
+
+// applyOps applies ops, in order, to the nested bucket key of root: it is
+// created on the first set and deleted when its last key goes. It returns
+// each op's effect and whether anything was written. what names the keys
+// in errors.
+func applyOps[V float64 | string](root *bolt.Bucket, key []byte, ops []KeyOp[V], what string, c codec[V]) ([]KeyChange[V], bool, error) {
+	var changes []KeyChange[V]
+	changed := false
+	b := root.Bucket(key)
+	for _, op := range ops {
 		if op.Key == "" || len(op.Key) > bolt.MaxKeySize {
-			return r, fmt.Errorf("store: invalid config key of %d bytes", len(op.Key))
+			return changes, changed, fmt.Errorf("store: invalid %s key of %d bytes", what, len(op.Key))
 		}
 		k := []byte(op.Key)
-		var old *string
+		var old *V
 		if b != nil {
 			if v := b.Get(k); v != nil {
-				s := string(v)
-				old = &s
+				f, err := c.decode(v)
+				if err != nil {
+					return changes, changed, err
+				}
+				old = &f
 			}
 		}
-		sc := StringChange{Key: op.Key, Old: old}
+		vc := KeyChange[V]{Key: op.Key, Old: old}
 		switch {
 		case op.Remove:
 			if old != nil {
 				if err := b.Delete(k); err != nil {
-					return r, err
+					return changes, changed, err
 				}
-				r.Changed = true
+				changed = true
 			}
 		default:
 			v := op.Value
-			sc.New = &v
-			if old != nil && *old == v {
+			vc.New = &v
+			if old != nil && c.same(*old, v) {
 				break
 			}
 			if b == nil {
+				var err error
 				if b, err = root.CreateBucket(key); err != nil {
-					return r, err
+					return changes, changed, err
 				}
 			}
-			if err := b.Put(k, []byte(v)); err != nil {
-				return r, err
+			if err := b.Put(k, c.encode(v)); err != nil {
+				return changes, changed, err
 			}
-			r.Changed = true
+			changed = true
 		}
-		r.Changes = append(r.Changes, sc)
+		changes = append(changes, vc)
 	}
 	if b != nil {
 		if k, _ := b.Cursor().First(); k == nil {
 			if err := root.DeleteBucket(key); err != nil {
-				return r, err
+				return changes, changed, err
 			}
 		}
 	}
-	return r, nil
+	return changes, changed, nil
 }
 
 // alterAll applies changes to one top-level bucket in one write

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/durable"
 )
 
 // The ledger's files: <dir>/YYYY-MM-DD.jsonl, one per UTC day, one minute
@@ -196,7 +198,7 @@ func (a *appender) open(day string) error {
 	}
 	if errors.Is(statErr, fs.ErrNotExist) {
 		// The new file's name must survive a crash too.
-		if err := syncDir(a.dir); err != nil {
+		if err := durable.SyncDir(a.dir); err != nil {
 			f.Close()
 			return err
 		}
@@ -212,15 +214,6 @@ func (a *appender) close() error {
 	err := a.f.Close()
 	a.f, a.day = nil, ""
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // prune removes the day files whose last minute is older than

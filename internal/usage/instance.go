@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/durable"
 )
 
 // InstanceFile is the file in data_dir that holds the instance id.
@@ -64,7 +66,7 @@ func InstanceID(dataDir string) (string, error) {
 		}
 		return "", err
 	}
-	if err := syncDir(dataDir); err != nil {
+	if err := durable.SyncDir(dataDir); err != nil {
 		return "", err
 	}
 	return id, nil

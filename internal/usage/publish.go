@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/durable"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -269,5 +271,5 @@ func writeFileSync(path string, data []byte) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
