@@ -71,17 +71,10 @@ type acceptorProc struct {
 }
 
 func startAcceptor(exe string, log *slog.Logger) (*acceptorProc, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	ctl, child, err := controlPair("acceptor-control")
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.SetNonblock(fds[0], true); err != nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, err
-	}
-	ctl := os.NewFile(uintptr(fds[0]), "acceptor-control")
-	child := os.NewFile(uintptr(fds[1]), "acceptor-control-child")
 	defer child.Close()
 	cmd := exec.Command(exe, "acceptor-helper") // the argument only names it in ps; the environment marks it
 	cmd.Env = append(os.Environ(), AcceptorHelperEnv+"=1")
@@ -527,4 +520,20 @@ func lowerPriority() {
 			syscall.Setpriority(syscall.PRIO_PROCESS, tid, helperNice)
 		}
 	}
+}
+
+// controlPair makes the control socket pair between this process and a
+// child it starts: ctl, non-blocking, stays here; child is handed to the
+// child process (and closed here once it has started).
+func controlPair(name string) (ctl, child *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), name), os.NewFile(uintptr(fds[1]), name+"-child"), nil
 }

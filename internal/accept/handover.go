@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -121,12 +122,7 @@ type inheritedSocket struct {
 func (h *Inherited) Keys() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]string, 0, len(h.socks))
-	for k := range h.socks {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(h.socks))
 }
 
 // Listener takes the inherited socket named key, if configured (host:port,

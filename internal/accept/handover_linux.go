@@ -243,17 +243,10 @@ type Successor struct {
 // (this process's own): a pipe copied by this process would break when it
 // exits.
 func StartSuccessor(exe string, args []string, socks []Socket, stdout, stderr io.Writer) (*Successor, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	ctlFile, child, err := controlPair("handover-control")
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.SetNonblock(fds[0], true); err != nil {
-		syscall.Close(fds[0])
-		syscall.Close(fds[1])
-		return nil, err
-	}
-	ctlFile := os.NewFile(uintptr(fds[0]), "handover-control")
-	child := os.NewFile(uintptr(fds[1]), "handover-control-child")
 	defer child.Close()
 	env := handoverEnv{Control: 3}
 	files := []*os.File{child}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -379,12 +380,7 @@ func (l *Listener) Ports() map[int32]int32 {
 func (l *Listener) Nodes() []int32 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ids := make([]int32, 0, len(l.ports))
-	for id := range l.ports {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(l.ports))
 }
 
 // Close closes the listener's ports.

@@ -331,22 +331,12 @@ func (a *App) Cluster() (cluster.Status, bool) { return a.clusterStatus() }
 // sessions of withdrawn ones) and the quotas, broker configs and
 // connection limits, as a change made here does.
 func (a *App) followStore(ctx context.Context) {
-	ch, cancel := a.store.Subscribe()
-	defer cancel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		}
+	a.store.Follow(ctx, func() {
 		if err := a.creds.Load(); err != nil {
 			a.log.Error("credentials from the shared configuration topic not applied", "err", err)
 		}
 		if err := a.refreshQuotas(); err != nil {
 			a.log.Error("quotas from the shared configuration topic not applied", "err", err)
 		}
-	}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -357,12 +358,7 @@ func (m *MemoryStore) DeleteUser(user string) {
 func (m *MemoryStore) Users() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]string, 0, len(m.scram))
-	for u := range m.scram {
-		out = append(out, u)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(m.scram))
 }
 
 // Scram implements CredentialLookup.

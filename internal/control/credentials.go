@@ -110,20 +110,7 @@ func (c *Credentials) Load() error {
 // ctx is done or the store is closed. Needed only when something other
 // than c writes the store's credentials.
 func (c *Credentials) Follow(ctx context.Context) {
-	ch, cancel := c.Store.Subscribe()
-	defer cancel()
-	c.Load()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-			c.Load()
-		}
-	}
+	c.Store.Follow(ctx, func() { c.Load() })
 }
 
 func (c *Credentials) snapshot() *credSnapshot {

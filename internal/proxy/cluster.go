@@ -52,14 +52,21 @@ func lookupRetries(ctx context.Context, lookup func() (bool, error)) error {
 // lookupPatience is the longest wait between two lookups.
 const lookupPatience = 800 * time.Millisecond
 
-func (g *Gateway) topicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {
+// metadataOf asks the upstream's Metadata of the named topics; it never
+// creates one.
+func (g *Gateway) metadataOf(ctx context.Context, topics []string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, g.meta)
+	return req.RequestWith(ctx, g.meta)
+}
+
+func (g *Gateway) topicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {
+	resp, err := g.metadataOf(ctx, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -118,14 +125,7 @@ func (g *Gateway) TopicIDs(ctx context.Context, topics []string) (map[string][16
 	if g.meta == nil {
 		return nil, fmt.Errorf("the gateway has not started")
 	}
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, g.meta)
+	resp, err := g.metadataOf(ctx, topics)
 	if err != nil {
 		return nil, err
 	}

@@ -159,32 +159,22 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.MaxRequestSize == 0 {
-		c.MaxRequestSize = 104857600
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 256
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 10 * time.Second
-	}
-	if c.MetadataRefresh == 0 {
-		c.MetadataRefresh = 10 * time.Second
-	}
-	if c.MaxResponseSize == 0 {
-		c.MaxResponseSize = 104857600
-	}
-	if c.SASLMaxReceiveSize == 0 {
-		c.SASLMaxReceiveSize = 524288
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 10 * time.Minute
-	}
-	if c.HandshakeTimeout == 0 {
-		c.HandshakeTimeout = 10 * time.Second
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 30 * time.Second
+	orDefault(&c.MaxRequestSize, 104857600)
+	orDefault(&c.MaxInFlight, 256)
+	orDefault(&c.DialTimeout, 10*time.Second)
+	orDefault(&c.MetadataRefresh, 10*time.Second)
+	orDefault(&c.MaxResponseSize, 104857600)
+	orDefault(&c.SASLMaxReceiveSize, 524288)
+	orDefault(&c.IdleTimeout, 10*time.Minute)
+	orDefault(&c.HandshakeTimeout, 10*time.Second)
+	orDefault(&c.RequestTimeout, 30*time.Second)
+}
+
+// orDefault sets *v to def if it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
 	}
 }
 

@@ -128,27 +128,13 @@ func (h *hooks) add(x any) error {
 	if !observerHooks(x) {
 		return fmt.Errorf("proxy: hook %T implements none of the observer hooks (Opened, Closed, AuthFailed, LoginAllowed, UpstreamOpened, Refused, Served)", x)
 	}
-	if o, ok := x.(OpenHook); ok {
-		h.open = append(h.open, o)
-	}
-	if o, ok := x.(CloseHook); ok {
-		h.close = append(h.close, o)
-	}
-	if o, ok := x.(AuthFailHook); ok {
-		h.authFail = append(h.authFail, o)
-	}
-	if o, ok := x.(LoginHook); ok {
-		h.login = append(h.login, o)
-	}
-	if o, ok := x.(UpstreamHook); ok {
-		h.upstream = append(h.upstream, o)
-	}
-	if o, ok := x.(RefusalHook); ok {
-		h.refused = append(h.refused, o)
-	}
-	if o, ok := x.(ServeHook); ok {
-		h.serve = append(h.serve, o)
-	}
+	addHook(x, &h.open)
+	addHook(x, &h.close)
+	addHook(x, &h.authFail)
+	addHook(x, &h.login)
+	addHook(x, &h.upstream)
+	addHook(x, &h.refused)
+	addHook(x, &h.serve)
 	return nil
 }
 
@@ -195,5 +181,12 @@ func (h *hooks) upstreamOpened(c *principal.ConnInfo) {
 func (h *hooks) served(c *principal.ConnInfo, r *Request, respSize int, throttle time.Duration) {
 	for _, o := range h.serve {
 		o.Served(c, r, respSize, throttle)
+	}
+}
+
+// addHook appends x to list if it implements the list's hook.
+func addHook[H any](x any, list *[]H) {
+	if o, ok := x.(H); ok {
+		*list = append(*list, o)
 	}
 }

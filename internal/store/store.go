@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -220,6 +221,27 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 		return ErrReleased
 	}
 	return s.db.Update(fn)
+}
+
+// Follow calls fn once it is subscribed (so no change is missed between a
+// first load and the subscription), then after every committed change
+// (coalesced, as Subscribe's signals), until ctx is done or the store is
+// closed.
+func (s *Store) Follow(ctx context.Context, fn func()) {
+	ch, cancel := s.Subscribe()
+	defer cancel()
+	fn()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			fn()
+		}
+	}
 }
 
 // Subscribe returns a channel that receives a value after every committed

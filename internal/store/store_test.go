@@ -553,3 +553,35 @@ func TestCloseReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFollow: fn runs once subscribed, again after a change, and Follow
+// returns when the store closes.
+func TestFollow(t *testing.T) {
+	s := open(t, t.TempDir())
+	calls := make(chan struct{}, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Follow(t.Context(), func() { calls <- struct{}{} })
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-calls:
+		case <-time.After(5 * time.Second):
+			t.Fatal("fn not called " + what)
+		}
+	}
+	wait("once subscribed")
+	u := MustEntity(Named(TypeUser, "u"))
+	if err := s.AlterClientQuotas([]EntityChange{{Entity: u, Ops: []Op{set("a", 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	wait("after a change")
+	s.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow did not return when the store closed")
+	}
+}
