@@ -63,26 +63,8 @@ type rawConn struct {
 }
 
 func runBuckets(o options, clustered bool) (*bucketRun, error) {
-	dir, err := os.MkdirTemp("", "tgclbench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	id := ""
-	if clustered {
-		id = fmt.Sprintf("bench%d", os.Getpid())
-	}
-	t, err := startTrio(trioConfig{bin: o.bin, dir: dir, clusterID: id, interval: o.interval})
-	if err != nil {
-		return nil, err
-	}
-	defer t.stop()
 	run := &bucketRun{clustered: clustered, measure: o.bucketMeasure}
-	if err := run.produce(t, o); err != nil {
-		t.tailLogs()
-		return nil, err
-	}
-	return run, nil
+	return run, onTrio(o, clustered, run.produce)
 }
 
 func (run *bucketRun) produce(t *trio, o options) error {

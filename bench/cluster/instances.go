@@ -76,6 +76,31 @@ func freePorts(n int) ([]int, error) {
 // startTrio starts A (with the embedded cluster on fixed free ports), waits
 // for it, then starts B and C in front of A's cluster, and waits until all
 // three are ready (and, in a Tollgate cluster, see each other).
+// onTrio starts three instances in a temporary directory (one Tollgate
+// cluster if clustered, else three alone), runs fn on them and stops them;
+// if fn fails, the instances' last log lines are printed.
+func onTrio(o options, clustered bool, fn func(*trio, options) error) error {
+	dir, err := os.MkdirTemp("", "tgclbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	id := ""
+	if clustered {
+		id = fmt.Sprintf("bench%d", os.Getpid())
+	}
+	t, err := startTrio(trioConfig{bin: o.bin, dir: dir, clusterID: id, interval: o.interval})
+	if err != nil {
+		return err
+	}
+	defer t.stop()
+	if err := fn(t, o); err != nil {
+		t.tailLogs()
+		return err
+	}
+	return nil
+}
+
 func startTrio(c trioConfig) (*trio, error) {
 	ports, err := freePorts(3)
 	if err != nil {

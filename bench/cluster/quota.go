@@ -237,26 +237,8 @@ type quotaRun struct {
 // 2 kafka-go via B, 1 kafka-go via C; with move, at the midpoint the
 // producer on A stops and one starts on C.
 func runQuota(o options, clustered, move bool) (*quotaRun, error) {
-	dir, err := os.MkdirTemp("", "tgclbench")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	id := ""
-	if clustered {
-		id = fmt.Sprintf("bench%d", os.Getpid())
-	}
-	t, err := startTrio(trioConfig{bin: o.bin, dir: dir, clusterID: id, interval: o.interval})
-	if err != nil {
-		return nil, err
-	}
-	defer t.stop()
 	run := &quotaRun{clustered: clustered, move: move, q: o.q, dur: o.dur, skip: o.skip}
-	if err := run.produce(t, o); err != nil {
-		t.tailLogs()
-		return nil, err
-	}
-	return run, nil
+	return run, onTrio(o, clustered, run.produce)
 }
 
 func (run *quotaRun) produce(t *trio, o options) error {

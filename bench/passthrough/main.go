@@ -30,7 +30,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -219,23 +218,8 @@ func once(way, bin string, mib, recSize, latN int) (result, error) {
 	prodReqs.Store(0)
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	var perr error
-	var mu sync.Mutex
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				perr = err
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	if perr != nil {
-		return r, perr
+	if err := benchkit.ProduceN(ctx, cl, n, val); err != nil {
+		return r, err
 	}
 	prod := time.Since(t0)
 	cons, err := kgo.NewClient(counts, kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),

@@ -115,44 +115,39 @@ func startTollgate(c *kafka.Cluster) (*app.App, error) {
 	return app.Start(context.Background(), cfg, app.Options{Logger: slog.New(slog.DiscardHandler)})
 }
 
-func admin(c *kafka.Cluster) (*kadm.Client, func(), error) {
+// withAdmin runs fn with an admin client of the cluster and 30 s.
+func withAdmin(c *kafka.Cluster, fn func(context.Context, *kadm.Client) error) error {
 	cl, err := kgo.NewClient(c.AdminOpts()...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kadm.NewClient(cl), cl.Close, nil
-}
-
-func createTopic(c *kafka.Cluster, topic string) error {
-	adm, done, err := admin(c)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = adm.CreateTopic(ctx, int32(*parts), -1, nil, topic)
-	return err
+	return fn(ctx, kadm.NewClient(cl))
+}
+
+func createTopic(c *kafka.Cluster, topic string) error {
+	return withAdmin(c, func(ctx context.Context, adm *kadm.Client) error {
+		_, err := adm.CreateTopic(ctx, int32(*parts), -1, nil, topic)
+		return err
+	})
 }
 
 // setBrokerQuota sets (v > 0) or removes Kafka's own producer_byte_rate on
 // client-id id, on the brokers.
 func setBrokerQuota(c *kafka.Cluster, id string, v float64) error {
-	adm, done, err := admin(c)
-	if err != nil {
+	err := withAdmin(c, func(ctx context.Context, adm *kadm.Client) error {
+		op := kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: v, Remove: v == 0}
+		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
+			Ops:    []kadm.AlterClientQuotaOp{op},
+		}})
+		if err == nil && res[0].Err != nil {
+			err = fmt.Errorf("the brokers' AlterClientQuotas: %w", res[0].Err)
+		}
 		return err
-	}
-	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	op := kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: v, Remove: v == 0}
-	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
-		Ops:    []kadm.AlterClientQuotaOp{op},
-	}})
-	if err == nil && res[0].Err != nil {
-		err = fmt.Errorf("the brokers' AlterClientQuotas: %w", res[0].Err)
-	}
+	})
 	if err == nil && v > 0 {
 		time.Sleep(2 * time.Second) // the brokers apply it from the metadata log
 	}

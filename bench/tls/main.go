@@ -222,23 +222,8 @@ func (b bench) once(way string) (result, error) {
 	val := make([]byte, b.rec)
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	var perr error
-	var mu sync.Mutex
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				perr = err
-				mu.Unlock()
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	if perr != nil {
-		return r, perr
+	if err := benchkit.ProduceN(ctx, cl, n, val); err != nil {
+		return r, err
 	}
 	prod := time.Since(t0)
 	cons, err := kgo.NewClient(append(copts, kgo.ConsumeTopics(topic),

@@ -5,14 +5,17 @@
 package benchkit
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/testkit/proc"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -52,6 +55,27 @@ func ChildPIDs(pid int) []int {
 		out[i] = k.PID
 	}
 	return out
+}
+
+// ProduceN produces n records of value val through cl, all in flight at
+// once as the client allows, and returns the last error any of them had.
+func ProduceN(ctx context.Context, cl *kgo.Client, n int, val []byte) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last error
+	for range n {
+		wg.Add(1)
+		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				last = err
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	return last
 }
 
 // Pct returns the p-quantile (0..1) of ds, nearest rank below.
