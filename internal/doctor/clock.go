@@ -66,19 +66,13 @@ func skewVerdict(lo, hi time.Duration) Status {
 // broker and needs Create (first run), Write and Describe on that topic.
 func (r *runner) clock(ctx context.Context) Result {
 	res := Result{Check: "clock"}
-	switch {
-	case len(r.t.Upstream) == 0:
-		res.Detail = "embedded cluster: it runs on this host's clock"
-		return res
-	case r.t.ClockTopic == "":
+	if len(r.t.Upstream) > 0 && r.t.ClockTopic == "" {
 		res.Status = Warn
 		res.Detail = "not checked (no clock topic given)"
 		res.Fix = "let the doctor use a topic (--clock-topic " + DefaultClockTopic + "), or compare the clocks by hand (chronyc tracking / timedatectl on each broker)"
 		return res
-	case r.brokers == nil:
-		res.Status = Warn
-		res.Detail = "not checked: the upstream did not answer Metadata"
-		res.Fix = "fix the upstream check first"
+	}
+	if !r.haveBrokers(&res, "embedded cluster: it runs on this host's clock") {
 		return res
 	}
 	ctx, cancel := context.WithTimeout(ctx, 6*r.t.DialTimeout)

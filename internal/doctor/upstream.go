@@ -104,19 +104,30 @@ func (r *runner) dial(ctx context.Context, addr string) error {
 	return c.Close()
 }
 
+// haveBrokers starts a check of the upstream's brokers: false, with res
+// filled in, when there is nothing to check — the embedded cluster (fine,
+// for the reason embedded gives) or an upstream that did not answer
+// Metadata (a warning).
+func (r *runner) haveBrokers(res *Result, embedded string) bool {
+	switch {
+	case len(r.t.Upstream) == 0:
+		res.Detail = embedded
+		return false
+	case r.brokers == nil:
+		res.Status = Warn
+		res.Detail = "not checked: the upstream did not answer Metadata"
+		res.Fix = "fix the upstream check first"
+		return false
+	}
+	return true
+}
+
 // advertised: every broker address from Metadata resolves and accepts
 // connections from here, since each client connection is forwarded to the
 // broker at the address that broker advertises.
 func (r *runner) advertised(ctx context.Context) Result {
 	res := Result{Check: "advertised addresses"}
-	switch {
-	case len(r.t.Upstream) == 0:
-		res.Detail = "embedded cluster: its brokers listen on this host"
-		return res
-	case r.brokers == nil:
-		res.Status = Warn
-		res.Detail = "not checked: the upstream did not answer Metadata"
-		res.Fix = "fix the upstream check first"
+	if !r.haveBrokers(&res, "embedded cluster: its brokers listen on this host") {
 		return res
 	}
 	problems := make([]string, len(r.brokers))
