@@ -335,6 +335,19 @@ func (q *conn) fetchTopics(cl *quota.Client, r *proxy.Request, now time.Time, ho
 // fetchResponseTopics charges the topics of a Fetch response read whole
 // (OnResponse; the responder) and keeps the throttle for Throttle.
 func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
+	q.responseTopics(c, r, false)
+}
+
+// shareFetchResponseTopics charges the topics of a ShareFetch answer
+// (OnResponse; the responder): each topic its partitions' record bytes, as
+// a Fetch's, read in place. A ShareFetch answer is always read whole (it
+// names brokers, rewritten by the gateway); one that is not well formed is
+// not charged.
+func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
+	q.responseTopics(c, r, true)
+}
+
+func (q *conn) responseTopics(c proxy.Conn, r *proxy.Response, share bool) {
 	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
 		return
 	}
@@ -343,9 +356,15 @@ func (q *conn) fetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 	if err != nil {
 		return
 	}
+	if share {
+		var whole wire.FetchResponseWalk
+		if whole.StartShare(p[off:], r.Req.Version); !whole.Done() {
+			return
+		}
+	}
 	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
 	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
-	w.fetchResponse(p[off:], r.Req.Version, false)
+	w.fetchResponse(p[off:], r.Req.Version, share)
 	q.respTopic = max(q.respTopic, w.out)
 }
 
@@ -361,30 +380,6 @@ func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, n
 		w.visit(nil, req.Topics[i].TopicID, -1)
 	}
 	return max(hold, w.out)
-}
-
-// shareFetchResponseTopics charges the topics of a ShareFetch answer
-// (OnResponse; the responder): each topic its partitions' record bytes, as
-// a Fetch's, read in place. A ShareFetch answer is always read whole (it
-// names brokers, rewritten by the gateway); one that is not well formed is
-// not charged.
-func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
-	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
-		return
-	}
-	p := r.Buf.B[4:]
-	off, err := wire.ResponseBodyOffset(p, r.Req.Key, r.Req.Flexible)
-	if err != nil {
-		return
-	}
-	var whole wire.FetchResponseWalk
-	if whole.StartShare(p[off:], r.Req.Version); !whole.Done() {
-		return
-	}
-	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
-	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
-	w.fetchResponse(p[off:], r.Req.Version, true)
-	q.respTopic = max(q.respTopic, w.out)
 }
 
 // streamFetch charges one topic of a streamed Fetch response as it passes
