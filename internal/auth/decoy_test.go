@@ -149,19 +149,28 @@ func TestLoadOrCreateSecret(t *testing.T) {
 	}
 }
 
+// decoyBenchConfigs are the mechanisms and iteration counts the PLAIN
+// benchmarks compare known and unknown users under.
+var decoyBenchConfigs = []struct {
+	mech       string
+	iterations int
+}{{MechanismScramSHA256, 4096}, {MechanismScramSHA512, 4096}, {MechanismScramSHA256, 8192}}
+
+// decoyBenchLookup is a lookup with decoys over three users of mech.
+func decoyBenchLookup(b *testing.B, mech string, iterations int) CredentialLookup {
+	m := storeWith(b, mech, 3, randomSalt(24), iterations)
+	d, _ := NewDecoys(bytes.Repeat([]byte{1}, 32), m)
+	return NewLookupDecoys(m, nil, d)
+}
+
 // PLAIN: known user (right and wrong password) and unknown user, side by
 // side, for each mechanism and iteration count the store may hold. The
 // unknown user's ns/op must match the known user's.
 //
 //	go test -run - -bench PlainKnownVsUnknown -benchtime 20x ./internal/auth
 func BenchmarkPlainKnownVsUnknown(b *testing.B) {
-	for _, cfg := range []struct {
-		mech       string
-		iterations int
-	}{{MechanismScramSHA256, 4096}, {MechanismScramSHA512, 4096}, {MechanismScramSHA256, 8192}} {
-		m := storeWith(b, cfg.mech, 3, randomSalt(24), cfg.iterations)
-		d, _ := NewDecoys(bytes.Repeat([]byte{1}, 32), m)
-		l := NewLookupDecoys(m, nil, d)
+	for _, cfg := range decoyBenchConfigs {
+		l := decoyBenchLookup(b, cfg.mech, cfg.iterations)
 		name := cfg.mech + "-" + strconv.Itoa(cfg.iterations)
 		for _, u := range []struct{ name, user, pass string }{
 			{"known", "user1", "pw"}, {"known-wrong-password", "user1", "nope"}, {"unknown", "mallory", "pw"},
@@ -179,13 +188,8 @@ func BenchmarkPlainKnownVsUnknown(b *testing.B) {
 // the same machine load (a shared machine's noise otherwise dominates):
 // known-ns/op and unknown-ns/op are reported side by side.
 func BenchmarkPlainKnownVsUnknownInterleaved(b *testing.B) {
-	for _, cfg := range []struct {
-		mech       string
-		iterations int
-	}{{MechanismScramSHA256, 4096}, {MechanismScramSHA512, 4096}, {MechanismScramSHA256, 8192}} {
-		m := storeWith(b, cfg.mech, 3, randomSalt(24), cfg.iterations)
-		d, _ := NewDecoys(bytes.Repeat([]byte{1}, 32), m)
-		l := NewLookupDecoys(m, nil, d)
+	for _, cfg := range decoyBenchConfigs {
+		l := decoyBenchLookup(b, cfg.mech, cfg.iterations)
 		b.Run(cfg.mech+"-"+strconv.Itoa(cfg.iterations), func(b *testing.B) {
 			var known, unknown time.Duration
 			first := true
