@@ -229,14 +229,11 @@ func TestAlterResponseOrder(t *testing.T) {
 		entry(ent(dflt("user")), set("producer_byte_rate", 1)),
 		entry(ent(named("ip", "1.2.3.4")), set("connection_creation_rate", 1)),
 	)
-	var got []string
+	var es [][]kmsg.AlterClientQuotasResponseEntryEntity
 	for _, e := range resp.Entries {
-		s := ""
-		for _, p := range e.Entity {
-			s += p.Type + "=" + deref(p.Name) + ";"
-		}
-		got = append(got, s)
+		es = append(es, e.Entity)
 	}
+	got := entityNames(es)
 	want := []string{"user=u1;", "ip=1.2.3.4;", "client-id=c1;user=u1;", "client-id=c1;", "user=<nil>;"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("order\n got %v\nwant %v", got, want)

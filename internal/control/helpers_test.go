@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -231,3 +232,60 @@ const (
 	msgTopicWith     = "Invalid quota entity combination, a topic or topic-prefix quota is for a user, a client-id-prefix or every client: it cannot be combined with client-id or ip"
 	msgTopicPrefix   = "Invalid quota entity combination, a client-id-prefix cannot be combined with a user"
 )
+
+// entityNames lists the entities of a DescribeClientQuotas or
+// AlterClientQuotas answer, each as "type=name;" per component in the
+// answer's order.
+func entityNames[C ~struct {
+	Type        string
+	Name        *string
+	UnknownTags kmsg.Tags
+}](entities [][]C) []string {
+	var out []string
+	for _, e := range entities {
+		s := ""
+		for _, c := range e {
+			p := struct {
+				Type        string
+				Name        *string
+				UnknownTags kmsg.Tags
+			}(c)
+			s += p.Type + "=" + deref(p.Name) + ";"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// describedEntities is entityNames of a DescribeClientQuotas answer.
+func describedEntities(resp *kmsg.DescribeClientQuotasResponse) []string {
+	es := make([][]kmsg.DescribeClientQuotasResponseEntryEntity, len(resp.Entries))
+	for i, e := range resp.Entries {
+		es[i] = e.Entity
+	}
+	return entityNames(es)
+}
+
+// describeCase is one DescribeClientQuotas filter and the entities it
+// must list, in order.
+type describeCase struct {
+	name   string
+	strict bool
+	comps  []kmsg.DescribeClientQuotasRequestComponent
+	want   []string
+}
+
+// describeCases sends each case's filter as the quota admin and checks the
+// entities listed.
+func (f *fixture) describeCases(t *testing.T, cases []describeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		resp := f.describe(t, admin, tc.strict, tc.comps...)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("%s: describe: %d %s", tc.name, resp.ErrorCode, deref(resp.ErrorMessage))
+		}
+		if got := describedEntities(resp); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

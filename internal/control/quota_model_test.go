@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/store"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -63,46 +64,14 @@ func TestPrefixAlterDescribe(t *testing.T) {
 	if v := f.stored(t, store.Named(typePrefix, "bar-")); v["producer_byte_rate"] != 1024 || v["consumer_byte_rate"] != 2048 {
 		t.Fatalf("stored %v", v)
 	}
-	names := func(resp *kmsg.DescribeClientQuotasResponse) []string {
-		t.Helper()
-		if resp.ErrorCode != 0 {
-			t.Fatalf("describe: %d %s", resp.ErrorCode, deref(resp.ErrorMessage))
-		}
-		var out []string
-		for _, e := range resp.Entries {
-			s := ""
-			for _, c := range e.Entity {
-				s += c.Type + "=" + deref(c.Name) + ";"
-			}
-			out = append(out, s)
-		}
-		return out
-	}
-	cases := []struct {
-		name   string
-		strict bool
-		comps  []kmsg.DescribeClientQuotasRequestComponent
-		want   []string
-	}{
+	f.describeCases(t, []describeCase{
 		{"exact prefix", true, []kmsg.DescribeClientQuotasRequestComponent{exact(typePrefix, "bar-")}, []string{"client-id-prefix=bar-;"}},
 		{"exact prefix, not strict", false, []kmsg.DescribeClientQuotasRequestComponent{exact(typePrefix, "bar-")}, []string{"client-id-prefix=bar-;"}},
 		{"exact prefix is not a prefix match", true, []kmsg.DescribeClientQuotasRequestComponent{exact(typePrefix, "ba")}, nil},
 		{"any prefix", false, []kmsg.DescribeClientQuotasRequestComponent{anyOf(typePrefix)}, []string{"client-id-prefix=bar-;", "client-id-prefix=baz-;"}},
 		{"exact client-id is not the prefix", true, []kmsg.DescribeClientQuotasRequestComponent{exact("client-id", "bar-")}, []string{"client-id=bar-;"}},
 		{"any client-id lists no prefix", false, []kmsg.DescribeClientQuotasRequestComponent{anyOf("client-id")}, []string{"client-id=bar-;", "client-id=<nil>;"}},
-	}
-	for _, tc := range cases {
-		got := names(f.describe(t, admin, tc.strict, tc.comps...))
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-			}
-		}
-	}
+	})
 	if all := f.describe(t, admin, false); len(all.Entries) != 4 {
 		t.Errorf("empty filter: %d entries, want 4", len(all.Entries))
 	}
@@ -120,7 +89,7 @@ func TestPrefixAlterDescribe(t *testing.T) {
 	}
 
 	f.mustAlter(t, entry(ent(named(typePrefix, "bar-")), rm("producer_byte_rate"), rm("consumer_byte_rate")))
-	if got := names(f.describe(t, admin, false, anyOf(typePrefix))); len(got) != 1 || got[0] != "client-id-prefix=baz-;" {
+	if got := describedEntities(f.describe(t, admin, false, anyOf(typePrefix))); len(got) != 1 || got[0] != "client-id-prefix=baz-;" {
 		t.Errorf("after removal: %q", got)
 	}
 }
@@ -143,7 +112,7 @@ func TestDescribePrefixFilterErrors(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range cases {
 		resp := roundTripDescribe(t, f.describe(t, admin, false, tc.comps...))
-		if resp.ErrorCode != 42 || deref(resp.ErrorMessage) != tc.msg || resp.Entries != nil {
+		if resp.ErrorCode != kerr.InvalidRequest.Code || deref(resp.ErrorMessage) != tc.msg || resp.Entries != nil {
 			t.Errorf("%s: %d %q", tc.name, resp.ErrorCode, deref(resp.ErrorMessage))
 		}
 	}
@@ -292,53 +261,21 @@ func TestTopicAlterDescribe(t *testing.T) {
 		entry(ent(named(typePrefix, "etl-"), named("topic-prefix", "logs-")), set("consumer_byte_rate", 4000)),
 		entry(ent(named("user", "alice")), set("producer_byte_rate", 5000)),
 	)
-	names := func(resp *kmsg.DescribeClientQuotasResponse) []string {
-		t.Helper()
-		if resp.ErrorCode != 0 {
-			t.Fatalf("describe: %d %s", resp.ErrorCode, deref(resp.ErrorMessage))
-		}
-		var out []string
-		for _, e := range resp.Entries {
-			s := ""
-			for _, c := range e.Entity {
-				s += c.Type + "=" + deref(c.Name) + ";"
-			}
-			out = append(out, s)
-		}
-		return out
-	}
-	cases := []struct {
-		name   string
-		strict bool
-		comps  []kmsg.DescribeClientQuotasRequestComponent
-		want   []string
-	}{
+	f.describeCases(t, []describeCase{
 		{"exact topic, strict", true, []kmsg.DescribeClientQuotasRequestComponent{exact("topic", "orders")}, []string{"topic=orders;"}},
 		{"exact topic", false, []kmsg.DescribeClientQuotasRequestComponent{exact("topic", "orders")}, []string{"topic=orders;", "topic=orders;user=alice;"}},
 		{"a user's topic quota", true, []kmsg.DescribeClientQuotasRequestComponent{exact("user", "alice"), anyOf("topic")}, []string{"topic=orders;user=alice;"}},
 		{"any topic prefix", false, []kmsg.DescribeClientQuotasRequestComponent{anyOf("topic-prefix")}, []string{"topic-prefix=logs-;user=<nil>;", "client-id-prefix=etl-;topic-prefix=logs-;"}},
 		{"a user filter lists no per-topic entity", false, []kmsg.DescribeClientQuotasRequestComponent{exact("user", "alice")}, []string{"user=alice;"}},
 		{"a prefix filter lists no per-topic entity", false, []kmsg.DescribeClientQuotasRequestComponent{anyOf(typePrefix)}, nil},
-	}
-	for _, tc := range cases {
-		got := names(f.describe(t, admin, tc.strict, tc.comps...))
-		if len(got) != len(tc.want) {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-			continue
-		}
-		for i := range got {
-			if got[i] != tc.want[i] {
-				t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-			}
-		}
-	}
+	})
 	if all := f.describe(t, admin, false); len(all.Entries) != 5 {
 		t.Errorf("empty filter: %d entries, want 5", len(all.Entries))
 	}
 	for _, bad := range [][]kmsg.DescribeClientQuotasRequestComponent{
 		{defaultOf("topic")}, {anyOf("topic"), anyOf("topic-prefix")}, {anyOf("topic"), anyOf("client-id")}, {exact("topic-prefix", "x"), anyOf("ip")},
 	} {
-		if resp := f.describe(t, admin, false, bad...); resp.ErrorCode != 42 || resp.Entries != nil {
+		if resp := f.describe(t, admin, false, bad...); resp.ErrorCode != kerr.InvalidRequest.Code || resp.Entries != nil {
 			t.Errorf("%v: %d %q", bad, resp.ErrorCode, deref(resp.ErrorMessage))
 		}
 	}
@@ -357,7 +294,7 @@ func TestTopicAlterDescribe(t *testing.T) {
 		t.Errorf("alice's client quota: %+v", r)
 	}
 	f.mustAlter(t, entry(ent(named("topic", "orders")), rm("producer_byte_rate")))
-	if got := names(f.describe(t, admin, true, exact("topic", "orders"))); len(got) != 0 {
+	if got := describedEntities(f.describe(t, admin, true, exact("topic", "orders"))); len(got) != 0 {
 		t.Errorf("after removal: %q", got)
 	}
 }
