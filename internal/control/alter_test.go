@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/internal/store"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -192,7 +193,7 @@ func TestAlterDuplicateEntity(t *testing.T) {
 		byName[fmt.Sprintf("%d %s", len(e.Entity), deref(e.Entity[len(e.Entity)-1].Name))] = e
 	}
 	dup := byName["2 u"]
-	if dup.ErrorCode != 42 || deref(dup.ErrorMessage) != "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=c, user=u})" {
+	if dup.ErrorCode != kerr.InvalidRequest.Code || deref(dup.ErrorMessage) != "Ignoring duplicate entity ClientQuotaEntity(entries={client-id=c, user=u})" {
 		t.Fatalf("duplicate: %d %q", dup.ErrorCode, deref(dup.ErrorMessage))
 	}
 	// The first entry's entity, in Kafka's map order, is echoed.
@@ -371,7 +372,7 @@ func TestAlterVersions(t *testing.T) {
 		}
 		for _, e := range back.Entries {
 			ok := e.ErrorCode == 0 && e.ErrorMessage == nil && len(e.Entity) == 2
-			bad := e.ErrorCode == 42 && deref(e.ErrorMessage) == "Empty user not supported"
+			bad := e.ErrorCode == kerr.InvalidRequest.Code && deref(e.ErrorMessage) == "Empty user not supported"
 			if !ok && !bad {
 				t.Fatalf("v%d: %d %q %+v", v, e.ErrorCode, deref(e.ErrorMessage), e.Entity)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/store"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -82,7 +83,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		t.Fatalf("denied request: %d entries", len(resp.Entries))
 	}
 	for _, e := range resp.Entries {
-		if e.ErrorCode != 31 {
+		if e.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 			t.Fatalf("%+v", e)
 		}
 	}
@@ -114,13 +115,13 @@ func TestAdmins(t *testing.T) {
 	// No authorizer: nobody alters, authenticated principals describe.
 	f := newFixture(t)
 	f.cq.Authz = nil
-	if r := f.alter(t, admin, false, entry(ent(named("user", "u")), set("producer_byte_rate", 1))); r.Entries[0].ErrorCode != 31 {
+	if r := f.alter(t, admin, false, entry(ent(named("user", "u")), set("producer_byte_rate", 1))); r.Entries[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Error("nil Authz lets admin alter")
 	}
 	if d := f.describe(t, alice, false); d.ErrorCode != 0 {
 		t.Error("nil Authz denies describe")
 	}
-	if d := f.describe(t, anon, false); d.ErrorCode != 31 {
+	if d := f.describe(t, anon, false); d.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Error("nil Authz lets ANONYMOUS describe")
 	}
 }
@@ -276,7 +277,7 @@ func TestFailClosed(t *testing.T) {
 		}
 		// Rejections stay rejections: their events failing changes nothing.
 		resp = f.alter(t, admin, false, entry(ent(dflt("ip")), set("connection_creation_rate", 0)))
-		if e := resp.Entries[0]; e.ErrorCode != 42 {
+		if e := resp.Entries[0]; e.ErrorCode != kerr.InvalidRequest.Code {
 			t.Fatalf("rejection became %d", e.ErrorCode)
 		}
 		// An optional failing sink does not refuse anything.
@@ -440,7 +441,7 @@ func TestLiveAdmins(t *testing.T) {
 		t.Fatal("Set kept the caller's slice")
 	}
 	live.Set(Admins{Principals: []string{"User:admin"}})
-	if r := f.alter(t, alice, false, e); r.Entries[0].ErrorCode != 31 {
+	if r := f.alter(t, alice, false, e); r.Entries[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Fatalf("alice after her removal: %d", r.Entries[0].ErrorCode)
 	}
 	if creds.authorize(alice, OpDescribe) || !creds.authorize(admin, OpDescribe) {

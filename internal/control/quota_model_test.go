@@ -134,7 +134,7 @@ func TestShadowKey(t *testing.T) {
 		{entry(ent(named("ip", "1.2.3.4")), set("shadow", 1)), "Invalid configuration key shadow"},
 	} {
 		got := f.alter(t, admin, false, tc.e).Entries[0]
-		if got.ErrorCode != 42 || deref(got.ErrorMessage) != tc.msg {
+		if got.ErrorCode != kerr.InvalidRequest.Code || deref(got.ErrorMessage) != tc.msg {
 			t.Errorf("%v: %d %q", tc.e.Ops, got.ErrorCode, deref(got.ErrorMessage))
 		}
 	}
@@ -184,7 +184,7 @@ func TestBurstSecondsKey(t *testing.T) {
 	msg := "Quota burst_seconds must be from 0 to 3600 (seconds of quota a fresh client may send at once; 0: none; remove the key for Kafka's, 10)"
 	for _, v := range []float64{-1, 3600.5, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		got := f.alter(t, admin, false, entry(user, set("burst_seconds", v))).Entries[0]
-		if got.ErrorCode != 42 || deref(got.ErrorMessage) != msg {
+		if got.ErrorCode != kerr.InvalidRequest.Code || deref(got.ErrorMessage) != msg {
 			t.Errorf("burst_seconds=%v: %d %q", v, got.ErrorCode, deref(got.ErrorMessage))
 		}
 	}

@@ -255,7 +255,7 @@ func TestDelegatedAlter(t *testing.T) {
 	}
 	// Someone who administers nothing is refused as before; a quota admin
 	// is not bound by the ceiling.
-	if r := f.alter(t, alice, false, entry(ent(u("alice")), set("producer_byte_rate", 1))); r.Entries[0].ErrorCode != 31 {
+	if r := f.alter(t, alice, false, entry(ent(u("alice")), set("producer_byte_rate", 1))); r.Entries[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("alice: %d", r.Entries[0].ErrorCode)
 	}
 	if r := f.alter(t, admin, false, entry(ent(u("alice")), set("producer_byte_rate", 1<<30))); r.Entries[0].ErrorCode != 0 {
@@ -363,13 +363,13 @@ func TestDelegatedScramDescribe(t *testing.T) {
 	if r := describe(carol, "alice"); r.ErrorCode != 0 || len(r.Results) != 1 || len(r.Results[0].CredentialInfos) != 1 {
 		t.Errorf("carol, alice: %+v", r)
 	}
-	if r := describe(carol, "alice", "bob"); r.ErrorCode != 31 {
+	if r := describe(carol, "alice", "bob"); r.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("carol, alice and bob: %+v", r)
 	}
-	if r := describe(user("bob")); r.ErrorCode != 31 {
+	if r := describe(user("bob")); r.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("bob, a member but no admin: %+v", r)
 	}
-	if r := f.alter(carol, alterScram(nil, upsert(t, "alice", 1, "x", 4096))); r.Results[0].ErrorCode != 31 {
+	if r := f.alter(carol, alterScram(nil, upsert(t, "alice", 1, "x", 4096))); r.Results[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
 		t.Errorf("carol alters a credential: %s", scramResults(r))
 	}
 	denied := 0

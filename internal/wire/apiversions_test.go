@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/wire"
@@ -205,7 +206,7 @@ func TestUnsupportedApiVersions(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []avKey{{ApiKey: int16(kmsg.ApiVersions), MinVersion: 0, MaxVersion: max}}
-		if resp.ErrorCode != 35 || !reflect.DeepEqual(resp.ApiKeys, want) {
+		if resp.ErrorCode != kerr.UnsupportedVersion.Code || !reflect.DeepEqual(resp.ApiKeys, want) {
 			t.Errorf("max %d: %+v", max, resp)
 		}
 		exp := kmsg.NewPtrApiVersionsResponse()
