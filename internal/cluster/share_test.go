@@ -183,6 +183,11 @@ func (m *meter) sum(from, to int) float64 {
 	return t
 }
 
+// connOn runs conn on instance in until until, in wg.
+func connOn(wg *sync.WaitGroup, m *meter, in *simInstance, until time.Time) {
+	wg.Go(func() { conn(m, func() *simInstance { return in }, until, nil) })
+}
+
 // conn is one producer connection of client "tenant" on an instance: it
 // sends 16 KiB requests as fast as a 1 ms round trip lets it (16 MiB/s,
 // far above Q), and after a throttled answer waits the throttle, as Kafka
@@ -244,7 +249,7 @@ func alone(t *testing.T, alg quota.ByteRateAlgorithm, conns int, dur time.Durati
 		until := time.Now().Add(dur)
 		var wg sync.WaitGroup
 		for range conns {
-			wg.Go(func() { conn(m, func() *simInstance { return in }, until, nil) })
+			connOn(&wg, m, in, until)
 		}
 		wg.Wait()
 	})
@@ -287,8 +292,7 @@ func TestShareUneven(t *testing.T) {
 				var wg sync.WaitGroup
 				for i, n := range []int{1, 4, 1} {
 					for range n {
-						in := c.inst[i]
-						wg.Go(func() { conn(m, func() *simInstance { return in }, until, nil) })
+						connOn(&wg, m, c.inst[i], until)
 					}
 				}
 				wg.Wait()
@@ -325,8 +329,7 @@ func TestShareAloneIsPerInstance(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, n := range []int{1, 4, 1} {
 			for range n {
-				in := ins[i]
-				wg.Go(func() { conn(m, func() *simInstance { return in }, until, nil) })
+				connOn(&wg, m, ins[i], until)
 			}
 		}
 		wg.Wait()
@@ -434,8 +437,7 @@ func TestShareLossAndDelay(t *testing.T) {
 		until := time.Now().Add(45 * time.Second)
 		var wg sync.WaitGroup
 		for i := range 5 {
-			in := c.inst[i]
-			wg.Go(func() { conn(m, func() *simInstance { return in }, until, nil) })
+			connOn(&wg, m, c.inst[i], until)
 		}
 		wg.Wait()
 		within(t, "30 s with 10 % loss", m.sum(15, 45), simQ*30, 0.10)
@@ -489,8 +491,7 @@ func TestShareCutOff(t *testing.T) {
 			if i == 2 {
 				m = lone
 			}
-			in := c.inst[i]
-			wg.Go(func() { conn(m, func() *simInstance { return in }, until, nil) })
+			connOn(&wg, m, c.inst[i], until)
 		}
 		time.Sleep(20 * time.Second)
 		c.inst[2].node.cut.Store(true)

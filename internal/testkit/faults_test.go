@@ -132,12 +132,18 @@ func TestFaultRefuseAndKill(t *testing.T) {
 			t.Fatalf("%d connections left", r.fd.Conns(r.addr))
 		}
 		r.fd.Revive(r.addr)
-		c2, s2 := r.pair(t)
-		write(t, c2, "back")
-		if got := readN(t, s2, 4); got != "back" {
-			t.Fatalf("got %q", got)
-		}
+		r.passes(t, "back")
 	})
+}
+
+// passes dials a new pair and checks msg crosses it.
+func (r *faultRig) passes(t *testing.T, msg string) {
+	t.Helper()
+	c, s := r.pair(t)
+	write(t, c, msg)
+	if got := readN(t, s, len(msg)); got != msg {
+		t.Fatalf("got %q, want %q", got, msg)
+	}
 }
 
 func TestFaultBlackhole(t *testing.T) {
@@ -389,11 +395,7 @@ func TestFaultReset(t *testing.T) {
 			}
 		}
 		// New dials are not affected.
-		c3, s3 := r.pair(t)
-		write(t, c3, "ok")
-		if got := readN(t, s3, 2); got != "ok" {
-			t.Fatalf("got %q", got)
-		}
+		r.passes(t, "ok")
 	})
 }
 
