@@ -569,10 +569,10 @@ func (s *session) respondLocal(req *Request, b *wire.Buffer) {
 
 // writeLocal writes a local response now; mu is held.
 func (s *session) writeLocal(b *wire.Buffer) {
-	_, err := s.client.Write(b.B)
+	err := s.writeClient(b.B)
 	b.Release()
 	if err != nil {
-		go s.close(ReasonClientClosed, err)
+		go s.close(writeReason(err), err)
 	}
 }
 

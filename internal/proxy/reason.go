@@ -34,6 +34,9 @@ const (
 	ReasonResponseTooLarge Reason = "response_too_large"
 	ReasonUpstreamTimeout  Reason = "upstream_timeout"
 	ReasonRevoked          Reason = "credential_revoked"
+	// ReasonWriteTimeout: a write to the client made no progress for
+	// socket.connections_max_idle (the client stopped reading; writestall.go).
+	ReasonWriteTimeout Reason = "write_timeout"
 )
 
 // Reasons lists every close reason, for metrics that pre-declare labels.
@@ -42,6 +45,7 @@ var Reasons = []Reason{
 	ReasonFrameTooLarge, ReasonBadFrame, ReasonTLSOnPlaintext, ReasonUnknownAPIKey,
 	ReasonUnsupportedVers, ReasonRefused, ReasonShutdown, ReasonIOError, ReasonShed,
 	ReasonAuthFailed, ReasonTLSHandshake, ReasonIdle, ReasonHandshakeTimeout, ReasonResponseTooLarge, ReasonUpstreamTimeout, ReasonRevoked,
+	ReasonWriteTimeout,
 }
 
 // clientReason classifies an error from reading or parsing a client frame.

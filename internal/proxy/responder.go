@@ -92,8 +92,8 @@ func (s *session) forwardSmall(pr *pending, sz [4]byte, n int) (Reason, error) {
 	if pr.silent {
 		return "", nil // a replayed request's answer: the client had its own
 	}
-	if _, err := s.client.Write(buf.B); err != nil {
-		return ReasonClientClosed, err
+	if err := s.writeClient(buf.B); err != nil {
+		return writeReason(err), err
 	}
 	return "", nil
 }
@@ -110,10 +110,10 @@ func (s *session) popAndFlush() bool {
 		s.queue[s.head] = pending{}
 		s.head++
 		<-s.inFlt
-		_, err := s.client.Write(b.B)
+		err := s.writeClient(b.B)
 		b.Release()
 		if err != nil {
-			go s.close(ReasonClientClosed, err)
+			go s.close(writeReason(err), err)
 			return false
 		}
 	}

@@ -261,11 +261,11 @@ func (s *session) rawToken(p []byte) (Reason, error) {
 		s.gw.log.Info("authenticated", append(s.logAttrs(), "principal", s.info.Principal.String(), "mechanism", s.auth.mechanism, "handshake", "v0")...)
 	}
 	s.mu.Lock()
-	_, werr := s.client.Write(b.B)
+	werr := s.writeClient(b.B)
 	s.mu.Unlock()
 	b.Release()
 	if werr != nil {
-		return ReasonClientClosed, werr
+		return writeReason(werr), werr
 	}
 	return "", nil
 }

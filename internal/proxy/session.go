@@ -31,6 +31,10 @@ type session struct {
 	info principal.ConnInfo
 
 	client net.Conn
+	// wIdle bounds a client write that makes no progress
+	// (socket.connections_max_idle; writestall.go); 0 where a stallConn
+	// under the client connection bounds it instead (TLS).
+	wIdle time.Duration
 	// upstream is dialed by the reader at the first forwarded request
 	// (dialUpstream); close reads it under upMu.
 	upstream net.Conn
@@ -96,13 +100,17 @@ type pending struct {
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {
+	wIdle := g.cfg.IdleTimeout
 	if l.tls != nil {
-		c = tls.Server(c, l.tls.Config()) // handshake in run (clientTLS)
+		// The progress bound of writes below the record layer (writestall.go).
+		c = tls.Server(stallConn{c, wIdle}, l.tls.Config()) // handshake in run (clientTLS)
+		wIdle = 0
 	}
 	s := &session{
 		gw:       g,
 		ln:       l,
 		client:   c,
+		wIdle:    wIdle,
 		inFlt:    make(chan struct{}, g.cfg.MaxInFlight),
 		closed:   make(chan struct{}),
 		accepted: time.Now(),

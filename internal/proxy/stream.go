@@ -85,7 +85,7 @@ func (st *fetchStream) flush() {
 	if st.err != nil || len(st.stage) == 0 {
 		return
 	}
-	if _, err := st.s.client.Write(st.stage); err != nil {
+	if err := st.s.writeClient(st.stage); err != nil {
 		st.fail(errClientWrite{err})
 		return
 	}
@@ -105,7 +105,7 @@ func (st *fetchStream) copyRaw(k int) {
 	s := st.s
 	if b := min(s.ur.Buffered(), k); b > 0 {
 		p, _ := s.ur.Peek(b)
-		if _, err := s.client.Write(p); err != nil {
+		if err := s.writeClient(p); err != nil {
 			st.fail(errClientWrite{err})
 			return
 		}
@@ -114,7 +114,7 @@ func (st *fetchStream) copyRaw(k int) {
 		k -= b
 	}
 	if k > 0 {
-		if _, err := copyN(s.client, s.upstream, int64(k)); err != nil {
+		if err := s.copyToClient(k); err != nil {
 			st.fail(err)
 			return
 		}
@@ -172,7 +172,7 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 	st.flush()
 	if st.err != nil {
 		if _, ok := st.err.(errClientWrite); ok {
-			return ReasonClientClosed, st.err
+			return writeReason(st.err), st.err
 		}
 		return upstreamReason(st.err), st.err
 	}
