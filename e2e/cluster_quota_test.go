@@ -93,16 +93,6 @@ func spread(t *testing.T, envs []*testkit.Env, p *perSecond, conns []int, from, 
 	return &wg
 }
 
-func (p *perSecond) sum(from, to int) float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var s float64
-	for i := from; i < to && i < len(p.secs); i++ {
-		s += p.secs[i]
-	}
-	return s
-}
-
 // TestSynctestClusterOneQuota: a client with 1, 4 and 1 producers on three
 // gateways gets Q in total — within ±5 % over 30 s after the start-up
 // burst — and its start-up burst is one Q·(N−1)·W, not three.

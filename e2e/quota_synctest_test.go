@@ -159,6 +159,17 @@ func (p *perSecond) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E
 	p.mu.Unlock()
 }
 
+// sum is the bytes of seconds [from, to).
+func (p *perSecond) sum(from, to int) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var s float64
+	for i := from; i < to && i < len(p.secs); i++ {
+		s += p.secs[i]
+	}
+	return s
+}
+
 // The accuracy measure in virtual time: a franz-go producer at full
 // speed, measured over 30 s after the first 12 s. The token bucket (the
 // default) holds it to Q within 3 %, every second near Q; Kafka's sampled

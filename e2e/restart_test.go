@@ -353,45 +353,12 @@ func newRestartClient(t *testing.T, boot string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// perSecondBytes counts produce request bytes as the quota counts them
-// (after the 4-byte size) in each second of virtual time since start, when
-// their responses arrive.
-type perSecondBytes struct {
-	start time.Time
-	mu    sync.Mutex
-	secs  []float64
-}
-
-func (p *perSecondBytes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
-	if key != 0 || e.WriteErr != nil || e.ReadErr != nil {
-		return
-	}
-	i := int(time.Since(p.start) / time.Second)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(p.secs) <= i {
-		p.secs = append(p.secs, 0)
-	}
-	p.secs[i] += float64(e.BytesWritten - 4)
-}
-
-// sum is the bytes of seconds [from, to).
-func (p *perSecondBytes) sum(from, to int) float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var s float64
-	for i := from; i < to && i < len(p.secs); i++ {
-		s += p.secs[i]
-	}
-	return s
-}
-
 // produceFlatOut produces 8 KiB records to topic as fast as the gateway
 // lets a client, for d of virtual time, and reports what passed each
 // second. The client is closed before it returns.
-func produceFlatOut(t *testing.T, env *testkit.Env, topic string, d time.Duration) *perSecondBytes {
+func produceFlatOut(t *testing.T, env *testkit.Env, topic string, d time.Duration) *perSecond {
 	t.Helper()
-	p := &perSecondBytes{start: time.Now()}
+	p := &perSecond{start: time.Now()}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext), kgo.AllowAutoTopicCreation(),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32<<10), kgo.WithHooks(p))
 	if err != nil {
@@ -443,7 +410,7 @@ func TestRestartQuotaStartUpBurst(t *testing.T) {
 			}
 		}
 		setQuota()
-		report := func(what string, p *perSecondBytes) {
+		report := func(what string, p *perSecond) {
 			t.Logf("%s: first 5 s %.1f Q, seconds 10-15 %.2f Q/s", what, p.sum(0, 5)/q, p.sum(10, 15)/5/q)
 		}
 
