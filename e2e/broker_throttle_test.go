@@ -90,7 +90,7 @@ func TestBrokerThrottleCombined(t *testing.T) {
 // largest throttle seen.
 func produceUntilThrottled(t *testing.T, ctx context.Context, env *testkit.Env, topic, id string, d time.Duration) time.Duration {
 	t.Helper()
-	h := &throttleHook{}
+	h := &throttleSeen{}
 	cl := newClient(t, env, nil, kgo.ClientID(id), kgo.DefaultProduceTopic(topic), kgo.WithHooks(h),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	deadline := time.Now().Add(d)
@@ -100,7 +100,7 @@ func produceUntilThrottled(t *testing.T, ctx context.Context, env *testkit.Env, 
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: v}).FirstErr(); err != nil {
 			t.Fatalf("produce as %s: %v", id, err)
 		}
-		if m := time.Duration(h.max.Load()); m > 0 {
+		if m := time.Duration(h.worst.Load()); m > 0 {
 			return m
 		}
 	}

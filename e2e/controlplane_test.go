@@ -199,7 +199,7 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 	env := startControlOn(t, up, func(c *app.Config) { dataDir = c.DataDir })
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
-	hook := &throttleHook{}
+	hook := &throttleSeen{}
 	topic := up.Topic(t, "live")
 	freshTopics(t, up, topic)
 	prod := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.WithHooks(hook),
@@ -210,7 +210,7 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 			t.Fatal(err)
 		}
 	}
-	if hook.n.Load() != 0 {
+	if hook.throttles.Load() != 0 {
 		t.Fatal("throttled before any quota")
 	}
 	anon := "ANONYMOUS"
@@ -234,7 +234,7 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 	set(4096)
 	start := time.Now()
 	chunk := make([]byte, 64<<10)
-	for hook.n.Load() == 0 {
+	for hook.throttles.Load() == 0 {
 		if time.Since(start) > time.Second {
 			t.Fatal("the quota did not throttle the running producer within 1 s")
 		}

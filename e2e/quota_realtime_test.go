@@ -13,21 +13,6 @@ import (
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
-type throttleHook struct {
-	n   atomic.Int64
-	max atomic.Int64
-}
-
-func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
-	h.n.Add(1)
-	for {
-		cur := h.max.Load()
-		if int64(d) <= cur || h.max.CompareAndSwap(cur, int64(d)) {
-			return
-		}
-	}
-}
-
 // One real-time run on loopback, with generous bounds, to show that the
 // deterministic (synctest) quota tests hide nothing: a producer at full
 // speed under producer_byte_rate is throttled to about the quota.
@@ -51,7 +36,7 @@ func produceQuotaRealTime(t *testing.T, up *testkit.Upstream) {
 	})
 	topic := up.Topic(t, "rt")
 	freshTopics(t, up, topic)
-	hook := &throttleHook{}
+	hook := &throttleSeen{}
 	cl := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.WithHooks(hook), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0),
 		kgo.ProducerBatchMaxBytes(32<<10))
@@ -89,8 +74,8 @@ func produceQuotaRealTime(t *testing.T, up *testkit.Upstream) {
 	burst := float64(q) * 10 * 0.25
 	got := (float64(sent.Load()) - burst) / el
 	t.Logf("sent %d bytes in %.1fs: %.0f B/s after the burst (quota %d); %d throttles, max %v",
-		sent.Load(), el, got, q, hook.n.Load(), time.Duration(hook.max.Load()))
-	if hook.n.Load() == 0 {
+		sent.Load(), el, got, q, hook.throttles.Load(), time.Duration(hook.worst.Load()))
+	if hook.throttles.Load() == 0 {
 		t.Fatal("the producer never saw a throttle")
 	}
 	if got > 1.6*q || got < 0.4*q {
