@@ -51,12 +51,7 @@ func faultClient(t *testing.T, env *testkit.Env, opts ...kgo.Opt) *kgo.Client {
 	if env.Net != nil {
 		base = append(base, kgo.Dialer(env.Net.DialContext))
 	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return franzClient(t, append(base, opts...)...)
 }
 
 // acked records what a producer got acknowledged, by value.

@@ -39,6 +39,17 @@ func ptrF(f float64) *float64 { return &f }
 
 // Clients.
 
+// franzClient is a franz-go client with opts, closed when the test ends.
+func franzClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
 // newClient is a franz-go client of env's bootstrap, dialing through d
 // when it is set, closed when the test ends.
 func newClient(t *testing.T, env *testkit.Env, d *testkit.Dialer, opts ...kgo.Opt) *kgo.Client {
@@ -47,12 +58,7 @@ func newClient(t *testing.T, env *testkit.Env, d *testkit.Dialer, opts ...kgo.Op
 	if d != nil {
 		base = append(base, kgo.Dialer(d.DialContext))
 	}
-	c, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return franzClient(t, append(base, opts...)...)
 }
 
 // checkDialsGatewayOnly checks that who dialed the bootstrap and the three

@@ -76,12 +76,7 @@ func bubbleClient(t *testing.T, env *testkit.Env, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	base := []kgo.Opt{kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext),
 		kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression())}
-	cl, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return franzClient(t, append(base, opts...)...)
 }
 
 // produceFor produces at full speed for d of virtual time.

@@ -320,12 +320,7 @@ func leaderOfMost(t *testing.T, ctx context.Context, c *kafka.Cluster, topic str
 // Tollgate (PLAINTEXT: ANONYMOUS, a super user), closed with the test.
 func directClient(t *testing.T, c *kafka.Cluster) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap(kafka.Plaintext)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return franzClient(t, kgo.SeedBrokers(c.Bootstrap(kafka.Plaintext)...))
 }
 
 // waitBucketSpent waits (bounded) until the client-id's producer bucket

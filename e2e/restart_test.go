@@ -344,13 +344,8 @@ log:
 // ends, retrying quickly (the gateway is away for a moment).
 func newRestartClient(t *testing.T, boot string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(boot),
+	return franzClient(t, append([]kgo.Opt{kgo.SeedBrokers(boot),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
 }
 
 // produceFlatOut produces 8 KiB records to topic as fast as the gateway

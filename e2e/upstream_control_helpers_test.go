@@ -19,12 +19,7 @@ import (
 // listeners (ANONYMOUS, a super user there). Closed when the test ends.
 func upstreamAdmin(t *testing.T, env *testkit.Env) *kadm.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
+	return kadm.NewClient(franzClient(t, kgo.SeedBrokers(env.UpstreamAddrs()...)))
 }
 
 // eventually retries check every 100 ms until it returns nil or d passes,
