@@ -196,20 +196,11 @@ func brokerConfigsLive(t *testing.T, up *testkit.Upstream) {
 // value.
 func dynamicDefaults(t *testing.T, ctx context.Context, adm *kadm.Client) map[string]string {
 	t.Helper()
-	desc, err := adm.DescribeBrokerConfigs(ctx)
+	vals, err := describeBrokerConfigs(t, ctx, adm, func(c kadm.Config) bool {
+		return c.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig && !c.Sensitive
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	vals := map[string]string{}
-	for _, r := range desc {
-		if r.Err != nil {
-			t.Fatalf("describe the cluster default: %v", r.Err)
-		}
-		for _, c := range r.Configs {
-			if c.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig && !c.Sensitive {
-				vals[c.Key] = c.MaybeValue()
-			}
-		}
+		t.Fatalf("describe the cluster default: %v", err)
 	}
 	return vals
 }
@@ -217,15 +208,29 @@ func dynamicDefaults(t *testing.T, ctx context.Context, adm *kadm.Client) map[st
 // brokerConfigValues describes the broker configs through adm: key → value.
 func brokerConfigValues(t *testing.T, ctx context.Context, adm *kadm.Client) map[string]string {
 	t.Helper()
+	vals, _ := describeBrokerConfigs(t, ctx, adm, func(kadm.Config) bool { return true })
+	return vals
+}
+
+// describeBrokerConfigs describes the broker configs through adm: key →
+// value of those keep takes, and the first error a resource came back with.
+func describeBrokerConfigs(t *testing.T, ctx context.Context, adm *kadm.Client, keep func(kadm.Config) bool) (map[string]string, error) {
+	t.Helper()
 	desc, err := adm.DescribeBrokerConfigs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vals := map[string]string{}
+	var rerr error
 	for _, r := range desc {
+		if r.Err != nil && rerr == nil {
+			rerr = r.Err
+		}
 		for _, c := range r.Configs {
-			vals[c.Key] = c.MaybeValue()
+			if keep(c) {
+				vals[c.Key] = c.MaybeValue()
+			}
 		}
 	}
-	return vals
+	return vals, rerr
 }
