@@ -3,11 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,27 +41,15 @@ func TestClusterInstanceKill9(t *testing.T) {
 	for i := range 3 {
 		p := base + 5*i
 		dir := t.TempDir()
-		in := &inst{cfg: filepath.Join(dir, "tollgate.yaml"), boot: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)),
-			admin: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p+1))}
-		yaml := fmt.Sprintf(`data_dir: %s
-listeners:
-  - name: PLAINTEXT
-    bootstrap: %s
-    broker_port_base: %d
-http:
-  address: 127.0.0.1:%d
-upstream:
-  bootstrap: [%s]
-authorization:
+		in := &inst{cfg: filepath.Join(dir, "tollgate.yaml"), boot: loopback(p), admin: "http://" + loopback(p+1)}
+		yaml := gatewayYAML(filepath.Join(dir, "data"), p, up.Addrs(), "", fmt.Sprintf(`authorization:
   quota_admins: [ANONYMOUS]
   allow_anonymous_describe: true
 cluster:
   id: kill9
   instance_id: i%d
   exchange_interval: 250ms
-log:
-  format: json
-`, filepath.Join(dir, "data"), in.boot, p+2, p+1, strings.Join(up.Addrs(), ", "), i)
+`, i))
 		if err := os.WriteFile(in.cfg, []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -81,8 +81,8 @@ func newHandoverRigOn(t *testing.T, up *testkit.Upstream, bin string) *handoverR
 		}
 	}
 	r.base = freePorts(t, 3+slices.Max(nodes))
-	r.boot = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base))
-	r.admin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base+1))
+	r.boot = loopback(r.base)
+	r.admin = "http://" + loopback(r.base+1)
 	r.ports = []int{r.base, r.base + 1}
 	for _, id := range nodes {
 		r.ports = append(r.ports, r.base+2+id)
@@ -133,22 +133,8 @@ func (r *handoverRig) install(t *testing.T, src string) {
 
 func (r *handoverRig) writeConfig(t *testing.T, extra string) {
 	t.Helper()
-	yaml := fmt.Sprintf(`data_dir: %s
-listeners:
-  - name: PLAINTEXT
-    bootstrap: %s
-    broker_port_base: %d
-http:
-  address: 127.0.0.1:%d
-upstream:
-  bootstrap: [%s]
-  metadata_refresh: 500ms
-authorization:
-  quota_admins: [ANONYMOUS]
-shutdown_timeout: 10s
-log:
-  format: json
-%s`, filepath.Join(r.dir, "data"), r.boot, r.base+2, r.base+1, strings.Join(r.upstream, ", "), extra)
+	yaml := gatewayYAML(filepath.Join(r.dir, "data"), r.base, r.upstream, "500ms",
+		"authorization:\n  quota_admins: [ANONYMOUS]\nshutdown_timeout: 10s\n"+extra)
 	tmp := r.cfg + ".new"
 	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -429,7 +415,7 @@ func handoverUpgradeRefusesNothing(t *testing.T, up *testkit.Upstream, bin strin
 	pdone := produceUntil(ctx, prod, topic, "rec", 100000, stopProd, acks)
 	waitUntil(t, "records acknowledged before the handover", 10*time.Millisecond, 20*time.Second, func() bool { return acks.count() >= 300 })
 
-	brokerPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.ports[2]))
+	brokerPort := loopback(r.ports[2])
 	loops, stopDials := startDialing([]string{r.boot, brokerPort}, 5000)
 	defer stopDials()
 	waitUntil(t, "dials before the handover", time.Millisecond, 10*time.Second, func() bool { return loops[r.boot].count() >= 100 })

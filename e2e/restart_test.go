@@ -73,6 +73,33 @@ func freePorts(t *testing.T, n int) int {
 	return 0
 }
 
+// loopback is the address of port on 127.0.0.1.
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// gatewayYAML is a `tollgate serve` config of the tests that run the
+// binary: data_dir, a PLAINTEXT listener on 127.0.0.1:base with broker
+// ports from base+2, the admin port on base+1, the upstream's brokers
+// (and its metadata_refresh, when refresh is set), JSON logs; then more,
+// other top-level keys.
+func gatewayYAML(dataDir string, base int, upstream []string, refresh, more string) string {
+	up := ""
+	if refresh != "" {
+		up = "\n  metadata_refresh: " + refresh
+	}
+	return fmt.Sprintf(`data_dir: %s
+listeners:
+  - name: PLAINTEXT
+    bootstrap: %s
+    broker_port_base: %d
+http:
+  address: %s
+upstream:
+  bootstrap: [%s]%s
+log:
+  format: json
+%s`, dataDir, loopback(base), base+2, loopback(base+1), strings.Join(upstream, ", "), up, more)
+}
+
 // gatewayProc is a `tollgate serve` child process.
 type gatewayProc struct {
 	cmd    *exec.Cmd
@@ -216,29 +243,15 @@ func restartKill9UnderLoad(t *testing.T, up *testkit.Upstream, bin string) {
 	dir := t.TempDir()
 	credFile, adminKeys := writeCredentials(t, nil, "ops")
 	base := freePorts(t, 5) // bootstrap, admin port, brokers 0-2
-	boot := net.JoinHostPort("127.0.0.1", strconv.Itoa(base))
-	admin := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(base+1))
+	boot := loopback(base)
+	admin := "http://" + loopback(base+1)
 	kafkaAddrs := []string{boot}
 	for n := 0; n < 3; n++ {
-		kafkaAddrs = append(kafkaAddrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(base+2+n)))
+		kafkaAddrs = append(kafkaAddrs, loopback(base+2+n))
 	}
 	cfg := filepath.Join(dir, "tollgate.yaml")
-	yaml := fmt.Sprintf(`data_dir: %s
-listeners:
-  - name: PLAINTEXT
-    bootstrap: %s
-    broker_port_base: %d
-http:
-  address: 127.0.0.1:%d
-upstream:
-  bootstrap: [%s]
-  metadata_refresh: 500ms
-authorization:
-  quota_admins: [ANONYMOUS, ops]
-credentials_file: %s
-log:
-  format: json
-`, filepath.Join(dir, "data"), boot, base+2, base+1, strings.Join(upstreamAddrs, ", "), credFile)
+	yaml := gatewayYAML(filepath.Join(dir, "data"), base, upstreamAddrs, "500ms",
+		"authorization:\n  quota_admins: [ANONYMOUS, ops]\ncredentials_file: "+credFile+"\n")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
