@@ -216,6 +216,33 @@ func (r *handoverRig) note(t *testing.T) string {
 	}
 }
 
+// signal sends sig to the running process.
+func (r *handoverRig) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// handOver signals the running process to hand over (SIGHUP, a reload
+// that finds a new binary; or SIGUSR2) and waits for it to exit 0. It
+// returns the pid of the new process, which is killed when the test ends.
+func (r *handoverRig) handOver(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	r.signal(t, sig)
+	select {
+	case <-r.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the old process did not exit within 60 s of the handover")
+	}
+	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the old process exited %d, want 0", code)
+	}
+	pid := r.successorPid(t)
+	killWhenDone(t, pid)
+	return pid
+}
+
 // successorPid is the pid the old process logged for the new one once it
 // served.
 func (r *handoverRig) successorPid(t *testing.T) int {
@@ -422,19 +449,7 @@ func handoverUpgradeRefusesNothing(t *testing.T, up *testkit.Upstream, bin strin
 
 	// The upgrade: a new binary at the path, then systemctl reload.
 	r.install(t, bin)
-	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the old process did not exit within 60 s of the handover")
-	}
-	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("the old process exited %d, want 0", code)
-	}
-	pid := r.successorPid(t)
-	killWhenDone(t, pid)
+	pid := r.handOver(t, syscall.SIGHUP)
 	if n := r.note(t); n != "STATUS=Handing over to a new process" {
 		t.Errorf("sd_notify at the handover %q", n)
 	}
@@ -553,18 +568,14 @@ func handoverFailureKeepsServing(t *testing.T, up *testkit.Upstream, bin string)
 		t.Fatal(err)
 	}
 	r.install(t, script)
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
+	r.signal(t, syscall.SIGUSR2)
 	failed(1, "exit status 3")
 	alterQuota(t, ctx, adm, "one", 1)
 
 	// A new process that fails once it has taken data_dir over.
 	r.install(t, bin)
 	r.writeConfig(t, "audit:\n  file: "+filepath.Join(r.dir, "no", "such", "dir", "audit.log")+"\n")
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
+	r.signal(t, syscall.SIGUSR2)
 	failed(2, "exited before it served: exit status 1")
 	if len(r.logged("handover: data_dir released")) != 1 || len(r.logged("handover: data_dir taken back")) != 1 {
 		t.Fatal("the old process did not release data_dir and take it back")
@@ -579,19 +590,7 @@ func handoverFailureKeepsServing(t *testing.T, up *testkit.Upstream, bin string)
 
 	// It can still hand over.
 	r.writeConfig(t, "")
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the old process did not exit within 60 s of the handover")
-	}
-	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("the old process exited %d, want 0", code)
-	}
-	pid := r.successorPid(t)
-	killWhenDone(t, pid)
+	pid := r.handOver(t, syscall.SIGUSR2)
 	alterQuota(t, ctx, adm, "three", 3)
 	if q := storedQuota(t, ctx, adm, "two"); q != 2 {
 		t.Errorf("quota two after the handover reads %v", q)
