@@ -217,42 +217,9 @@ func requestPercentageSparesLongPolls(t *testing.T, up *testkit.Upstream) {
 	n := &throttleSeen{}
 	cons := newClient(t, env, nil, kgo.ClientID("tail"), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second), kgo.WithHooks(n))
-	ctx, cancel := context.WithTimeout(context.Background(), run)
-	defer cancel()
-	var wg sync.WaitGroup
-	sent := 1
-	wg.Go(func() {
-		// A record every 700 ms: some polls expire, some end early when
-		// a record arrives.
-		tick := time.NewTicker(700 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "more-%d", i)}).FirstErr(); err == nil {
-					sent++
-				}
-			}
-		}
-	})
-	got := 0
-	for i := 0; ctx.Err() == nil; i++ {
-		if i > 100_000 {
-			t.Fatal("the consumer's polls do not wait")
-		}
-		got += cons.PollFetches(ctx).NumRecords()
-	}
-	wg.Wait()
-	t.Logf("read %d of %d records in %v; %d throttles", got, sent, run, n.throttles.Load())
-	if n.throttles.Load() != 0 {
-		t.Errorf("a long-polling consumer was throttled %d times (the longest %v): its wait was charged",
-			n.throttles.Load(), time.Duration(n.worst.Load()))
-	}
-	if got < sent-1 {
-		t.Errorf("read %d of %d records", got, sent)
-	}
+	// A record every 700 ms: some polls expire, some end early when a
+	// record arrives.
+	tailQuietTopic(t, run, 700*time.Millisecond, prod, cons, n, func(i int) []byte { return fmt.Appendf(nil, "more-%d", i) })
 }
 
 // TestRequestPercentageHoldsCheapRequests in real time, on every upstream:

@@ -383,42 +383,51 @@ func TestRequestPercentageSparesLongPolls(t *testing.T) {
 		n := &throttleSeen{}
 		cons := bubbleClient(t, env, kgo.ClientID("tail"), kgo.ConsumeTopics("quiet"),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(time.Second), kgo.WithHooks(n))
-		ctx, cancel := context.WithTimeout(context.Background(), run)
-		defer cancel()
-		var wg sync.WaitGroup
-		wg.Add(1)
-		sent := 1
-		go func() {
-			defer wg.Done()
-			// A record every 1.5 s: some polls expire, some end early
-			// when a record arrives.
-			for tick := time.NewTicker(1500 * time.Millisecond); ; {
-				select {
-				case <-ctx.Done():
-					tick.Stop()
-					return
-				case <-tick.C:
-					if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("more")}).FirstErr(); err == nil {
-						sent++
-					}
+		// A record every 1.5 s: some polls expire, some end early when a
+		// record arrives.
+		tailQuietTopic(t, run, 1500*time.Millisecond, prod, cons, n, func(int) []byte { return []byte("more") })
+	})
+}
+
+// tailQuietTopic polls with cons, a consumer of a quiet topic holding one
+// record, its throttles counted by n, for run, while prod produces a record
+// (value(i), the i-th) to the topic every interval; then it checks that the
+// consumer's polls waited, that it was never throttled and that it read
+// every record but the last one in flight.
+func tailQuietTopic(t *testing.T, run, every time.Duration, prod, cons *kgo.Client, n *throttleSeen, value func(i int) []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	sent := 1
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if err := prod.ProduceSync(ctx, &kgo.Record{Value: value(i)}).FirstErr(); err == nil {
+					sent++
 				}
 			}
-		}()
-		got := 0
-		for i := 0; ctx.Err() == nil; i++ {
-			if i > 100_000 {
-				t.Fatal("the consumer's polls do not wait")
-			}
-			got += cons.PollFetches(ctx).NumRecords()
-		}
-		wg.Wait()
-		t.Logf("read %d of %d records in %v; %d throttles", got, sent, run, n.throttles.Load())
-		if n.throttles.Load() != 0 {
-			t.Errorf("a long-polling consumer was throttled %d times (the longest %v): its wait was charged",
-				n.throttles.Load(), time.Duration(n.worst.Load()))
-		}
-		if got < sent-1 {
-			t.Errorf("read %d of %d records", got, sent)
 		}
 	})
+	got := 0
+	for i := 0; ctx.Err() == nil; i++ {
+		if i > 100_000 {
+			t.Fatal("the consumer's polls do not wait")
+		}
+		got += cons.PollFetches(ctx).NumRecords()
+	}
+	wg.Wait()
+	t.Logf("read %d of %d records in %v; %d throttles", got, sent, run, n.throttles.Load())
+	if n.throttles.Load() != 0 {
+		t.Errorf("a long-polling consumer was throttled %d times (the longest %v): its wait was charged",
+			n.throttles.Load(), time.Duration(n.worst.Load()))
+	}
+	if got < sent-1 {
+		t.Errorf("read %d of %d records", got, sent)
+	}
 }
