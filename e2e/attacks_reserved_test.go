@@ -278,17 +278,11 @@ func attackFetchOwnTopic(t *testing.T, up *testkit.Upstream) {
 	}
 
 	fetch := func(v int16) *kmsg.FetchRequest {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = v, 100, 1<<20, -1
-		tp := kmsg.NewFetchRequestTopic()
-		tp.Topic = o.audit
+		req := fetchOne(o.audit, 0, 0)
+		req.Version, req.MaxWaitMillis, req.SessionEpoch = v, 100, -1
 		if v >= 13 {
-			tp.Topic, tp.TopicID = "", id
+			req.Topics[0].Topic, req.Topics[0].TopicID = "", id
 		}
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.PartitionMaxBytes = 1 << 20
-		tp.Partitions = []kmsg.FetchRequestTopicPartition{p}
-		req.Topics = []kmsg.FetchRequestTopic{tp}
 		return req
 	}
 	for _, v := range []int16{4, 12, 13, 16} {

@@ -280,6 +280,20 @@ func (rc *rawConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	return rc.recv(req)
 }
 
+// fetchOne is a Fetch of one partition of topic, by name, from offset: at
+// most 1 MiB. The caller sets the version and how long the broker waits.
+func fetchOne(topic string, partition int32, offset int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = partition, offset, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	return req
+}
+
 // do is roundTrip that fails the test on an error.
 func (rc *rawConn) do(t *testing.T, req kmsg.Request) kmsg.Response {
 	t.Helper()

@@ -227,14 +227,9 @@ func (h *hammer) run(ctx context.Context, t *testing.T, cl *kgo.Client, leader i
 			return r
 		},
 		func() kmsg.Request {
-			r := kmsg.NewPtrFetchRequest()
-			r.MaxWaitMillis, r.MinBytes, r.MaxBytes = 0, 1, 1<<20
-			ft := kmsg.NewFetchRequestTopic()
-			ft.Topic, ft.TopicID = topic, id
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.FetchOffset, fp.PartitionMaxBytes = 1<<40, 1<<20 // past the end: nothing to send
-			ft.Partitions = append(ft.Partitions, fp)
-			r.Topics = append(r.Topics, ft)
+			r := fetchOne(topic, 0, 1<<40) // past the end: nothing to send
+			r.MaxWaitMillis, r.MinBytes = 0, 1
+			r.Topics[0].TopicID = id
 			return r
 		},
 	}

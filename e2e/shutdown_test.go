@@ -38,19 +38,10 @@ func shutdownFinishesInFlight(t *testing.T, up *testkit.Upstream) {
 			leader = tp.Partitions[0].Leader
 		}
 	}
-	fetch := kmsg.NewPtrFetchRequest()
+	fetch := fetchOne(drain, 0, 1)
 	fetch.MaxWaitMillis = 1500
 	fetch.MinBytes = 1 << 20 // more than there is: the broker waits the full 1.5 s
-	fetch.MaxBytes = 1 << 20
-	ft := kmsg.NewFetchRequestTopic()
-	ft.Topic = drain
-	fp := kmsg.NewFetchRequestTopicPartition()
-	fp.Partition = 0
-	fp.PartitionMaxBytes = 1 << 20
-	fp.FetchOffset = 1
-	ft.Partitions = append(ft.Partitions, fp)
-	fetch.Topics = append(fetch.Topics, ft)
-	fetch.Version = 11 // by topic name
+	fetch.Version = 11       // by topic name
 
 	type result struct {
 		resp kmsg.Response
