@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -37,8 +38,19 @@ func auditTopicSink(t *testing.T, up *testkit.Upstream) {
 		t.Fatalf("alter: %v %+v", err, res)
 	}
 	// Read the topic straight from the upstream cluster.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	rec, ev := oneAuditEvent(t, ctx, topic, kgo.SeedBrokers(env.UpstreamAddrs()...))
+	ch := ev["changes"].([]any)[0].(map[string]any)
+	if ev["action"] != "alter_client_quotas" || ev["outcome"] != "applied" || ch["new"] != 4096.0 || string(rec.Key) != ev["id"] {
+		t.Fatalf("event %v", ev)
+	}
+}
+
+// oneAuditEvent reads the audit topic from its start with a client of
+// opts (the upstream's brokers, and how to log in there): it must hold one
+// record, returned with its event.
+func oneAuditEvent(t *testing.T, ctx context.Context, topic string, opts ...kgo.Opt) (*kgo.Record, map[string]any) {
+	t.Helper()
+	cons, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +61,7 @@ func auditTopicSink(t *testing.T, up *testkit.Upstream) {
 	}
 	var ev map[string]any
 	if err := json.Unmarshal(fs.Records()[0].Value, &ev); err != nil {
-		t.Fatal(err)
+		t.Fatalf("event %s: %v", fs.Records()[0].Value, err)
 	}
-	ch := ev["changes"].([]any)[0].(map[string]any)
-	if ev["action"] != "alter_client_quotas" || ev["outcome"] != "applied" || ch["new"] != 4096.0 || string(fs.Records()[0].Key) != ev["id"] {
-		t.Fatalf("event %v", ev)
-	}
+	return fs.Records()[0], ev
 }
