@@ -421,15 +421,21 @@ func TestRestartQuotaStartUpBurst(t *testing.T) {
 		report := func(what string, p *perSecond) {
 			t.Logf("%s: first 5 s %.1f Q, seconds 10-15 %.2f Q/s", what, p.sum(0, 5)/q, p.sum(10, 15)/5/q)
 		}
+		// burstThenQ checks that p's client had the start-up burst in its
+		// first 5 s and was held to Q in seconds 10-15.
+		burstThenQ := func(p *perSecond, who, want, after string) {
+			t.Helper()
+			if got := p.sum(0, 5); got < burst {
+				t.Errorf("%s sent %.1f Q in its first 5 s, want %s (10 Q)", who, got/q, want)
+			}
+			if got := p.sum(10, 15) / 5; got < 0.8*q || got > 1.25*q {
+				t.Errorf("after %s a client sent %.2f Q/s, want Q", after, got/q)
+			}
+		}
 
 		fresh := produceFlatOut(t, env, "burst", 15*time.Second)
 		report("fresh gateway", fresh)
-		if got := fresh.sum(0, 5); got < burst {
-			t.Errorf("a fresh client sent %.1f Q in its first 5 s, want at least the start-up burst (10 Q)", got/q)
-		}
-		if got := fresh.sum(10, 15) / 5; got < 0.8*q || got > 1.25*q {
-			t.Errorf("after its burst a client sent %.2f Q/s, want Q", got/q)
-		}
+		burstThenQ(fresh, "a fresh client", "at least the start-up burst", "its burst")
 
 		// Control: the same user again, no restart. The bucket is
 		// remembered: no second burst.
@@ -453,11 +459,6 @@ func TestRestartQuotaStartUpBurst(t *testing.T) {
 		}
 		restarted := produceFlatOut(t, env, "burst", 15*time.Second)
 		report("after a restart", restarted)
-		if got := restarted.sum(0, 5); got < burst {
-			t.Errorf("after a restart a client sent %.1f Q in its first 5 s, want the start-up burst again (10 Q)", got/q)
-		}
-		if got := restarted.sum(10, 15) / 5; got < 0.8*q || got > 1.25*q {
-			t.Errorf("after the restart's burst a client sent %.2f Q/s, want Q", got/q)
-		}
+		burstThenQ(restarted, "after a restart a client", "the start-up burst again", "the restart's burst")
 	})
 }
