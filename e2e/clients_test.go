@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,10 +15,94 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
+
+// Client families through the gateway: franz-go, kcat (librdkafka), the
+// confluent-kafka Python client and kafkajs; and the config
+// scripts/kafka-dev.sh prints for a newcomer's first client. sarama,
+// kafka-go and the Java clients have files of their own.
+
+// Produce and consume with a consumer group through the gateway across 3
+// brokers: every record arrives, in order per partition, and the client
+// only ever dials gateway addresses.
+func TestFranzGoProduceConsumeGroup(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		franzGoProduceConsumeGroup(t, env, up.Topic(t, "orders"), up.GroupID(t, "g1"))
+	})
+}
+
+func franzGoProduceConsumeGroup(t *testing.T, env *testkit.Env, topic, group string) {
+	ctx := ctxT(t, 60*time.Second)
+	dialer := &testkit.Dialer{}
+	const partitions, perPartition = 6, 200
+
+	adm := kadm.NewClient(newClient(t, env, dialer))
+	if _, err := adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	// Spread leadership over all three brokers.
+	env.SpreadLeaders(t, topic, partitions)
+
+	prod := newClient(t, env, dialer, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := int32(0); p < partitions; p++ {
+		for i := 0; i < perPartition; i++ {
+			recs = append(recs, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "%d-%d", p, i)})
+		}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	cons := newClient(t, env, dialer, kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	next := map[int32]int{}
+	total := 0
+	for total < partitions*perPartition {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d: %v", total, partitions*perPartition, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			want := fmt.Sprintf("%d-%d", r.Partition, next[r.Partition])
+			if string(r.Value) != want {
+				t.Fatalf("partition %d: got %q, want %q", r.Partition, r.Value, want)
+			}
+			next[r.Partition]++
+			total++
+		})
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < partitions; p++ {
+		o, ok := offs.Lookup(topic, p)
+		if !ok || o.At != perPartition {
+			t.Errorf("committed offset of partition %d = %+v, want %d", p, o, perPartition)
+		}
+	}
+
+	dialed := dialer.Addrs()
+	checkDialsGatewayOnly(t, "the client", env, dialed)
+	for _, up := range env.UpstreamAddrs() {
+		for _, a := range dialed {
+			if a == up {
+				t.Errorf("client dialed upstream broker %s directly", up)
+			}
+		}
+	}
+}
 
 // kcatPath finds kcat. scripts/test.sh installs it, so its absence is a
 // broken environment, not a reason to skip.
@@ -259,4 +345,160 @@ func testKcat(t *testing.T, env *testkit.Env, topic, group string) {
 	})
 	sort.Strings(committed)
 	t.Logf("kcat -G committed %v", committed)
+}
+
+// Two more client families through the gateway, on both upstreams: the
+// confluent-kafka Python client (PyPI's wheel, with the librdkafka it
+// bundles) and kafkajs (npm, pure JavaScript). Each produces 300 records
+// (acks=all, idempotent), reads them back in a consumer group, and names
+// only gateway addresses as brokers. scripts/test.sh installs both into
+// the test cache (TOLLGATE_PYTHON, TOLLGATE_KAFKAJS) and sets
+// TOLLGATE_REQUIRE_CLIENTS=1, which makes a missing one a failure.
+func TestMoreClientFamilies(t *testing.T) {
+	t.Parallel()
+	families := []struct {
+		name, env, how string
+		cmd            func(ctx context.Context, dir string, args ...string) *exec.Cmd
+	}{
+		{"confluent-kafka-python", "TOLLGATE_PYTHON", "a python with confluent-kafka installed (scripts/test.sh makes one)",
+			func(ctx context.Context, py string, args ...string) *exec.Cmd {
+				return exec.CommandContext(ctx, py, append([]string{"testdata/python/produce_consume.py"}, args...)...)
+			}},
+		{"kafkajs", "TOLLGATE_KAFKAJS", "a directory with node_modules/kafkajs (scripts/test.sh makes one)",
+			func(ctx context.Context, dir string, args ...string) *exec.Cmd {
+				cmd := exec.CommandContext(ctx, "node", append([]string{"testdata/kafkajs/produce_consume.js"}, args...)...)
+				cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
+				return cmd
+			}},
+	}
+	for _, f := range families {
+		t.Run(f.name, func(t *testing.T) {
+			tool := os.Getenv(f.env)
+			if tool == "" {
+				if os.Getenv("TOLLGATE_REQUIRE_CLIENTS") == "1" {
+					t.Fatalf("%s is not set: it names %s", f.env, f.how)
+				}
+				t.Skipf("%s is not set (%s); scripts/test.sh sets it", f.env, f.how)
+			}
+			testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+				env := up.Start(t, app.Options{})
+				ctx := ctxT(t, 2*time.Minute)
+				topic, group := up.Topic(t, "clients"), up.GroupID(t, "clients")
+				if _, err := kadm.NewClient(newClient(t, env, nil)).CreateTopic(ctx, 3, -1, nil, topic); err != nil {
+					t.Fatal(err)
+				}
+				runClientFamily(t, env, f.cmd(ctx, tool, env.Bootstrap, topic, group, "300"), 300)
+			})
+		})
+	}
+}
+
+// clientReport is what the scripts print.
+type clientReport struct {
+	Version, Librdkafka string
+	Brokers             []string
+	Acked, Consumed     [][]any
+	Errors              []string
+	Unflushed           int
+}
+
+func runClientFamily(t *testing.T, env *testkit.Env, cmd *exec.Cmd, n int) {
+	t.Helper()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var rep clientReport
+	if jerr := json.Unmarshal(out, &rep); jerr != nil || err != nil {
+		t.Fatalf("%s: %v %v\nstdout: %s\nstderr: %s", cmd.Args[1], err, jerr, out, stderr.String())
+	}
+	if len(rep.Errors) > 0 || rep.Unflushed > 0 {
+		t.Fatalf("client errors %v (%d unflushed)\nstderr: %s", rep.Errors, rep.Unflushed, stderr.String())
+	}
+	gw := env.GatewayAddrs()
+	if len(rep.Brokers) != 3 {
+		t.Errorf("the client's metadata names brokers %v, want 3", rep.Brokers)
+	}
+	for _, b := range rep.Brokers {
+		if !gw[b] {
+			t.Errorf("the client's metadata names %s, not a gateway address (gateway: %v)", b, keys(gw))
+		}
+	}
+	seen := map[string]int{}
+	last := map[float64]float64{}
+	for _, r := range rep.Consumed {
+		p, o, v := r[0].(float64), r[1].(float64), r[2].(string)
+		if prev, ok := last[p]; ok && o <= prev {
+			t.Errorf("partition %v: offset %v after %v", p, o, prev)
+		}
+		last[p] = o
+		seen[v]++
+	}
+	prefix := "py-"
+	if strings.Contains(cmd.Args[1], "kafkajs") {
+		prefix = "js-"
+	}
+	for i := range n {
+		if v := fmt.Sprintf("%s%d", prefix, i); seen[v] != 1 {
+			t.Errorf("record %s consumed %d times, want once", v, seen[v])
+		}
+	}
+	t.Logf("%s (version %s, librdkafka %q): %d acknowledgements, %d records consumed, brokers %v", cmd.Args[1], rep.Version, rep.Librdkafka, len(rep.Acked), len(rep.Consumed), rep.Brokers)
+}
+
+// The config scripts/kafka-dev.sh prints for a newcomer is one Tollgate
+// loads as it is and that fronts the real cluster: each of its three
+// upstream blocks (PLAINTEXT, and the SSL and SASL_PLAINTEXT ones in its
+// comments) validates, and a client produces and consumes through a
+// gateway started from it. The kfake row checks that the plain config
+// needs nothing but its listener (no upstream: the embedded cluster).
+func TestKafkaDevConfig(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		text := "listeners:\n  - name: PLAINTEXT\n    bootstrap: 127.0.0.1:9092\n"
+		if up.Real() {
+			text = up.Kafka.TollgateConfig()
+		}
+		variants := []string{text}
+		for _, l := range strings.Split(text, "\n") {
+			if alt, ok := strings.CutPrefix(l, "#   upstream: "); ok {
+				variants = append(variants, strings.Replace(text, "upstream:\n  bootstrap:", "upstream: "+alt+"\nunused_bootstrap:", 1))
+			}
+		}
+		if up.Real() && len(variants) != 3 {
+			t.Fatalf("the printed config shows %d upstream blocks, want PLAINTEXT, SSL and SASL_PLAINTEXT:\n%s", len(variants), text)
+		}
+		for i, v := range variants {
+			// The commented alternatives replace the upstream block whole.
+			v = cutUnused(v)
+			p := filepath.Join(t.TempDir(), "tollgate.yaml")
+			if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := app.Load(p)
+			if err != nil {
+				t.Fatalf("variant %d does not load: %v\n%s", i, err, v)
+			}
+			env := up.Start(t, app.Options{}, func(c *app.Config) {
+				c.Upstream = cfg.Upstream
+				c.Upstream.MetadataRefresh = 200 * time.Millisecond
+			})
+			ctx := ctxT(t, 60*time.Second)
+			topic := up.Topic(t, "kafkadev")
+			cl := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hello")}).FirstErr(); err != nil {
+				t.Fatalf("variant %d: produce through the gateway: %v\n%s", i, err, v)
+			}
+		}
+	})
+}
+
+// cutUnused drops the PLAINTEXT bootstrap line a variant replaced.
+func cutUnused(v string) string {
+	var out []string
+	for _, l := range strings.Split(v, "\n") {
+		if !strings.HasPrefix(l, "unused_bootstrap:") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -27,7 +27,7 @@ import (
 
 // Helpers that tests across this package share. Helpers of one family stay
 // with it: the authentication clients in auth_helpers_test.go, kcat's in
-// kcat_test.go, the synctest quota clients in quota_synctest_test.go.
+// clients_test.go, the synctest quota clients in quota_synctest_test.go.
 
 // ctxT is a context that ends after d or with the test.
 func ctxT(t *testing.T, d time.Duration) context.Context {
