@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +18,152 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/wire"
 )
+
+// What a newer broker's protocol brings, through the gateway on both
+// upstreams: KRaft's DescribeCluster and DescribeQuorum, the broker's
+// ApiVersions clamped to kmsg's, KIP-227 fetch sessions, KIP-848 consumer
+// groups and KIP-932 share groups.
+
+// KRaft's own views through the gateway. DescribeCluster (at every
+// version the gateway offers) names the upstream's cluster id, a
+// controller among its brokers, and each broker at the gateway's port,
+// never its own address. DescribeQuorum reaches the real cluster's
+// metadata quorum and comes back with its leader and voters but none of
+// the controllers' listener addresses (the gateway has no port for
+// them). kfake has no DescribeQuorum (it advertises none; its row checks
+// DescribeCluster).
+func TestKRaftViewsThroughGateway(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		ctx := ctxT(t, 30*time.Second)
+		info := upstreamMetadata(t, env)
+		gw := env.GatewayAddrs()
+		raw := dialRaw(t, env.Bootstrap)
+		av := raw.do(t, kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse)
+		var dcMax, dqMax int16 = -1, -1
+		for _, k := range av.ApiKeys {
+			switch k.ApiKey {
+			case int16(kmsg.DescribeCluster):
+				dcMax = k.MaxVersion
+			case int16(kmsg.DescribeQuorum):
+				dqMax = k.MaxVersion
+			}
+		}
+		if dcMax < 0 {
+			t.Fatal("the gateway does not advertise DescribeCluster")
+		}
+		for v := int16(0); v <= dcMax; v++ {
+			req := kmsg.NewPtrDescribeClusterRequest()
+			req.Version = v
+			resp := raw.do(t, req).(*kmsg.DescribeClusterResponse)
+			what := "DescribeCluster v" + strconv.Itoa(int(v))
+			if resp.ErrorCode != 0 || resp.ClusterID != info.ClusterID || !info.Brokers[resp.ControllerID] || len(resp.Brokers) != 3 {
+				t.Errorf("%s: error %d, cluster %q (upstream %q), controller %d, %d brokers", what, resp.ErrorCode, resp.ClusterID, info.ClusterID, resp.ControllerID, len(resp.Brokers))
+			}
+			for _, b := range resp.Brokers {
+				if a := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))); !gw[a] || !info.Brokers[b.NodeID] {
+					t.Errorf("%s: broker %d at %s, not a gateway address", what, b.NodeID, a)
+				}
+			}
+		}
+		if !up.Real() || dqMax < 0 {
+			t.Logf("%s: DescribeQuorum advertised up to v%d", up.Name, dqMax)
+			return
+		}
+		controllers := map[string]bool{}
+		for _, n := range up.Kafka.Nodes() {
+			controllers[n.Controller] = true
+		}
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		req.Version = dqMax
+		topic := kmsg.NewDescribeQuorumRequestTopic()
+		topic.Topic = "__cluster_metadata"
+		topic.Partitions = []kmsg.DescribeQuorumRequestTopicPartition{{Partition: 0}}
+		req.Topics = []kmsg.DescribeQuorumRequestTopic{topic}
+		resp, err := req.RequestWith(ctx, newClient(t, env, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("DescribeQuorum v%d: %+v", dqMax, resp)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.LeaderID < 1 || len(p.CurrentVoters) != 3 {
+			t.Errorf("DescribeQuorum: leader %d, voters %+v (error %d); want a leader among three voters", p.LeaderID, p.CurrentVoters, p.ErrorCode)
+		}
+		for _, n := range resp.Nodes {
+			for _, l := range n.Listeners {
+				a := net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port)))
+				if controllers[a] || strings.Contains(a, up.Kafka.Nodes()[0].Controller) {
+					t.Errorf("DescribeQuorum names controller %d's listener %s %s through the gateway", n.NodeID, l.Name, a)
+				}
+			}
+		}
+		t.Logf("%s: DescribeQuorum v%d: leader %d, %d voters, %d nodes with their listeners removed", up.Name, dqMax, p.LeaderID, len(p.CurrentVoters), len(resp.Nodes))
+	})
+}
+
+// A newer broker's ApiVersions, through the gateway: asked of the broker
+// directly and through Tollgate, the gateway's answer is the broker's
+// clamped to what kmsg can parse — every key the broker advertises that
+// kmsg knows is there, with the broker's min and min(broker max, kmsg
+// max); keys kmsg does not know are gone; the only additions are the APIs
+// Tollgate answers itself (telemetry), with kmsg's ranges. Against Kafka
+// 4.x this is where a newer broker's APIs meet an older kmsg.
+func TestApiVersionsClampedFromBroker(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		req := func() *kmsg.ApiVersionsRequest {
+			r := kmsg.NewPtrApiVersionsRequest()
+			r.Version = 3
+			r.ClientSoftwareName, r.ClientSoftwareVersion = "tollgate-e2e", "1"
+			return r
+		}
+		direct := dialRaw(t, env.UpstreamAddrs()[0]).do(t, req()).(*kmsg.ApiVersionsResponse)
+		through := dialRaw(t, env.Bootstrap).do(t, req()).(*kmsg.ApiVersionsResponse)
+		if direct.ErrorCode != 0 || through.ErrorCode != 0 {
+			t.Fatalf("ApiVersions errors: direct %d, through %d", direct.ErrorCode, through.ErrorCode)
+		}
+		got := map[int16]kmsg.ApiVersionsResponseApiKey{}
+		for _, k := range through.ApiKeys {
+			got[k.ApiKey] = k
+		}
+		ownAnswers := map[int16]bool{int16(kmsg.GetTelemetrySubscriptions): true, int16(kmsg.PushTelemetry): true}
+		unknown := 0
+		for _, d := range direct.ApiKeys {
+			a := wire.Lookup(d.ApiKey)
+			g, ok := got[d.ApiKey]
+			delete(got, d.ApiKey)
+			switch {
+			case ownAnswers[d.ApiKey]:
+			case !a.Known:
+				unknown++
+				if ok {
+					t.Errorf("key %d (unknown to kmsg) advertised through the gateway: %+v", d.ApiKey, g)
+				}
+			case d.MinVersion > a.Max:
+				if ok {
+					t.Errorf("%s: broker's min %d is above kmsg's max %d, yet advertised: %+v", kmsg.NameForKey(d.ApiKey), d.MinVersion, a.Max, g)
+				}
+			case !ok:
+				t.Errorf("%s (broker %d–%d, kmsg max %d) missing through the gateway", kmsg.NameForKey(d.ApiKey), d.MinVersion, d.MaxVersion, a.Max)
+			case g.MinVersion != d.MinVersion || g.MaxVersion != min(d.MaxVersion, a.Max):
+				t.Errorf("%s: through %d–%d, want %d–%d (broker %d–%d, kmsg max %d)", kmsg.NameForKey(d.ApiKey),
+					g.MinVersion, g.MaxVersion, d.MinVersion, min(d.MaxVersion, a.Max), d.MinVersion, d.MaxVersion, a.Max)
+			}
+		}
+		for k, g := range got {
+			if !ownAnswers[k] {
+				t.Errorf("%s advertised through the gateway but not by the broker: %+v", kmsg.NameForKey(k), g)
+			}
+		}
+		t.Logf("%s: %d keys advertised, %d unknown to kmsg dropped, %d through the gateway", up.Name, len(direct.ApiKeys), unknown, len(through.ApiKeys))
+	})
+}
 
 // KIP-227 fetch sessions through the gateway: a consumer's full fetch
 // opens a session on the broker, and the incremental fetches after it name
@@ -272,4 +422,206 @@ func nextOffset(batches []byte, cur int64) int64 {
 		batches = batches[size:]
 	}
 	return cur
+}
+
+// KIP-848 consumer groups through the gateway: two franz-go consumers
+// with the server-side assignor (ConsumerGroupHeartbeat; Kafka 4.x's
+// coordinator assigns the partitions) share a topic's six partitions,
+// consume every record once between them, and ConsumerGroupDescribe
+// through the gateway names each member's own address (the gateway writes
+// it back over its own, in the upstream's format), not the gateway's.
+// Kafka 3.9 has no KIP-848 groups by default; franz-go then falls back to
+// the classic protocol, which the same checks hold for.
+func TestConsumerGroupProtocol(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		ctx := ctxT(t, 90*time.Second)
+		topic, group := up.Topic(t, "kip848"), up.GroupID(t, "kip848")
+		adm := kadm.NewClient(newClient(t, env, nil))
+		if _, err := adm.CreateTopic(ctx, 6, -1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		type member struct {
+			ip       string
+			mu       sync.Mutex
+			assigned int
+			seen     map[string]int
+		}
+		members := []*member{{ip: "127.0.0.21"}, {ip: "127.0.0.22"}}
+		var total sync.WaitGroup
+		const n = 600
+		seen := make(chan string, 2*n)
+		for _, m := range members {
+			m.seen = map[string]int{}
+			cl := newClient(t, env, nil, kgo.Dialer(fromIP(m.ip)), kgo.ClientID("kip848-"+m.ip),
+				kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group), kgo.ServerSideBalancer(),
+				kgo.Balancers(kgo.RangeBalancer()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
+					m.mu.Lock()
+					m.assigned += len(a[topic])
+					m.mu.Unlock()
+				}))
+			total.Add(1)
+			go func() {
+				defer total.Done()
+				for ctx.Err() == nil {
+					fs := cl.PollFetches(ctx)
+					fs.EachRecord(func(r *kgo.Record) { seen <- string(r.Value) })
+				}
+			}()
+		}
+		// Both members hold partitions before anything is produced.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			both := true
+			for _, m := range members {
+				m.mu.Lock()
+				both = both && m.assigned > 0
+				m.mu.Unlock()
+			}
+			if both {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the two members did not both get partitions within 60 s")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		prod := newClient(t, env, nil, kgo.DefaultProduceTopic(topic))
+		var recs []*kgo.Record
+		for i := range n {
+			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "r%d", i), Partition: int32(i % 6)})
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for len(got) < n && ctx.Err() == nil {
+			select {
+			case v := <-seen:
+				got[v]++
+			case <-ctx.Done():
+			}
+		}
+		if len(got) < n {
+			t.Fatalf("consumed %d of %d records", len(got), n)
+		}
+		for v, c := range got {
+			if c > 1 {
+				t.Errorf("record %s consumed %d times", v, c)
+			}
+		}
+
+		described, err := adm.DescribeConsumerGroups(ctx, group)
+		if err == nil && described[group].Err == nil && len(described[group].Members) > 0 {
+			hosts := map[string]bool{}
+			for _, m := range described[group].Members {
+				hosts[strings.TrimPrefix(m.ClientHost, "/")] = true
+			}
+			for _, m := range members {
+				if !hosts[m.ip] && !hosts[m.ip+":0"] && !hostHasIP(hosts, m.ip) {
+					t.Errorf("ConsumerGroupDescribe through the gateway shows hosts %v, not member %s's own address", hosts, m.ip)
+				}
+			}
+			t.Logf("%s: KIP-848 group, members at %v", up.Name, hosts)
+		} else {
+			// The classic protocol (a broker without KIP-848 groups).
+			dg, err := adm.DescribeGroups(ctx, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hosts := map[string]bool{}
+			for _, m := range dg[group].Members {
+				hosts[strings.TrimPrefix(m.ClientHost, "/")] = true
+			}
+			for _, m := range members {
+				if !hostHasIP(hosts, m.ip) {
+					t.Errorf("DescribeGroups through the gateway shows hosts %v, not member %s's own address", hosts, m.ip)
+				}
+			}
+			t.Logf("%s: classic group (ConsumerGroupDescribe: %v), members at %v", up.Name, err, hosts)
+		}
+	})
+}
+
+// hostHasIP says whether a member host (Kafka's "ip", kfake's "ip:port")
+// is ip.
+func hostHasIP(hosts map[string]bool, ip string) bool {
+	for h := range hosts {
+		if h == ip || strings.HasPrefix(h, ip+":") {
+			return true
+		}
+	}
+	return false
+}
+
+const consoleShareConsumer = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+
+// A share group (KIP-932) through the gateway: Kafka's console share
+// consumer (the Java KafkaShareConsumer: ShareGroupHeartbeat, ShareFetch
+// with its acknowledgements, FindCoordinator for the share coordinator)
+// reads every record of a topic whose partitions are led by all three
+// brokers, the group's share.auto.offset.reset set to earliest through the
+// gateway (IncrementalAlterConfigs on the group), and dials only gateway
+// addresses. Kafka 4's share groups are on by default (share.version 2 on
+// 4.4); Kafka 3.9 has none, so its row has nothing to run.
+func TestJavaShareConsumer(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		if strings.HasPrefix(javaVersion(up), "3.") {
+			t.Log("Kafka 3.x has no share groups (KIP-932 arrived in 4.0)")
+			return
+		}
+		javaShareConsumer(t, up)
+	})
+}
+
+func javaShareConsumer(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{})
+	ctx := ctxT(t, 3*time.Minute)
+	topic, group := up.Topic(t, "share-orders"), up.GroupID(t, "share-g")
+	const partitions, n = 3, 60
+	freshTopics(t, up, topic)
+	cl := newClient(t, env, nil)
+	adm := kadm.NewClient(cl)
+	if r, err := adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create topic: %v %v", err, r.Err)
+	}
+	env.SpreadLeaders(t, topic, partitions)
+
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Op, c.Value = "share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("earliest")
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("set the group's share.auto.offset.reset: %v %+v", err, resp)
+	}
+
+	var want []string
+	var recs []*kgo.Record
+	for i := range n {
+		k, v := fmt.Sprintf("k%d", i%partitions), fmt.Sprintf("v%d", i)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte(v)})
+		want = append(want, k+"\t"+v)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	run := runJava(t, up, 150*time.Second, "", consoleShareConsumer,
+		"--bootstrap-server", env.Bootstrap, "--topic", topic, "--group", group,
+		"--max-messages", fmt.Sprint(n), "--timeout-ms", "60000",
+		"--formatter-property", "print.key=true")
+	got := strings.Split(strings.TrimSuffix(run.Stdout, "\n"), "\n")
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the share consumer read %d records:\n%s\nwant %d:\n%s\nstderr:\n%s", len(got), tail(strings.Join(got, "\n"), 10), len(want), tail(strings.Join(want, "\n"), 10), tail(run.Stderr, 30))
+	}
+	checkJavaDials(t, "the share consumer", env, run.Dials)
 }
