@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -219,11 +221,7 @@ func (p *ackedProducer) stop() []string {
 	p.cl.Flush(fctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.acked))
-	for k := range p.acked {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(p.acked))
 }
 
 // groupConsumer consumes topic in a group through the gateway for the
