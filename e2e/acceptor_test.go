@@ -165,7 +165,14 @@ func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for i := 0; i < 5; i++ {
+	checkServed(t, env, 5, "the helper died")
+}
+
+// checkServed makes n connections to env's bootstrap, one after the
+// other, and checks that each is answered (ApiVersions) within 5 s.
+func checkServed(t *testing.T, env *testkit.Env, n int, after string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
 		c, err := net.Dial("tcp", env.Bootstrap)
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +180,7 @@ func TestAcceptorProcessDiesGatewayAccepts(t *testing.T) {
 		ok := apiVersions(t, c, 5*time.Second)
 		c.Close()
 		if !ok {
-			t.Fatalf("connection %d after the helper died not served", i)
+			t.Fatalf("connection %d after %s not served", i, after)
 		}
 	}
 }
@@ -216,17 +223,7 @@ func TestAcceptorProcessStalledGatewayAccepts(t *testing.T) {
 	if up := scrapeMetric(t, env, "tollgate_acceptor_process_up"); up != 0 {
 		t.Fatalf("tollgate_acceptor_process_up = %v after the stall, want 0", up)
 	}
-	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", env.Bootstrap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok := apiVersions(t, c, 5*time.Second)
-		c.Close()
-		if !ok {
-			t.Fatalf("connection %d after the stall not served", i)
-		}
-	}
+	checkServed(t, env, 3, "the stall")
 }
 
 // oneServedOneWaiting opens two connections under max.connections=1: the

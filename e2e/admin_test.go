@@ -77,11 +77,7 @@ type adminOracle struct {
 
 func newAdminOracle(t *testing.T, ctx context.Context, env *testkit.Env, up *testkit.Upstream) *adminOracle {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := franzClient(t, kgo.SeedBrokers(env.UpstreamAddrs()...))
 	o := &adminOracle{up: up, cl: cl, adm: kadm.NewClient(cl)}
 	md, err := o.adm.BrokerMetadata(ctx)
 	if err != nil {

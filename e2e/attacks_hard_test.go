@@ -335,20 +335,10 @@ func attackAuditTopicSecured(t *testing.T) {
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("a change with a required audit topic on a TLS+SASL upstream: %v %+v", err, res)
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(env.App.DevCluster().Addrs()...), kgo.ConsumeTopics("tollgate-audit"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DialTLSConfig(pki.ClientConfig(client.TLS)),
-		kgo.SASL(scram.Auth{User: "svc", Pass: "svc-secret"}.AsSha256Mechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	fs := cons.PollFetches(ctx)
-	if fs.Err() != nil || fs.NumRecords() != 1 {
-		t.Fatalf("audit topic: %d records, %v", fs.NumRecords(), fs.Err())
-	}
-	var ev map[string]any
-	if err := json.Unmarshal(fs.Records()[0].Value, &ev); err != nil || ev["outcome"] != "applied" {
-		t.Fatalf("event %s: %v", fs.Records()[0].Value, err)
+	rec, ev := oneAuditEvent(t, ctx, "tollgate-audit", kgo.SeedBrokers(env.App.DevCluster().Addrs()...),
+		kgo.DialTLSConfig(pki.ClientConfig(client.TLS)), kgo.SASL(scram.Auth{User: "svc", Pass: "svc-secret"}.AsSha256Mechanism()))
+	if ev["outcome"] != "applied" {
+		t.Fatalf("event %s", rec.Value)
 	}
 }
 

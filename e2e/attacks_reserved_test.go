@@ -60,18 +60,6 @@ func alice(t *testing.T, env *testkit.Env, opts ...kgo.Opt) *kgo.Client {
 	return newClient(t, env, nil, append([]kgo.Opt{kgo.Dialer(fromIP("127.0.0.3"))}, opts...)...)
 }
 
-// direct is an admin client of the upstream itself, past the gateway:
-// what the operator sees.
-func direct(t *testing.T, env *testkit.Env) *kadm.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
 // auditSomething makes Tollgate write one audit event (an alteration by
 // its quota admin), so that the audit topic exists and holds it.
 func auditSomething(t *testing.T, ctx context.Context, env *testkit.Env) {
@@ -94,7 +82,7 @@ func records(t *testing.T, ctx context.Context, env *testkit.Env, topic string) 
 	// moment later.
 	eventually(t, 15*time.Second, "the end offsets of "+topic, func() error {
 		var err error
-		if ends, err = direct(t, env).ListEndOffsets(ctx, topic); err == nil {
+		if ends, err = upstreamAdmin(t, env).ListEndOffsets(ctx, topic); err == nil {
 			err = ends.Error()
 		}
 		return err
@@ -125,7 +113,7 @@ func records(t *testing.T, ctx context.Context, env *testkit.Env, topic string) 
 // may have learnt it some other way.
 func topicID(t *testing.T, ctx context.Context, env *testkit.Env, topic string) [16]byte {
 	t.Helper()
-	td, err := direct(t, env).ListTopics(ctx, topic)
+	td, err := upstreamAdmin(t, env).ListTopics(ctx, topic)
 	if err != nil || td[topic].Err != nil {
 		t.Fatalf("topic %s: %v %v", topic, err, td[topic].Err)
 	}
@@ -204,7 +192,7 @@ func attackProduceOwnTopic(t *testing.T, up *testkit.Upstream) {
 	if err := prod.ProduceSync(ctx, forged).FirstErr(); !errors.Is(err, errTAF) {
 		t.Fatalf("producing to the audit topic before it exists: %v, want %v", err, errTAF)
 	}
-	if td, err := direct(t, env).ListTopics(ctx); err != nil || td.Has(o.audit) {
+	if td, err := upstreamAdmin(t, env).ListTopics(ctx); err != nil || td.Has(o.audit) {
 		t.Fatalf("the producer's metadata request created the audit topic (%v)", err)
 	}
 
@@ -290,17 +278,11 @@ func attackFetchOwnTopic(t *testing.T, up *testkit.Upstream) {
 	}
 
 	fetch := func(v int16) *kmsg.FetchRequest {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = v, 100, 1<<20, -1
-		tp := kmsg.NewFetchRequestTopic()
-		tp.Topic = o.audit
+		req := fetchOne(o.audit, 0, 0)
+		req.Version, req.MaxWaitMillis, req.SessionEpoch = v, 100, -1
 		if v >= 13 {
-			tp.Topic, tp.TopicID = "", id
+			req.Topics[0].Topic, req.Topics[0].TopicID = "", id
 		}
-		p := kmsg.NewFetchRequestTopicPartition()
-		p.PartitionMaxBytes = 1 << 20
-		tp.Partitions = []kmsg.FetchRequestTopicPartition{p}
-		req.Topics = []kmsg.FetchRequestTopic{tp}
 		return req
 	}
 	for _, v := range []int16{4, 12, 13, 16} {
@@ -438,7 +420,7 @@ func attackMutateOwnTopics(t *testing.T, up *testkit.Upstream) {
 	env, ctx, o := startOwnTopics(t, up)
 	auditSomething(t, ctx, env)
 	before := records(t, ctx, env, o.audit)
-	d := direct(t, env)
+	d := upstreamAdmin(t, env)
 	td, err := d.ListTopics(ctx, o.audit, o.usage)
 	if err != nil {
 		t.Fatal(err)

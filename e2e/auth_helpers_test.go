@@ -192,16 +192,6 @@ func franzOpts(bootstrap string, tc *tls.Config, mech, user, pass string) []kgo.
 	return opts
 }
 
-func franzClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
 // createAuthTopics creates single-partition topics through the gateway as
 // an authenticated franz-go admin.
 func createAuthTopics(t *testing.T, ctx context.Context, opts []kgo.Opt, topics ...string) {

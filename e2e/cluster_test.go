@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,13 +23,16 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 // A Tollgate cluster: three gateway instances with one cluster.id in front
-// of one Kafka cluster, over real sockets.
+// of one Kafka cluster, over real sockets; three `tollgate serve`
+// processes of one, one of them killed; and one quota for a cluster, in
+// virtual time.
 
 // startCluster runs n instances in front of a 3-broker kfake cluster the
 // test owns (it outlives every instance), each with its own data_dir, a
@@ -445,4 +451,240 @@ func clusterConnectionLimitSplit(t *testing.T, up *testkit.Upstream) {
 	if want := []bool{true, false, true, true, false}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("connections from one address to A, A, B, C, C: admitted %v, want %v", got, want)
 	}
+}
+
+// TestClusterInstanceKill9: three `tollgate serve` processes of one
+// Tollgate cluster; one is killed with SIGKILL mid-run (no last report).
+// The other two drop it after the session timeout and keep serving; the
+// killed one, restarted on its data_dir, reads the shared state back
+// (including a change made while it was down) and rejoins.
+func TestClusterInstanceKill9(t *testing.T) {
+	t.Parallel()
+	bin := buildTollgate(t, t.TempDir())
+	up, err := devcluster.Start(devcluster.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	ctx := ctxT(t, 90*time.Second)
+	defer http.DefaultClient.CloseIdleConnections()
+
+	base := freePorts(t, 15) // per instance: bootstrap, admin, brokers 0-2
+	type inst struct {
+		cfg, boot, admin string
+		proc             *gatewayProc
+	}
+	var insts []*inst
+	for i := range 3 {
+		p := base + 5*i
+		dir := t.TempDir()
+		in := &inst{cfg: filepath.Join(dir, "tollgate.yaml"), boot: loopback(p), admin: "http://" + loopback(p+1)}
+		yaml := gatewayYAML(filepath.Join(dir, "data"), p, up.Addrs(), "", fmt.Sprintf(`authorization:
+  quota_admins: [ANONYMOUS]
+  allow_anonymous_describe: true
+cluster:
+  id: kill9
+  instance_id: i%d
+  exchange_interval: 250ms
+`, i))
+		if err := os.WriteFile(in.cfg, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		in.proc = serveBinary(t, bin, in.cfg)
+		insts = append(insts, in)
+	}
+	live := func(in *inst) int {
+		resp, err := http.Get(in.admin + "/api/v1/cluster")
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Live int `json:"live"`
+		}
+		json.NewDecoder(resp.Body).Decode(&st)
+		return st.Live
+	}
+	waitUntil(t, "three instances", 20*time.Millisecond, 30*time.Second, func() bool {
+		return live(insts[0]) == 3 && live(insts[1]) == 3 && live(insts[2]) == 3
+	})
+
+	// kill -9 the third.
+	killed := time.Now()
+	insts[2].proc.kill9(t, insts[2].boot)
+	waitUntil(t, "the others drop the killed instance", 20*time.Millisecond, 30*time.Second, func() bool {
+		return live(insts[0]) == 2 && live(insts[1]) == 2
+	})
+	t.Logf("dropped %v after the kill (session timeout 4 × 250 ms)", time.Since(killed))
+
+	// The survivors serve and change the shared state meanwhile.
+	adm := kadm.NewClient(newRestartClient(t, insts[1].boot))
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kmsg.StringPtr("while-down")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 4242}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter through a survivor: %v %+v", err, res)
+	}
+
+	// Restarted on its data_dir, it reads the change and rejoins.
+	insts[2].proc = serveBinary(t, bin, insts[2].cfg)
+	waitUntil(t, "three instances again", 20*time.Millisecond, 30*time.Second, func() bool {
+		return live(insts[0]) == 3 && live(insts[2]) == 3
+	})
+	qs, err := kadm.NewClient(newRestartClient(t, insts[2].boot)).DescribeClientQuotas(ctx, true,
+		[]kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: kmsg.StringPtr("while-down"), MatchType: kmsg.QuotasMatchTypeExact}})
+	if err != nil || len(qs) != 1 || qs[0].Values[0].Value != 4242 {
+		t.Fatalf("the restarted instance describes %+v (%v), want the change made while it was down", qs, err)
+	}
+	// A's metrics counted the leave by timeout and the rejoin.
+	resp, err := http.Get(insts[0].admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	for _, want := range []string{`tollgate_cluster_membership_events_total{event="leave",reason="timeout"} 1`, `tollgate_cluster_instances 3`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("A's /metrics lacks %q", want)
+		}
+	}
+}
+
+// One quota for a Tollgate cluster, in virtual time: three gateways and the
+// embedded cluster in one synctest bubble, real franz-go producers spread
+// unevenly over the gateways. The quota is set once, through the first
+// gateway's Kafka API, and every gateway enforces it.
+
+// bubbleCluster starts n gateways in the caller's bubble: the first runs
+// the embedded cluster, the others front it; all share cluster.id.
+func bubbleCluster(t *testing.T, n int, edit func(c *app.Config)) []*testkit.Env {
+	t.Helper()
+	nw := &testkit.Network{}
+	var envs []*testkit.Env
+	for i := range n {
+		o := app.Options{UpstreamDial: nw.DialContext}
+		envs = append(envs, testkit.StartInBubbleOn(t, nw, o, func(c *app.Config) {
+			c.Cluster.ID = "vt"
+			c.Cluster.InstanceID = fmt.Sprintf("vt-%d", i)
+			c.Authorization.QuotaAdmins = []string{"ANONYMOUS"}
+			if i > 0 {
+				c.Upstream.Bootstrap = envs[0].App.DevCluster().Addrs()
+			}
+			if edit != nil {
+				edit(c)
+			}
+		}))
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		all := true
+		for _, e := range envs {
+			if st, ok := e.App.Cluster(); ok && (st.Live != n || !st.ConfigLog.Ready) {
+				all = false
+			}
+		}
+		if all {
+			return envs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the %d gateways did not find each other", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// setTenantQuota sets producer_byte_rate q for client-id tenant through
+// env's Kafka API and waits until every gateway enforces it.
+func setTenantQuota(t *testing.T, envs []*testkit.Env, q float64) {
+	t.Helper()
+	adm := kadm.NewClient(bubbleClient(t, envs[0]))
+	res, err := adm.AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: kadmStr("tenant")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: q}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter through the first gateway: %v %v", err, res)
+	}
+	for _, e := range envs {
+		for e.App.Engine().Resolve(0, "ANONYMOUS", "tenant", time.Now()).Quota != q {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// spread runs franz-go producers of client-id tenant, conns[i] of them
+// through gateway i, each at full speed from from to until (offsets from
+// start), all counted into one perSecond.
+func spread(t *testing.T, envs []*testkit.Env, p *perSecond, conns []int, from, until time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i, n := range conns {
+		for j := range n {
+			cl := bubbleClient(t, envs[i], kgo.WithHooks(p), kgo.ClientID("tenant"), kgo.ProducerBatchMaxBytes(32<<10))
+			wg.Go(func() {
+				time.Sleep(time.Until(p.start.Add(from)))
+				produceFor(cl, fmt.Sprintf("spread-%d-%d", i, j), until-from)
+			})
+		}
+	}
+	return &wg
+}
+
+// TestSynctestClusterOneQuota: a client with 1, 4 and 1 producers on three
+// gateways gets Q in total — within ±5 % over 30 s after the start-up
+// burst — and its start-up burst is one Q·(N−1)·W, not three.
+func TestSynctestClusterOneQuota(t *testing.T) {
+	t.Parallel()
+	// The reference: the same six producers on one gateway, no cluster.
+	var one float64
+	synctest.Test(t, func(t *testing.T) {
+		envs := bubbleCluster(t, 1, func(c *app.Config) { c.Cluster = app.ClusterConfig{} })
+		setTenantQuota(t, envs, vq)
+		p := &perSecond{start: time.Now()}
+		spread(t, envs, p, []int{6}, 0, 12*time.Second).Wait()
+		one = p.sum(0, 10) / vq
+	})
+	synctest.Test(t, func(t *testing.T) {
+		envs := bubbleCluster(t, 3, nil)
+		setTenantQuota(t, envs, vq)
+		p := &perSecond{start: time.Now()}
+		spread(t, envs, p, []int{1, 4, 1}, 0, 45*time.Second).Wait()
+		got := p.sum(15, 45) / (vq * 30)
+		first := p.sum(0, 10) / vq
+		t.Logf("30 s after the burst: %.4f × Q; first 10 s: %.2f × Q (one gateway alone: %.2f × Q)", got, first, one)
+		if got < 0.95 || got > 1.05 {
+			t.Errorf("the three gateways gave the client %.4f × Q over 30 s, want within ±5 %%", got)
+		}
+		if first > 1.10*one || first < 0.9*one {
+			t.Errorf("the first 10 s carried %.2f × Q through three gateways, %.2f through one: want one start-up burst, within 10 %%", first, one)
+		}
+	})
+}
+
+// TestSynctestClusterConnectionsMove: midway the client's producers move
+// from two gateways to the third (clients reconnecting elsewhere); the
+// total stays Q.
+func TestSynctestClusterConnectionsMove(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		envs := bubbleCluster(t, 3, nil)
+		setTenantQuota(t, envs, vq)
+		p := &perSecond{start: time.Now()}
+		before := spread(t, envs, p, []int{2, 1, 0}, 0, 30*time.Second)
+		after := spread(t, envs, p, []int{0, 0, 3}, 30*time.Second, 50*time.Second)
+		before.Wait()
+		after.Wait()
+		got := p.sum(15, 45) / (vq * 30)
+		t.Logf("30 s around the move: %.4f × Q", got)
+		if got < 0.95 || got > 1.05 {
+			t.Errorf("%.4f × Q over the 30 s around the move, want within ±5 %%", got)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -20,6 +21,10 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
+
+// The quota API Tollgate answers itself over the Kafka protocol: the
+// round trip, who may use it, its errors, and the audit of its changes
+// (the audit file, and the audit topic).
 
 // AlterClientQuotas and DescribeClientQuotas are answered by Tollgate
 // itself (the upstream cluster never sees them), through kadm, sarama and
@@ -199,7 +204,7 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 	env := startControlOn(t, up, func(c *app.Config) { dataDir = c.DataDir })
 	ctx := ctxT(t, 30*time.Second)
 	adm := adminAs(t, env, "127.0.0.2")
-	hook := &throttleHook{}
+	hook := &throttleSeen{}
 	topic := up.Topic(t, "live")
 	freshTopics(t, up, topic)
 	prod := newClient(t, env, nil, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(), kgo.WithHooks(hook),
@@ -210,7 +215,7 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 			t.Fatal(err)
 		}
 	}
-	if hook.n.Load() != 0 {
+	if hook.throttles.Load() != 0 {
 		t.Fatal("throttled before any quota")
 	}
 	anon := "ANONYMOUS"
@@ -234,7 +239,7 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 	set(4096)
 	start := time.Now()
 	chunk := make([]byte, 64<<10)
-	for hook.n.Load() == 0 {
+	for hook.throttles.Load() == 0 {
 		if time.Since(start) > time.Second {
 			t.Fatal("the quota did not throttle the running producer within 1 s")
 		}
@@ -279,4 +284,177 @@ func quotaAPIAuditAndLiveEffect(t *testing.T, up *testkit.Upstream) {
 	if events[2]["outcome"] != "denied" || !strings.Contains(events[2]["initiator"].(map[string]any)["principal"].(string), "alice") {
 		t.Errorf("denied event: %v", events[2])
 	}
+}
+
+// Kafka's AlterClientQuotas and DescribeClientQuotas errors (spec §4.4,
+// §4.5), codes and messages word for word, over the Kafka protocol through
+// the gateway. (internal/control has the full table at the handler.)
+// Answered by Tollgate alike whichever cluster it fronts.
+func TestQuotaAPIErrorsThroughGateway(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, quotaAPIErrorsThroughGateway)
+}
+
+func quotaAPIErrorsThroughGateway(t *testing.T, up *testkit.Upstream) {
+	env := startControlOn(t, up)
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, env, nil, kgo.Dialer(fromIP("127.0.0.2")))
+	s := kmsg.StringPtr
+	type comp struct {
+		typ  string
+		name *string
+	}
+	alter := func(comps []comp, key string, v float64) (int16, string) {
+		t.Helper()
+		req := kmsg.NewPtrAlterClientQuotasRequest()
+		e := kmsg.NewAlterClientQuotasRequestEntry()
+		for _, c := range comps {
+			ec := kmsg.NewAlterClientQuotasRequestEntryEntity()
+			ec.Type, ec.Name = c.typ, c.name
+			e.Entity = append(e.Entity, ec)
+		}
+		op := kmsg.NewAlterClientQuotasRequestEntryOp()
+		op.Key, op.Value = key, v
+		e.Ops = append(e.Ops, op)
+		req.Entries = append(req.Entries, e)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || len(resp.Entries) != 1 {
+			t.Fatalf("alter: %v %+v", err, resp)
+		}
+		m := ""
+		if resp.Entries[0].ErrorMessage != nil {
+			m = *resp.Entries[0].ErrorMessage
+		}
+		return resp.Entries[0].ErrorCode, m
+	}
+	for _, tc := range []struct {
+		comps []comp
+		key   string
+		v     float64
+		code  int16
+		msg   string
+	}{
+		{nil, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Invalid empty client quota entity"},
+		{[]comp{{"group", s("g")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Unhandled client quota entity type: group"},
+		{[]comp{{"user", s("")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Empty user not supported"},
+		{[]comp{{"client-id", s("")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Empty client-id not supported"},
+		{[]comp{{"ip", s("1.2.3.4")}, {"user", s("u")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code,
+			"Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"},
+		{[]comp{{"ip", s("example.invalid")}}, "connection_creation_rate", 1, kerr.InvalidRequest.Code, "example.invalid is not a valid IP or resolvable host."},
+		{[]comp{{"user", s("alice")}}, "foobar", 1, kerr.InvalidRequest.Code, "Invalid configuration key foobar"},
+		{[]comp{{"user", s("alice")}}, "connection_creation_rate", 1, kerr.InvalidRequest.Code, "Invalid configuration key connection_creation_rate"},
+		{[]comp{{"ip", s("1.2.3.4")}}, "producer_byte_rate", 1, kerr.InvalidRequest.Code, "Invalid configuration key producer_byte_rate"},
+		{[]comp{{"user", s("alice")}}, "producer_byte_rate", 0, kerr.InvalidRequest.Code, "Quota producer_byte_rate must be greater than 0"},
+		{[]comp{{"user", s("alice")}}, "consumer_byte_rate", 2.245, kerr.InvalidRequest.Code, "consumer_byte_rate cannot be a fractional value."},
+		{[]comp{{"user", s("alice")}}, "consumer_byte_rate", 36893488147419103232.4, kerr.InvalidRequest.Code, "Proposed value for consumer_byte_rate is too large for a LONG."},
+		{[]comp{{"ip", s("1.2.3.4")}}, "connection_creation_rate", 2147483648, kerr.InvalidRequest.Code, "Proposed value for connection_creation_rate is too large for an INT."},
+		{[]comp{{"user", s("alice")}}, "producer_byte_rate", 1048576, 0, ""},
+		{[]comp{{"ip", nil}}, "connection_creation_rate", 10, 0, ""},
+	} {
+		if code, msg := alter(tc.comps, tc.key, tc.v); code != tc.code || msg != tc.msg {
+			t.Errorf("alter %+v %s=%v: got %d %q, want %d %q", tc.comps, tc.key, tc.v, code, msg, tc.code, tc.msg)
+		}
+	}
+
+	describe := func(strict bool, comps ...kmsg.DescribeClientQuotasRequestComponent) *kmsg.DescribeClientQuotasResponse {
+		t.Helper()
+		req := kmsg.NewPtrDescribeClientQuotasRequest()
+		req.Strict, req.Components = strict, comps
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	c := func(typ string, mt int8, m *string) kmsg.DescribeClientQuotasRequestComponent {
+		x := kmsg.NewDescribeClientQuotasRequestComponent()
+		x.EntityType, x.MatchType, x.Match = typ, kmsg.QuotasMatchType(mt), m
+		return x
+	}
+	for _, tc := range []struct {
+		comps []kmsg.DescribeClientQuotasRequestComponent
+		code  int16
+		msg   string
+	}{
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("", 0, s("x"))}, kerr.InvalidRequest.Code, "Invalid empty entity type."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 0, s("a")), c("user", 1, nil)}, kerr.InvalidRequest.Code, "Entity type user cannot appear more than once in the filter."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("group", 0, s("g"))}, kerr.UnsupportedVersion.Code, "Unsupported entity type group"},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 0, nil)}, kerr.InvalidRequest.Code, "Request specified MATCH_TYPE_EXACT, but set match string to null."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("client-id", 1, s("c"))}, kerr.InvalidRequest.Code, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("user", 3, nil)}, kerr.InvalidRequest.Code, "Unknown match type 3"},
+		{[]kmsg.DescribeClientQuotasRequestComponent{c("ip", 2, nil), c("user", 0, s("u"))}, kerr.InvalidRequest.Code,
+			"Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."},
+	} {
+		for _, strict := range []bool{false, true} {
+			r := describe(strict, tc.comps...)
+			m := ""
+			if r.ErrorMessage != nil {
+				m = *r.ErrorMessage
+			}
+			if r.ErrorCode != tc.code || m != tc.msg || r.Entries != nil {
+				t.Errorf("describe %v strict=%v: got %d %q, want %d %q", tc.comps, strict, r.ErrorCode, m, tc.code, tc.msg)
+			}
+		}
+	}
+	// Non-strict empty filter: everything, ip entities included.
+	if r := describe(false); r.ErrorCode != 0 || len(r.Entries) != 2 {
+		t.Errorf("describe all: %d entries %+v", len(r.Entries), r.Entries)
+	}
+	// Strict user filter: the user entity only.
+	if r := describe(true, c("user", 2, nil)); len(r.Entries) != 1 {
+		t.Errorf("strict SPECIFIED user: %d entries", len(r.Entries))
+	}
+}
+
+// audit.topic: every event is also produced to a topic on the upstream
+// cluster, before the alteration's response.
+func TestAuditTopicSink(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, auditTopicSink)
+}
+
+func auditTopicSink(t *testing.T, up *testkit.Upstream) {
+	topic := up.Topic(t, "tollgate-audit")
+	freshTopics(t, up, topic)
+	env := startControlOn(t, up, func(c *app.Config) {
+		c.Audit.Topic = topic
+		c.Audit.Required = true
+	})
+	ctx := ctxT(t, 30*time.Second)
+	adm := adminAs(t, env, "127.0.0.2")
+	name := "audited"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &name}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 4096}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	// Read the topic straight from the upstream cluster.
+	rec, ev := oneAuditEvent(t, ctx, topic, kgo.SeedBrokers(env.UpstreamAddrs()...))
+	ch := ev["changes"].([]any)[0].(map[string]any)
+	if ev["action"] != "alter_client_quotas" || ev["outcome"] != "applied" || ch["new"] != 4096.0 || string(rec.Key) != ev["id"] {
+		t.Fatalf("event %v", ev)
+	}
+}
+
+// oneAuditEvent reads the audit topic from its start with a client of
+// opts (the upstream's brokers, and how to log in there): it must hold one
+// record, returned with its event.
+func oneAuditEvent(t *testing.T, ctx context.Context, topic string, opts ...kgo.Opt) (*kgo.Record, map[string]any) {
+	t.Helper()
+	cons, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	fs := cons.PollFetches(ctx)
+	if fs.Err() != nil || fs.NumRecords() != 1 {
+		t.Fatalf("audit topic: %d records, %v", fs.NumRecords(), fs.Err())
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(fs.Records()[0].Value, &ev); err != nil {
+		t.Fatalf("event %s: %v", fs.Records()[0].Value, err)
+	}
+	return fs.Records()[0], ev
 }

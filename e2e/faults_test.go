@@ -51,12 +51,7 @@ func faultClient(t *testing.T, env *testkit.Env, opts ...kgo.Opt) *kgo.Client {
 	if env.Net != nil {
 		base = append(base, kgo.Dialer(env.Net.DialContext))
 	}
-	cl, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return franzClient(t, append(base, opts...)...)
 }
 
 // acked records what a producer got acknowledged, by value.
@@ -359,18 +354,8 @@ func TestFaultStalledBrokerTimesOut(t *testing.T) {
 
 		faults.Set(victim, testkit.Fault{Stall: true})
 		raw := dialRawVia(t, ctx, env.Net, node1)
-		fetch := kmsg.NewPtrFetchRequest()
-		fetch.Version = 12
-		fetch.MaxWaitMillis = 500
-		fetch.MinBytes = 1
-		fetch.MaxBytes = 1 << 20
-		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = topic
-		fp := kmsg.NewFetchRequestTopicPartition()
-		fp.Partition = 1
-		fp.PartitionMaxBytes = 1 << 20
-		ft.Partitions = append(ft.Partitions, fp)
-		fetch.Topics = append(fetch.Topics, ft)
+		fetch := fetchOne(topic, 1, 0)
+		fetch.Version, fetch.MaxWaitMillis, fetch.MinBytes = 12, 500, 1
 		start := time.Now()
 		if err := raw.send(fetch); err != nil {
 			t.Fatal(err)

@@ -81,8 +81,8 @@ func newHandoverRigOn(t *testing.T, up *testkit.Upstream, bin string) *handoverR
 		}
 	}
 	r.base = freePorts(t, 3+slices.Max(nodes))
-	r.boot = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base))
-	r.admin = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.base+1))
+	r.boot = loopback(r.base)
+	r.admin = "http://" + loopback(r.base+1)
 	r.ports = []int{r.base, r.base + 1}
 	for _, id := range nodes {
 		r.ports = append(r.ports, r.base+2+id)
@@ -133,22 +133,8 @@ func (r *handoverRig) install(t *testing.T, src string) {
 
 func (r *handoverRig) writeConfig(t *testing.T, extra string) {
 	t.Helper()
-	yaml := fmt.Sprintf(`data_dir: %s
-listeners:
-  - name: PLAINTEXT
-    bootstrap: %s
-    broker_port_base: %d
-http:
-  address: 127.0.0.1:%d
-upstream:
-  bootstrap: [%s]
-  metadata_refresh: 500ms
-authorization:
-  quota_admins: [ANONYMOUS]
-shutdown_timeout: 10s
-log:
-  format: json
-%s`, filepath.Join(r.dir, "data"), r.boot, r.base+2, r.base+1, strings.Join(r.upstream, ", "), extra)
+	yaml := gatewayYAML(filepath.Join(r.dir, "data"), r.base, r.upstream, "500ms",
+		"authorization:\n  quota_admins: [ANONYMOUS]\nshutdown_timeout: 10s\n"+extra)
 	tmp := r.cfg + ".new"
 	if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -228,6 +214,33 @@ func (r *handoverRig) note(t *testing.T) string {
 		t.Fatal("no sd_notify datagram within 30 s")
 		return ""
 	}
+}
+
+// signal sends sig to the running process.
+func (r *handoverRig) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// handOver signals the running process to hand over (SIGHUP, a reload
+// that finds a new binary; or SIGUSR2) and waits for it to exit 0. It
+// returns the pid of the new process, which is killed when the test ends.
+func (r *handoverRig) handOver(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	r.signal(t, sig)
+	select {
+	case <-r.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the old process did not exit within 60 s of the handover")
+	}
+	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("the old process exited %d, want 0", code)
+	}
+	pid := r.successorPid(t)
+	killWhenDone(t, pid)
+	return pid
 }
 
 // successorPid is the pid the old process logged for the new one once it
@@ -429,26 +442,14 @@ func handoverUpgradeRefusesNothing(t *testing.T, up *testkit.Upstream, bin strin
 	pdone := produceUntil(ctx, prod, topic, "rec", 100000, stopProd, acks)
 	waitUntil(t, "records acknowledged before the handover", 10*time.Millisecond, 20*time.Second, func() bool { return acks.count() >= 300 })
 
-	brokerPort := net.JoinHostPort("127.0.0.1", strconv.Itoa(r.ports[2]))
+	brokerPort := loopback(r.ports[2])
 	loops, stopDials := startDialing([]string{r.boot, brokerPort}, 5000)
 	defer stopDials()
 	waitUntil(t, "dials before the handover", time.Millisecond, 10*time.Second, func() bool { return loops[r.boot].count() >= 100 })
 
 	// The upgrade: a new binary at the path, then systemctl reload.
 	r.install(t, bin)
-	if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the old process did not exit within 60 s of the handover")
-	}
-	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("the old process exited %d, want 0", code)
-	}
-	pid := r.successorPid(t)
-	killWhenDone(t, pid)
+	pid := r.handOver(t, syscall.SIGHUP)
 	if n := r.note(t); n != "STATUS=Handing over to a new process" {
 		t.Errorf("sd_notify at the handover %q", n)
 	}
@@ -567,18 +568,14 @@ func handoverFailureKeepsServing(t *testing.T, up *testkit.Upstream, bin string)
 		t.Fatal(err)
 	}
 	r.install(t, script)
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
+	r.signal(t, syscall.SIGUSR2)
 	failed(1, "exit status 3")
 	alterQuota(t, ctx, adm, "one", 1)
 
 	// A new process that fails once it has taken data_dir over.
 	r.install(t, bin)
 	r.writeConfig(t, "audit:\n  file: "+filepath.Join(r.dir, "no", "such", "dir", "audit.log")+"\n")
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
+	r.signal(t, syscall.SIGUSR2)
 	failed(2, "exited before it served: exit status 1")
 	if len(r.logged("handover: data_dir released")) != 1 || len(r.logged("handover: data_dir taken back")) != 1 {
 		t.Fatal("the old process did not release data_dir and take it back")
@@ -593,19 +590,7 @@ func handoverFailureKeepsServing(t *testing.T, up *testkit.Upstream, bin string)
 
 	// It can still hand over.
 	r.writeConfig(t, "")
-	if err := r.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-r.exited:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the old process did not exit within 60 s of the handover")
-	}
-	if code := r.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("the old process exited %d, want 0", code)
-	}
-	pid := r.successorPid(t)
-	killWhenDone(t, pid)
+	pid := r.handOver(t, syscall.SIGUSR2)
 	alterQuota(t, ctx, adm, "three", 3)
 	if q := storedQuota(t, ctx, adm, "two"); q != 2 {
 		t.Errorf("quota two after the handover reads %v", q)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,7 +27,7 @@ import (
 
 // Helpers that tests across this package share. Helpers of one family stay
 // with it: the authentication clients in auth_helpers_test.go, kcat's in
-// kcat_test.go, the synctest quota clients in quota_synctest_test.go.
+// clients_test.go, the synctest quota clients in quota_synctest_test.go.
 
 // ctxT is a context that ends after d or with the test.
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -39,6 +40,17 @@ func ptrF(f float64) *float64 { return &f }
 
 // Clients.
 
+// franzClient is a franz-go client with opts, closed when the test ends.
+func franzClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
 // newClient is a franz-go client of env's bootstrap, dialing through d
 // when it is set, closed when the test ends.
 func newClient(t *testing.T, env *testkit.Env, d *testkit.Dialer, opts ...kgo.Opt) *kgo.Client {
@@ -47,12 +59,7 @@ func newClient(t *testing.T, env *testkit.Env, d *testkit.Dialer, opts ...kgo.Op
 	if d != nil {
 		base = append(base, kgo.Dialer(d.DialContext))
 	}
-	c, err := kgo.NewClient(append(base, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return franzClient(t, append(base, opts...)...)
 }
 
 // checkDialsGatewayOnly checks that who dialed the bootstrap and the three
@@ -274,6 +281,20 @@ func (rc *rawConn) roundTrip(req kmsg.Request) (kmsg.Response, error) {
 	return rc.recv(req)
 }
 
+// fetchOne is a Fetch of one partition of topic, by name, from offset: at
+// most 1 MiB. The caller sets the version and how long the broker waits.
+func fetchOne(topic string, partition int32, offset int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = partition, offset, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	return req
+}
+
 // do is roundTrip that fails the test on an error.
 func (rc *rawConn) do(t *testing.T, req kmsg.Request) kmsg.Response {
 	t.Helper()
@@ -357,4 +378,187 @@ func scrapeSample(t *testing.T, env *testkit.Env, name string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// The upstream, for the tests that run on every upstream
+// (testkit.EachUpstream).
+
+// Helpers for the client-family tests: what the upstream itself says, asked directly
+// (not through the gateway), so that a test can check that the gateway
+// shows the client the upstream's truth — broker ids, the controller, the
+// cluster id — whichever cluster it fronts (kfake's brokers are 0..2 and
+// its cluster id "tollgate-dev"; the real cluster's are 1..3 and a random
+// id).
+
+// upstreamInfo is the upstream's own view of itself.
+type upstreamInfo struct {
+	// Brokers are the upstream's broker ids.
+	Brokers map[int32]bool
+	// ClusterID is the upstream's cluster id.
+	ClusterID string
+}
+
+// upstreamMetadata asks the upstream brokers (env.UpstreamAddrs) for their
+// brokers and cluster id.
+func upstreamMetadata(t *testing.T, env *testkit.Env) upstreamInfo {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(env.UpstreamAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{}
+	resp, err := req.RequestWith(ctxT(t, 15*time.Second), cl)
+	if err != nil {
+		t.Fatalf("upstream metadata: %v", err)
+	}
+	info := upstreamInfo{Brokers: map[int32]bool{}}
+	if resp.ClusterID != nil {
+		info.ClusterID = *resp.ClusterID
+	}
+	for _, b := range resp.Brokers {
+		info.Brokers[b.NodeID] = true
+	}
+	if len(info.Brokers) != 3 {
+		t.Fatalf("the upstream lists brokers %v, want 3", info.Brokers)
+	}
+	return info
+}
+
+// checkNoUpstreamDials checks that none of dialed is an upstream broker's
+// address: the client reached the cluster only through the gateway.
+func checkNoUpstreamDials(t *testing.T, who string, env *testkit.Env, dialed []string) {
+	t.Helper()
+	for _, up := range env.UpstreamAddrs() {
+		for _, a := range dialed {
+			if a == up {
+				t.Errorf("%s dialed upstream broker %s directly", who, up)
+			}
+		}
+	}
+}
+
+// Helpers of the control-plane, transaction, TLS and streaming tests.
+// startControlOn, the upstream-aware startControl, is with the quota
+// tests' helpers below.
+
+// upstreamAdmin is an admin client of the upstream cluster straight, not
+// through the gateway: kfake's brokers, or the real cluster's PLAINTEXT
+// listeners (ANONYMOUS, a super user there). Closed when the test ends.
+func upstreamAdmin(t *testing.T, env *testkit.Env) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(franzClient(t, kgo.SeedBrokers(env.UpstreamAddrs()...)))
+}
+
+// eventually retries check every 100 ms until it returns nil or d passes,
+// then fails the test with its last error. A real cluster applies a config
+// change through its metadata log: the broker that answers the next
+// request may not have applied it yet (kfake applies it at once).
+func eventually(t *testing.T, d time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Helpers of the quota tests.
+
+// freshTopics makes sure none of names exists on a real upstream before the
+// test (and deletes them after it): up.Topic's names are the same at every
+// run of a test, and an attached cluster (TOLLGATE_KAFKA_CLUSTER) outlives
+// the test binary, so a second run would meet the first run's topics —
+// TOPIC_ALREADY_EXISTS, or auto-created topics with records in them. The
+// topics are deleted on the cluster straight, not through the gateway, so
+// that no quota of the test is charged for it. kfake starts empty with
+// each gateway: nothing to do.
+func freshTopics(t *testing.T, up *testkit.Upstream, names ...string) {
+	t.Helper()
+	if !up.Real() {
+		return
+	}
+	cl, err := kgo.NewClient(up.Kafka.AdminOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	del := func(ctx context.Context) error {
+		resps, err := adm.DeleteTopics(ctx, names...)
+		if err != nil {
+			return err
+		}
+		for _, r := range resps {
+			if r.Err != nil && !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+				return r.Err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := del(ctx); err != nil {
+		t.Fatalf("delete %v left by an earlier run: %v", names, err)
+	}
+	// Deleted in the controller's metadata: wait until no broker names
+	// them any more (a create right after could still meet them).
+	for {
+		td, err := adm.ListTopics(ctx, names...)
+		var left []string
+		for name, d := range td {
+			if d.Err == nil {
+				left = append(left, name)
+			}
+		}
+		if err == nil && len(left) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topics %v still listed after their deletion: %v %v", names, left, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := del(ctx); err != nil {
+			t.Logf("delete %v after the test: %v", names, err)
+		}
+	})
+}
+
+// startControlOn is startControl in front of up: connections from
+// 127.0.0.2 are "admin" (a quota admin), from 127.0.0.3 "alice", from
+// anywhere else ANONYMOUS.
+func startControlOn(t *testing.T, up *testkit.Upstream, edit ...func(*app.Config)) *testkit.Env {
+	t.Helper()
+	return up.Start(t, app.Options{}, append([]func(*app.Config){func(c *app.Config) {
+		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{
+			{CIDR: "127.0.0.2/32", Principal: "admin"},
+			{CIDR: "127.0.0.3/32", Principal: "alice"},
+		}
+		c.Authorization.QuotaAdmins = []string{"admin"}
+	}}, edit...)...)
+}
+
+// startTerminateOn is startTerminate in front of up: a SASL_PLAINTEXT
+// listener terminating the logins of the SCRAM users and API keys (the
+// keys' plaintexts returned in the order of keyIdentities).
+func startTerminateOn(t *testing.T, up *testkit.Upstream, users map[string]string, keyIdentities []string, edit ...func(*app.Config)) (*testkit.Env, []string) {
+	t.Helper()
+	creds, keys := writeCredentials(t, users, keyIdentities...)
+	env := up.Start(t, app.Options{}, append([]func(*app.Config){func(c *app.Config) {
+		c.Listeners[0].Name = "SASL_PLAINTEXT"
+		c.Listeners[0].SecurityProtocol = "SASL_PLAINTEXT"
+		c.CredentialsFile = creds
+	}}, edit...)...)
+	return env, keys
 }

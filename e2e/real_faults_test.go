@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -219,11 +221,7 @@ func (p *ackedProducer) stop() []string {
 	p.cl.Flush(fctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.acked))
-	for k := range p.acked {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(p.acked))
 }
 
 // groupConsumer consumes topic in a group through the gateway for the
@@ -320,12 +318,7 @@ func leaderOfMost(t *testing.T, ctx context.Context, c *kafka.Cluster, topic str
 // Tollgate (PLAINTEXT: ANONYMOUS, a super user), closed with the test.
 func directClient(t *testing.T, c *kafka.Cluster) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap(kafka.Plaintext)...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return franzClient(t, kgo.SeedBrokers(c.Bootstrap(kafka.Plaintext)...))
 }
 
 // waitBucketSpent waits (bounded) until the client-id's producer bucket

@@ -73,6 +73,33 @@ func freePorts(t *testing.T, n int) int {
 	return 0
 }
 
+// loopback is the address of port on 127.0.0.1.
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// gatewayYAML is a `tollgate serve` config of the tests that run the
+// binary: data_dir, a PLAINTEXT listener on 127.0.0.1:base with broker
+// ports from base+2, the admin port on base+1, the upstream's brokers
+// (and its metadata_refresh, when refresh is set), JSON logs; then more,
+// other top-level keys.
+func gatewayYAML(dataDir string, base int, upstream []string, refresh, more string) string {
+	up := ""
+	if refresh != "" {
+		up = "\n  metadata_refresh: " + refresh
+	}
+	return fmt.Sprintf(`data_dir: %s
+listeners:
+  - name: PLAINTEXT
+    bootstrap: %s
+    broker_port_base: %d
+http:
+  address: %s
+upstream:
+  bootstrap: [%s]%s
+log:
+  format: json
+%s`, dataDir, loopback(base), base+2, loopback(base+1), strings.Join(upstream, ", "), up, more)
+}
+
 // gatewayProc is a `tollgate serve` child process.
 type gatewayProc struct {
 	cmd    *exec.Cmd
@@ -216,29 +243,15 @@ func restartKill9UnderLoad(t *testing.T, up *testkit.Upstream, bin string) {
 	dir := t.TempDir()
 	credFile, adminKeys := writeCredentials(t, nil, "ops")
 	base := freePorts(t, 5) // bootstrap, admin port, brokers 0-2
-	boot := net.JoinHostPort("127.0.0.1", strconv.Itoa(base))
-	admin := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(base+1))
+	boot := loopback(base)
+	admin := "http://" + loopback(base+1)
 	kafkaAddrs := []string{boot}
 	for n := 0; n < 3; n++ {
-		kafkaAddrs = append(kafkaAddrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(base+2+n)))
+		kafkaAddrs = append(kafkaAddrs, loopback(base+2+n))
 	}
 	cfg := filepath.Join(dir, "tollgate.yaml")
-	yaml := fmt.Sprintf(`data_dir: %s
-listeners:
-  - name: PLAINTEXT
-    bootstrap: %s
-    broker_port_base: %d
-http:
-  address: 127.0.0.1:%d
-upstream:
-  bootstrap: [%s]
-  metadata_refresh: 500ms
-authorization:
-  quota_admins: [ANONYMOUS, ops]
-credentials_file: %s
-log:
-  format: json
-`, filepath.Join(dir, "data"), boot, base+2, base+1, strings.Join(upstreamAddrs, ", "), credFile)
+	yaml := gatewayYAML(filepath.Join(dir, "data"), base, upstreamAddrs, "500ms",
+		"authorization:\n  quota_admins: [ANONYMOUS, ops]\ncredentials_file: "+credFile+"\n")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -344,54 +357,16 @@ log:
 // ends, retrying quickly (the gateway is away for a moment).
 func newRestartClient(t *testing.T, boot string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(boot),
+	return franzClient(t, append([]kgo.Opt{kgo.SeedBrokers(boot),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-// perSecondBytes counts produce request bytes as the quota counts them
-// (after the 4-byte size) in each second of virtual time since start, when
-// their responses arrive.
-type perSecondBytes struct {
-	start time.Time
-	mu    sync.Mutex
-	secs  []float64
-}
-
-func (p *perSecondBytes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
-	if key != 0 || e.WriteErr != nil || e.ReadErr != nil {
-		return
-	}
-	i := int(time.Since(p.start) / time.Second)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for len(p.secs) <= i {
-		p.secs = append(p.secs, 0)
-	}
-	p.secs[i] += float64(e.BytesWritten - 4)
-}
-
-// sum is the bytes of seconds [from, to).
-func (p *perSecondBytes) sum(from, to int) float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var s float64
-	for i := from; i < to && i < len(p.secs); i++ {
-		s += p.secs[i]
-	}
-	return s
 }
 
 // produceFlatOut produces 8 KiB records to topic as fast as the gateway
 // lets a client, for d of virtual time, and reports what passed each
 // second. The client is closed before it returns.
-func produceFlatOut(t *testing.T, env *testkit.Env, topic string, d time.Duration) *perSecondBytes {
+func produceFlatOut(t *testing.T, env *testkit.Env, topic string, d time.Duration) *perSecond {
 	t.Helper()
-	p := &perSecondBytes{start: time.Now()}
+	p := &perSecond{start: time.Now()}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(env.Bootstrap), kgo.Dialer(env.Net.DialContext), kgo.AllowAutoTopicCreation(),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32<<10), kgo.WithHooks(p))
 	if err != nil {
@@ -443,18 +418,24 @@ func TestRestartQuotaStartUpBurst(t *testing.T) {
 			}
 		}
 		setQuota()
-		report := func(what string, p *perSecondBytes) {
+		report := func(what string, p *perSecond) {
 			t.Logf("%s: first 5 s %.1f Q, seconds 10-15 %.2f Q/s", what, p.sum(0, 5)/q, p.sum(10, 15)/5/q)
+		}
+		// burstThenQ checks that p's client had the start-up burst in its
+		// first 5 s and was held to Q in seconds 10-15.
+		burstThenQ := func(p *perSecond, who, want, after string) {
+			t.Helper()
+			if got := p.sum(0, 5); got < burst {
+				t.Errorf("%s sent %.1f Q in its first 5 s, want %s (10 Q)", who, got/q, want)
+			}
+			if got := p.sum(10, 15) / 5; got < 0.8*q || got > 1.25*q {
+				t.Errorf("after %s a client sent %.2f Q/s, want Q", after, got/q)
+			}
 		}
 
 		fresh := produceFlatOut(t, env, "burst", 15*time.Second)
 		report("fresh gateway", fresh)
-		if got := fresh.sum(0, 5); got < burst {
-			t.Errorf("a fresh client sent %.1f Q in its first 5 s, want at least the start-up burst (10 Q)", got/q)
-		}
-		if got := fresh.sum(10, 15) / 5; got < 0.8*q || got > 1.25*q {
-			t.Errorf("after its burst a client sent %.2f Q/s, want Q", got/q)
-		}
+		burstThenQ(fresh, "a fresh client", "at least the start-up burst", "its burst")
 
 		// Control: the same user again, no restart. The bucket is
 		// remembered: no second burst.
@@ -478,11 +459,6 @@ func TestRestartQuotaStartUpBurst(t *testing.T) {
 		}
 		restarted := produceFlatOut(t, env, "burst", 15*time.Second)
 		report("after a restart", restarted)
-		if got := restarted.sum(0, 5); got < burst {
-			t.Errorf("after a restart a client sent %.1f Q in its first 5 s, want the start-up burst again (10 Q)", got/q)
-		}
-		if got := restarted.sum(10, 15) / 5; got < 0.8*q || got > 1.25*q {
-			t.Errorf("after the restart's burst a client sent %.2f Q/s, want Q", got/q)
-		}
+		burstThenQ(restarted, "after a restart a client", "the start-up burst again", "the restart's burst")
 	})
 }

@@ -70,7 +70,7 @@ if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
 fi
 # Two more client families, into the same cache: the confluent-kafka Python
 # client (PyPI's wheel bundles its librdkafka) in a virtualenv, and kafkajs
-# from npm. e2e/clients_more_test.go runs them (TOLLGATE_REQUIRE_CLIENTS=1:
+# from npm. e2e/clients_test.go runs them (TOLLGATE_REQUIRE_CLIENTS=1:
 # a missing one fails the test).
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/tollgate-test
 PY_DIR=$CACHE/py-confluent-kafka-2.16.1

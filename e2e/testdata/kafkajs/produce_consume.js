@@ -1,7 +1,7 @@
 // Produce n records and consume them back in a group through bootstrap,
 // with kafkajs (pure JavaScript); print one JSON object: the brokers the
 // client's metadata names, what was acknowledged and what was consumed.
-// Run by e2e/clients_more_test.go with NODE_PATH at the installed kafkajs.
+// Run by e2e/clients_test.go with NODE_PATH at the installed kafkajs.
 const { Kafka, logLevel } = require('kafkajs');
 
 const [bootstrap, topic, group, nArg] = process.argv.slice(2);

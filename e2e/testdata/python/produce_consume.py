@@ -1,7 +1,7 @@
 """Produce n records and consume them back in a group through bootstrap,
 with confluent-kafka (librdkafka inside the wheel); print one JSON object:
 the brokers the client's metadata names, what was acknowledged and what
-was consumed. Run by e2e/clients_more_test.go."""
+was consumed. Run by e2e/clients_test.go."""
 import json
 import sys
 import time

@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"net"
 	"reflect"
 	"strconv"
@@ -16,6 +19,10 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
+
+// A client connection's life in the gateway: its upstream connection is
+// opened at its first forwarded request, bad input closes it and no other,
+// and a shutdown lets its request in flight finish.
 
 // A client connection opens its upstream connection at its first
 // forwarded request: connections that never send one cost the cluster
@@ -271,4 +278,180 @@ func maxApiVersions(resp *kmsg.ApiVersionsResponse) int16 {
 		}
 	}
 	return -1
+}
+
+// Each kind of bad input closes only its own connection, with a log line
+// that says why, while a well-behaved client keeps producing.
+func TestBadInputClosesOnlyThatConnection(t *testing.T) {
+	t.Parallel()
+	env := testkit.Start(t, app.Options{})
+	ctx := ctxT(t, 60*time.Second)
+	good := newClient(t, env, nil, kgo.DefaultProduceTopic("steady"), kgo.AllowAutoTopicCreation())
+	produce := func(step string) {
+		t.Helper()
+		if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte(step)}).FirstErr(); err != nil {
+			t.Fatalf("after %s: the good client could not produce: %v", step, err)
+		}
+	}
+	produce("start")
+
+	frame := func(payload []byte) []byte {
+		return binary.BigEndian.AppendUint32(nil, uint32(len(payload))) // size prefix
+	}
+	header := func(key, version int16) []byte {
+		b := binary.BigEndian.AppendUint16(nil, uint16(key))
+		b = binary.BigEndian.AppendUint16(b, uint16(version))
+		b = binary.BigEndian.AppendUint32(b, 7)
+		return binary.BigEndian.AppendUint16(b, 0xffff) // null client id
+	}
+	// A Produce v7 whose body stops inside the transactional id.
+	truncatedProduce := append(header(0, 7), 0x00, 0x10, 'a')
+
+	cases := []struct {
+		name   string
+		send   []byte
+		reason string
+	}{
+		{"frame over socket.request.max.bytes", binary.BigEndian.AppendUint32(nil, 104857601), "reason=frame_too_large"},
+		{"negative length", binary.BigEndian.AppendUint32(nil, 0xfffffff0), "reason=malformed_frame"},
+		{"garbage bytes", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), "reason=frame_too_large"},
+		{"unknown API key", append(frame(header(200, 0)), header(200, 0)...), "reason=unknown_api_key"},
+		{"negative API key", append(frame(header(-3327, 0)), header(-3327, 0)...), "reason=unknown_api_key"},
+		{"version newer than the gateway parses", append(frame(header(3, 99)), header(3, 99)...), "reason=unsupported_version"},
+		{"frame shorter than a header", append(frame([]byte{0, 3, 0}), 0, 3, 0), "reason=malformed_frame"},
+		{"unparseable produce", append(frame(truncatedProduce), truncatedProduce...), "reason=malformed_frame"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", env.Bootstrap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			expectClosed(t, c)
+			if !env.Logs.WaitFor(tc.reason, 5*time.Second) {
+				t.Errorf("no log line with %q", tc.reason)
+			}
+			produce(tc.name)
+		})
+	}
+
+	t.Run("TLS hello on the plaintext port", func(t *testing.T) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", env.Bootstrap, &tls.Config{InsecureSkipVerify: true})
+		if err == nil {
+			c.Close()
+			t.Fatal("TLS handshake succeeded against a plaintext listener")
+		}
+		if !env.Logs.WaitFor("reason=tls_on_plaintext", 5*time.Second) {
+			t.Error("no log line with reason=tls_on_plaintext")
+		}
+		produce("tls")
+	})
+
+	t.Run("too-new ApiVersions gets the KIP-511 answer", func(t *testing.T) {
+		c, err := net.Dial("tcp", env.Bootstrap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 9 // newer than anything kmsg knows
+		var f kmsg.RequestFormatter
+		// The formatter needs a version it can encode; v9 has v3+'s layout.
+		b := f.AppendRequest(nil, req, 42)
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		body, err := readFrame(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if corr := int32(binary.BigEndian.Uint32(body)); corr != 42 {
+			t.Fatalf("correlation id %d, want 42", corr)
+		}
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.Version = 0
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != int16(kmsg.ApiVersions) || resp.ApiKeys[0].MaxVersion != 5 {
+			t.Fatalf("got %+v, want error 35 and [{18 0 5}]", resp)
+		}
+	})
+}
+
+// Shutdown stops accepting at once but lets a request already in flight (a
+// long-polling fetch) get its response.
+func TestShutdownFinishesInFlight(t *testing.T) {
+	// Not parallel: bounds the shutdown's wall time.
+	testkit.EachUpstream(t, shutdownFinishesInFlight)
+}
+
+func shutdownFinishesInFlight(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{})
+	ctx := ctxT(t, 30*time.Second)
+	drain := up.Topic(t, "drain")
+	cl := newClient(t, env, nil, kgo.DefaultProduceTopic(drain), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader int32 = -1
+	for _, tp := range md.Topics {
+		if tp.Topic != nil && *tp.Topic == drain {
+			leader = tp.Partitions[0].Leader
+		}
+	}
+	fetch := fetchOne(drain, 0, 1)
+	fetch.MaxWaitMillis = 1500
+	fetch.MinBytes = 1 << 20 // more than there is: the broker waits the full 1.5 s
+	fetch.Version = 11       // by topic name
+
+	type result struct {
+		resp kmsg.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := cl.Broker(int(leader)).Request(ctx, fetch)
+		done <- result{r, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // let the fetch reach the broker
+
+	stopped := make(chan error, 1)
+	start := time.Now()
+	go func() { stopped <- env.App.Stop(context.Background()) }()
+	// New connections are refused promptly.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", env.Bootstrap, 200*time.Millisecond)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still accepts connections during shutdown")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("in-flight fetch failed during shutdown: %v", r.err)
+	}
+	if fr := r.resp.(*kmsg.FetchResponse); fr.ErrorCode != 0 || len(fr.Topics) != 1 {
+		t.Fatalf("in-flight fetch got %+v", fr)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if el := time.Since(start); el > 8*time.Second {
+		t.Fatalf("shutdown took %v", el)
+	}
 }
