@@ -65,6 +65,8 @@ var attacks = []struct {
 	{"Tollgate cluster: a tenant's forged quota record never reaches the shared configuration topic, nor is the topic or the exchange readable", "own-topics", onEachUpstream(attackClusterConfigTopic)},
 	// The clients' telemetry, KIP-714 (attacks_telemetry_test.go; issue 17 point 2).
 	{"telemetry: a flood of instances and client-ids, bombs and another tenant's instance id: Kafka's answers, the caps held, the victim undisturbed", "telemetry", attackTelemetryFlood},
+	// The last ways around (issue 23).
+	{"a client that pipelines requests and reads no answer is closed (write_timeout); nothing stays, others are served", "23.3", onEachUpstream(attackStalledReader)},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
 }
@@ -586,4 +588,91 @@ func attackShareFetchTopicQuota(t *testing.T) {
 	shareFetchThrottled(t, env, topic, "the topic's consumer_byte_rate bucket was not", func(u quota.Usage) bool {
 		return u.Key == quota.ConsumerByteRate && u.Topic == topic && !u.TopicPrefix && u.Quota == rate
 	})
+}
+
+// attackStalledReader: a client pipelines requests — ApiVersions and
+// Metadata — and reads none of the answers, its receive window full (a
+// 4 KiB receive buffer). Before the fix the gateway blocked writing to it
+// with no deadline (the issue measured a connection still open 25 s after
+// 200 000 pipelined ApiVersions with a 3 s idle time): the session, its
+// goroutines, its upstream connection and its buffers stayed. Now a write
+// that makes no progress for socket.connections_max_idle closes it
+// (write_timeout; TestStalledReaderClosed in internal/proxy pins that
+// path). Over loopback the kernel's buffers can take megabytes of answers
+// first, and the stalled client's own TCP then backs off so far that the
+// gateway hears nothing for the idle time and closes it as idle_timeout:
+// either way it is closed. The stalled client has a listener of its own,
+// so the close counts are its alone; a well-behaved client on the other
+// is served meanwhile.
+func attackStalledReader(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{}, func(c *app.Config) {
+		c.Socket.ConnectionsMaxIdle = 2 * time.Second
+		c.Listeners = append(c.Listeners, proxy.ListenerConfig{Name: "STALL", Bootstrap: "127.0.0.1:0"})
+	})
+	good := franzClient(t, kgo.SeedBrokers(env.Bootstrap))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := good.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closed := func() (n float64, reasons string) {
+		for _, r := range []proxy.Reason{proxy.ReasonWriteTimeout, proxy.ReasonIdle} {
+			v := scrapeMetricOr(t, env, `tollgate_connections_closed_total{listener="STALL",reason="`+string(r)+`"}`, 0)
+			n += v
+			reasons += fmt.Sprintf(" %s=%v", r, v)
+		}
+		return n, reasons
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "stalled", "1.0"
+	for i, req := range []kmsg.Request{av, kmsg.NewPtrMetadataRequest()} {
+		name := kmsg.NameForKey(req.Key())
+		req.SetVersion(3)
+		c, err := net.DialTimeout("tcp", env.App.Gateway().BootstrapAddrs()["STALL"], 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.(*net.TCPConn).SetReadBuffer(4096)
+		frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("stalled")).AppendRequest(nil, req, 1)
+		go func() {
+			c.SetWriteDeadline(time.Now().Add(45 * time.Second))
+			for range 200_000 {
+				if _, err := c.Write(frame); err != nil {
+					return // closed by the gateway (or the deadline)
+				}
+			}
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n, reasons := closed()
+			if n >= float64(i+1) {
+				t.Logf("%s: the stalled client closed:%s", name, reasons)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: a client that read nothing for 30 s is not closed (idle time 2 s); %d sessions on its listener; %s",
+					name, env.App.Gateway().SessionsByListener()["STALL"], closeReasons(t, env))
+			}
+			if err := good.Ping(ctx); err != nil {
+				t.Fatalf("%s: the well-behaved client, while the stalled one holds its session: %v", name, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// Nothing stays.
+		waitUntil(t, name+": the stalled session gone", 50*time.Millisecond, 10*time.Second, func() bool {
+			return env.App.Gateway().SessionsByListener()["STALL"] == 0
+		})
+	}
+}
+
+// closeReasons is the exposed tollgate_connections_closed_total samples.
+func closeReasons(t *testing.T, env *testkit.Env) string {
+	var out []string
+	for _, l := range strings.Split(scrapeAll(t, env), "\n") {
+		if strings.HasPrefix(l, "tollgate_connections_closed_total{") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "; ")
 }
