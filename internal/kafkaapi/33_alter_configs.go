@@ -73,20 +73,19 @@ func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *k
 }
 
 func (f *reservedTopics) alterConfigs(req *kmsg.AlterConfigsRequest) proxy.Verdict {
-	kept, out := split(req.Resources, func(r *kmsg.AlterConfigsRequestResource) bool {
-		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
+	return refuse(req, &req.Resources, func(r *kmsg.AlterConfigsRequestResource) bool {
+		return f.reservedResource(r.ResourceType, r.ResourceName)
+	}, func(ar *kmsg.AlterConfigsResponse, r kmsg.AlterConfigsRequestResource) {
+		ar.Resources = append(ar.Resources, refusedTopicConfigs(r.ResourceName))
 	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Resources = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		for _, r := range out {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
-			ar.Resources = append(ar.Resources, rr)
-		}
-	})
+}
+
+// refusedTopicConfigs is Kafka's answer to an alter of a reserved topic's
+// configs: AlterConfigs', and IncrementalAlterConfigs' (a struct of the
+// same fields, converted).
+func refusedTopicConfigs(topic string) kmsg.AlterConfigsResponseResource {
+	rr := kmsg.NewAlterConfigsResponseResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
+	return rr
 }

@@ -90,20 +90,9 @@ func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initia
 }
 
 func (f *reservedTopics) incrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
-	kept, out := split(req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) bool {
-		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
-	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Resources = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		ir := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		for _, r := range out {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
-			ir.Resources = append(ir.Resources, rr)
-		}
+	return refuse(req, &req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		return f.reservedResource(r.ResourceType, r.ResourceName)
+	}, func(ir *kmsg.IncrementalAlterConfigsResponse, r kmsg.IncrementalAlterConfigsRequestResource) {
+		ir.Resources = append(ir.Resources, kmsg.IncrementalAlterConfigsResponseResource(refusedTopicConfigs(r.ResourceName)))
 	})
 }

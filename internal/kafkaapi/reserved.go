@@ -360,6 +360,30 @@ func split[T any](xs []T, refused func(*T) bool) (kept, out []T) {
 	return kept, out
 }
 
+// refuse takes the items refused out of a request's list xs (its topics,
+// resources or transactions): none refused, the request passes untouched;
+// otherwise the others are forwarded — or, none left, the request is
+// answered by Tollgate — and answer adds each refused item's answer to
+// the response.
+func refuse[T any, R kmsg.Response](req kmsg.Request, xs *[]T, refused func(*T) bool, answer func(R, T)) proxy.Verdict {
+	kept, out := split(*xs, refused)
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	*xs = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		r := resp.(R)
+		for _, x := range out {
+			answer(r, x)
+		}
+	})
+}
+
+// reservedResource reports whether a config resource is a reserved topic.
+func (f *reservedTopics) reservedResource(typ kmsg.ConfigResourceType, name string) bool {
+	return typ == kmsg.ConfigResourceTypeTopic && f.named(name)
+}
+
 // forwardAlways forwards req with its refused items taken out and merges
 // their answers into the upstream's, even when nothing is left: the
 // fetch APIs' sessions live on the broker.
