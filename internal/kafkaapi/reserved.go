@@ -314,6 +314,25 @@ func (f *reservedTopics) allowTopic(name []byte, id [16]byte) bool {
 	return !hit
 }
 
+// idsFrom is idSet for a request that names topics by id from version
+// from (Produce, Fetch: v13); nil below it.
+func (f *reservedTopics) idsFrom(r *proxy.Request, from int16) *reservedIDSet {
+	if r.Version < from {
+		return nil
+	}
+	return f.idSet(r.Received)
+}
+
+// walkedHit reports whether a topic read in place is reserved: by its id
+// when byID (then set is the request's idsFrom), else by its name.
+func (f *reservedTopics) walkedHit(set *reservedIDSet, byID bool, name []byte, id [16]byte) bool {
+	if byID {
+		_, ok := set.lookup(id)
+		return ok
+	}
+	return f.names[string(name)]
+}
+
 // refusedBy is a request's test of one topic: by name, or by id (a
 // reserved id resolved at most once per request).
 type refusedBy struct {
