@@ -31,12 +31,9 @@ import (
 // Tollgate alone when nothing is left.
 
 func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterConfigsRequest) proxy.Verdict {
-	var results []brokerResult
-	fwd := req.Resources[:0:0]
-	for _, res := range req.Resources {
+	return splitAlter(req, &req.Resources, func(res *kmsg.AlterConfigsRequestResource) (brokerResult, bool) {
 		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
-			fwd = append(fwd, res)
-			continue
+			return brokerResult{}, false
 		}
 		var owned []control.Change
 		other := res.Configs[:0:0]
@@ -48,28 +45,13 @@ func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *k
 			}
 		}
 		code, msg := b.owner.Alter(ctx, who, res.ResourceName, owned, true, req.ValidateOnly)
-		br := brokerResult{name: res.ResourceName, code: code, msg: msg}
-		if code == 0 {
-			res.Configs = other
-			fwd = append(fwd, res)
-		} else {
-			br.whole = true
-		}
-		results = append(results, br)
-	}
-	if len(results) == 0 {
-		return proxy.Verdict{}
-	}
-	merge := func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		ar.Resources = whole(ar.Resources, results, func(br brokerResult) kmsg.AlterConfigsResponseResource {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
-			return rr
-		})
-	}
-	req.Resources = fwd
-	return answerOrForward(req, len(fwd), merge)
+		res.Configs = other
+		return brokerResult{name: res.ResourceName, code: code, msg: msg, whole: code != 0}, true
+	}, func(ar *kmsg.AlterConfigsResponse, br brokerResult) {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
+		ar.Resources = append(ar.Resources, rr)
+	})
 }
 
 func (f *reservedTopics) alterConfigs(req *kmsg.AlterConfigsRequest) proxy.Verdict {
