@@ -126,23 +126,31 @@ func (w *ProduceWalk) Done() bool {
 // ProduceAcks returns the acks field of a Produce request payload without
 // touching its records. acks=0 is the one request with no response.
 func ProduceAcks(p []byte, h RequestHeader) (int16, error) {
-	if h.BodyOffset > len(p) {
+	var w ProduceWalk
+	if !w.startAt(p, h) {
 		return 0, ErrShortFrame
 	}
-	var w ProduceWalk
-	w.Start(p[h.BodyOffset:], h.Version)
 	return w.Acks()
 }
 
 // ProduceTimeout returns the timeout_ms field of a Produce request payload:
 // how long the broker may wait for replication before answering.
 func ProduceTimeout(p []byte, h RequestHeader) (int32, error) {
-	if h.BodyOffset > len(p) {
+	var w ProduceWalk
+	if !w.startAt(p, h) {
 		return 0, ErrShortFrame
 	}
-	var w ProduceWalk
-	w.Start(p[h.BodyOffset:], h.Version)
 	return w.Timeout()
+}
+
+// startAt starts w on the body of the Produce request payload p; false
+// when h puts the body past p.
+func (w *ProduceWalk) startAt(p []byte, h RequestHeader) bool {
+	if h.BodyOffset > len(p) {
+		return false
+	}
+	w.Start(p[h.BodyOffset:], h.Version)
+	return true
 }
 
 // produceLayout walks a Produce response body (v1+; kmsg's
