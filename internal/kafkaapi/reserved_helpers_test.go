@@ -409,21 +409,29 @@ func runCases(t *testing.T, f *reservedTopics, cases []exchangeCase) {
 	}
 }
 
-// bigProduceHead is the head a session reads (16 KiB) of a Produce of
-// 512 KiB a topic (two partitions of 256 KiB each): the topics after the
-// first lie far past it.
-func bigProduceHead(t testing.TB, v int16, topics ...string) *proxy.Request {
+// produceFrame is the frame of a Produce of topics, each partition's
+// records of size bytes.
+func produceFrame(t testing.TB, v, acks int16, size int, topics ...string) *proxy.Request {
 	t.Helper()
-	req := produceReq(v, -1, topics...)
+	req := produceReq(v, acks, topics...)
 	for i := range req.Topics {
 		for j := range req.Topics[i].Partitions {
-			req.Topics[i].Partitions[j].Records = make([]byte, 256<<10)
+			req.Topics[i].Partitions[j].Records = make([]byte, size)
 		}
 	}
 	r, err := proxytest.Request(req, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// bigProduceHead is the head a session reads (16 KiB) of a Produce of
+// 512 KiB a topic (two partitions of 256 KiB each): the topics after the
+// first lie far past it.
+func bigProduceHead(t testing.TB, v int16, topics ...string) *proxy.Request {
+	t.Helper()
+	r := produceFrame(t, v, -1, 256<<10, topics...)
 	r.Payload = r.Payload[:16<<10] // the head, as a session has it
 	return r
 }
