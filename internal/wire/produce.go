@@ -127,7 +127,7 @@ func (w *ProduceWalk) Done() bool {
 // touching its records. acks=0 is the one request with no response.
 func ProduceAcks(p []byte, h RequestHeader) (int16, error) {
 	var w ProduceWalk
-	if !w.startAt(p, h) {
+	if !w.startAt(p, h.BodyOffset, h.Version) {
 		return 0, ErrShortFrame
 	}
 	return w.Acks()
@@ -137,19 +137,20 @@ func ProduceAcks(p []byte, h RequestHeader) (int16, error) {
 // how long the broker may wait for replication before answering.
 func ProduceTimeout(p []byte, h RequestHeader) (int32, error) {
 	var w ProduceWalk
-	if !w.startAt(p, h) {
+	if !w.startAt(p, h.BodyOffset, h.Version) {
 		return 0, ErrShortFrame
 	}
 	return w.Timeout()
 }
 
-// startAt starts w on the body of the Produce request payload p; false
-// when h puts the body past p.
-func (w *ProduceWalk) startAt(p []byte, h RequestHeader) bool {
-	if h.BodyOffset > len(p) {
+// startAt starts w on the body of version at bodyOffset in the Produce
+// request payload p; false when that is past p. (The offset and version,
+// not the header: a header copied costs ProduceAcks a tenth.)
+func (w *ProduceWalk) startAt(p []byte, bodyOffset int, version int16) bool {
+	if bodyOffset > len(p) {
 		return false
 	}
-	w.Start(p[h.BodyOffset:], h.Version)
+	w.Start(p[bodyOffset:], version)
 	return true
 }
 
