@@ -52,10 +52,7 @@ import (
 // throttle_time_ms becomes max(Tollgate's, the broker's), patched in place.
 
 func (f *reservedTopics) produce(r *proxy.Request) proxy.Verdict {
-	var set *reservedIDSet
-	if r.Version >= 13 {
-		set = f.idSet(r.Received)
-	}
+	set := f.idsFrom(r, 13)
 	p := r.Payload[r.BodyOffset:]
 	hit, seen := f.produceWalk(p, r.Version, set)
 	streamed := len(r.Payload) < r.Size
@@ -83,12 +80,7 @@ func (f *reservedTopics) produceWalk(p []byte, version int16, set *reservedIDSet
 	var w wire.ProduceWalk
 	w.Start(p, version)
 	for w.NextTopic() {
-		name, id := w.Topic()
-		if version >= 13 {
-			if _, ok := set.lookup(id); ok {
-				return true, false
-			}
-		} else if f.names[string(name)] {
+		if name, id := w.Topic(); f.walkedHit(set, version >= 13, name, id) {
 			return true, false
 		}
 		if w.Last() {
@@ -105,13 +97,8 @@ func (f *reservedTopics) produceSplit(r *proxy.Request, set *reservedIDSet) prox
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
-	kept, out := split(req.Topics, func(t *kmsg.ProduceRequestTopic) bool {
-		if r.Version >= 13 {
-			_, ok := set.lookup(t.TopicID)
-			return ok
-		}
-		return f.named(t.Topic)
-	})
+	by := &refusedBy{f: f, now: r.Received, set: set}
+	kept, out := split(req.Topics, func(t *kmsg.ProduceRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 13) })
 	if len(out) == 0 {
 		return proxy.Verdict{}
 	}

@@ -45,11 +45,9 @@ import (
 // answers it empty); its debt throttles the next request instead.
 
 func (f *reservedTopics) fetch(r *proxy.Request) proxy.Verdict {
-	var set *reservedIDSet
-	if r.Version >= 13 {
-		if set = f.idSet(r.Received); len(set.ids) == 0 {
-			return proxy.Verdict{} // no reserved topic has an id: none can be named
-		}
+	set := f.idsFrom(r, 13)
+	if set != nil && len(set.ids) == 0 {
+		return proxy.Verdict{} // no reserved topic has an id: none can be named
 	}
 	if hit, ok := f.fetchWalk(r.Payload[r.BodyOffset:], r.Version, set); ok && !hit {
 		return proxy.Verdict{}
@@ -59,13 +57,8 @@ func (f *reservedTopics) fetch(r *proxy.Request) proxy.Verdict {
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
-	kept, out := split(req.Topics, func(t *kmsg.FetchRequestTopic) bool {
-		if r.Version >= 13 {
-			_, ok := set.lookup(t.TopicID)
-			return ok
-		}
-		return f.named(t.Topic)
-	})
+	by := &refusedBy{f: f, now: r.Received, set: set}
+	kept, out := split(req.Topics, func(t *kmsg.FetchRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 13) })
 	if len(out) == 0 {
 		return proxy.Verdict{}
 	}
@@ -91,12 +84,7 @@ func (f *reservedTopics) fetchWalk(p []byte, version int16, set *reservedIDSet) 
 	var w wire.FetchRequestWalk
 	w.Start(p, version)
 	for w.NextTopic() {
-		name, id := w.Topic()
-		if version >= 13 {
-			if _, hit := set.lookup(id); hit {
-				return true, true
-			}
-		} else if f.names[string(name)] {
+		if name, id := w.Topic(); f.walkedHit(set, version >= 13, name, id) {
 			return true, true
 		}
 	}

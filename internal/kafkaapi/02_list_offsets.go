@@ -15,14 +15,8 @@ import (
 // request is answered by Tollgate alone when every topic is reserved.
 
 func (f *reservedTopics) listOffsets(req *kmsg.ListOffsetsRequest) proxy.Verdict {
-	kept, out := split(req.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		lr := resp.(*kmsg.ListOffsetsResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return f.named(t.Topic) },
+		func(lr *kmsg.ListOffsetsResponse, t kmsg.ListOffsetsRequestTopic) {
 			rt := kmsg.NewListOffsetsResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -31,6 +25,5 @@ func (f *reservedTopics) listOffsets(req *kmsg.ListOffsetsRequest) proxy.Verdict
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			lr.Topics = append(lr.Topics, rt)
-		}
-	})
+		})
 }

@@ -16,16 +16,8 @@ import (
 
 func (f *reservedTopics) offsetCommit(r *proxy.Request, req *kmsg.OffsetCommitRequest) proxy.Verdict {
 	by := f.by(r)
-	kept, out := split(req.Topics, func(t *kmsg.OffsetCommitRequestTopic) bool {
-		return by.either(t.Topic, t.TopicID, r.Version >= 10)
-	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		or := resp.(*kmsg.OffsetCommitResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.OffsetCommitRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 10) },
+		func(or *kmsg.OffsetCommitResponse, t kmsg.OffsetCommitRequestTopic) {
 			rt := kmsg.NewOffsetCommitResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
@@ -34,6 +26,5 @@ func (f *reservedTopics) offsetCommit(r *proxy.Request, req *kmsg.OffsetCommitRe
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			or.Topics = append(or.Topics, rt)
-		}
-	})
+		})
 }

@@ -28,18 +28,11 @@ import (
 // (in strict mode it may be answered THROTTLING_QUOTA_EXCEEDED instead).
 
 func (f *reservedTopics) createTopics(req *kmsg.CreateTopicsRequest) proxy.Verdict {
-	kept, out := split(req.Topics, func(t *kmsg.CreateTopicsRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		cr := resp.(*kmsg.CreateTopicsResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.CreateTopicsRequestTopic) bool { return f.named(t.Topic) },
+		func(cr *kmsg.CreateTopicsResponse, t kmsg.CreateTopicsRequestTopic) {
 			rt := kmsg.NewCreateTopicsResponseTopic()
 			rt.Topic, rt.ErrorCode, rt.ConfigErrorCode = t.Topic, taf, taf
 			rt.ErrorMessage = kmsg.StringPtr("Authorization failed.")
 			cr.Topics = append(cr.Topics, rt)
-		}
-	})
+		})
 }

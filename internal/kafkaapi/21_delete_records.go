@@ -16,14 +16,8 @@ import (
 // topic is reserved.
 
 func (f *reservedTopics) deleteRecords(req *kmsg.DeleteRecordsRequest) proxy.Verdict {
-	kept, out := split(req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		dr := resp.(*kmsg.DeleteRecordsResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return f.named(t.Topic) },
+		func(dr *kmsg.DeleteRecordsResponse, t kmsg.DeleteRecordsRequestTopic) {
 			rt := kmsg.NewDeleteRecordsResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -32,6 +26,5 @@ func (f *reservedTopics) deleteRecords(req *kmsg.DeleteRecordsRequest) proxy.Ver
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			dr.Topics = append(dr.Topics, rt)
-		}
-	})
+		})
 }

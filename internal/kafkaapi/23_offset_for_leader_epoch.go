@@ -15,14 +15,8 @@ import (
 // answered by Tollgate alone when every topic is reserved.
 
 func (f *reservedTopics) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) proxy.Verdict {
-	kept, out := split(req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		or := resp.(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool { return f.named(t.Topic) },
+		func(or *kmsg.OffsetForLeaderEpochResponse, t kmsg.OffsetForLeaderEpochRequestTopic) {
 			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -31,6 +25,5 @@ func (f *reservedTopics) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequ
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			or.Topics = append(or.Topics, rt)
-		}
-	})
+		})
 }

@@ -27,43 +27,40 @@ func (f *reservedTopics) addPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest)
 		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
 		for _, t := range req.Topics {
 			rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-			rt.Topic = t.Topic
-			code := f.txnCode(t.Topic)
-			for _, p := range t.Partitions {
-				rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p, code
-				rt.Partitions = append(rt.Partitions, rp)
-			}
+			rt.Topic, rt.Partitions = t.Topic, txnPartitions[kmsg.AddPartitionsToTxnResponseTopicPartition](f, t.Topic, t.Partitions)
 			resp.Topics = append(resp.Topics, rt)
 		}
 		return proxy.Verdict{Respond: resp}
 	}
-	kept, out := split(req.Transactions, func(tx *kmsg.AddPartitionsToTxnRequestTransaction) bool {
+	return refuse(req, &req.Transactions, func(tx *kmsg.AddPartitionsToTxnRequestTransaction) bool {
 		return slices.ContainsFunc(tx.Topics, func(t kmsg.AddPartitionsToTxnRequestTransactionTopic) bool { return f.named(t.Topic) })
-	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Transactions = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AddPartitionsToTxnResponse)
-		for _, tx := range out {
-			rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
-			rtx.TransactionalID = tx.TransactionalID
-			for _, t := range tx.Topics {
-				rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
-				rt.Topic = t.Topic
-				code := f.txnCode(t.Topic)
-				for _, p := range t.Partitions {
-					rp := kmsg.NewAddPartitionsToTxnResponseTransactionTopicPartition()
-					rp.Partition, rp.ErrorCode = p, code
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-				rtx.Topics = append(rtx.Topics, rt)
-			}
-			ar.Transactions = append(ar.Transactions, rtx)
+	}, func(ar *kmsg.AddPartitionsToTxnResponse, tx kmsg.AddPartitionsToTxnRequestTransaction) {
+		rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
+		rtx.TransactionalID = tx.TransactionalID
+		for _, t := range tx.Topics {
+			rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
+			rt.Topic, rt.Partitions = t.Topic, txnPartitions[kmsg.AddPartitionsToTxnResponseTransactionTopicPartition](f, t.Topic, t.Partitions)
+			rtx.Topics = append(rtx.Topics, rt)
 		}
+		ar.Transactions = append(ar.Transactions, rtx)
 	})
+}
+
+// txnPartition is the answer to a partition of AddPartitionsToTxn: v0–v3's
+// or v4+'s, two kmsg structs of the same fields.
+type txnPartition interface {
+	kmsg.AddPartitionsToTxnResponseTopicPartition | kmsg.AddPartitionsToTxnResponseTransactionTopicPartition
+}
+
+// txnPartitions answers the partitions of a topic of a failed
+// transaction, each with the topic's txnCode.
+func txnPartitions[P txnPartition](f *reservedTopics, topic string, partitions []int32) []P {
+	code := f.txnCode(topic)
+	var ps []P
+	for _, p := range partitions {
+		ps = append(ps, P{Partition: p, ErrorCode: code})
+	}
+	return ps
 }
 
 // txnCode is the error of a topic of a failed transaction.

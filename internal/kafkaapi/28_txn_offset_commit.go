@@ -17,16 +17,8 @@ import (
 
 func (f *reservedTopics) txnOffsetCommit(r *proxy.Request, req *kmsg.TxnOffsetCommitRequest) proxy.Verdict {
 	by := f.by(r)
-	kept, out := split(req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) bool {
-		return by.either(t.Topic, t.TopicID, r.Version >= 6)
-	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		tr := resp.(*kmsg.TxnOffsetCommitResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 6) },
+		func(tr *kmsg.TxnOffsetCommitResponse, t kmsg.TxnOffsetCommitRequestTopic) {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
@@ -35,6 +27,5 @@ func (f *reservedTopics) txnOffsetCommit(r *proxy.Request, req *kmsg.TxnOffsetCo
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			tr.Topics = append(tr.Topics, rt)
-		}
-	})
+		})
 }

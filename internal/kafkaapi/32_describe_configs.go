@@ -220,20 +220,12 @@ func ownAddress(c proxy.Conn, resource string) *string {
 }
 
 func (f *reservedTopics) describeConfigs(req *kmsg.DescribeConfigsRequest) proxy.Verdict {
-	kept, out := split(req.Resources, func(r *kmsg.DescribeConfigsRequestResource) bool {
-		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
-	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Resources = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		dr := resp.(*kmsg.DescribeConfigsResponse)
-		for _, r := range out {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
-			dr.Resources = append(dr.Resources, rr)
-		}
+	return refuse(req, &req.Resources, func(r *kmsg.DescribeConfigsRequestResource) bool {
+		return f.reservedResource(r.ResourceType, r.ResourceName)
+	}, func(dr *kmsg.DescribeConfigsResponse, r kmsg.DescribeConfigsRequestResource) {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
+		dr.Resources = append(dr.Resources, rr)
 	})
 }

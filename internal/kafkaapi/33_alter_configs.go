@@ -31,12 +31,9 @@ import (
 // Tollgate alone when nothing is left.
 
 func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterConfigsRequest) proxy.Verdict {
-	var results []brokerResult
-	fwd := req.Resources[:0:0]
-	for _, res := range req.Resources {
+	return splitAlter(req, &req.Resources, func(res *kmsg.AlterConfigsRequestResource) (brokerResult, bool) {
 		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
-			fwd = append(fwd, res)
-			continue
+			return brokerResult{}, false
 		}
 		var owned []control.Change
 		other := res.Configs[:0:0]
@@ -48,45 +45,29 @@ func (b *brokerConfigs) alter(ctx context.Context, who control.Initiator, req *k
 			}
 		}
 		code, msg := b.owner.Alter(ctx, who, res.ResourceName, owned, true, req.ValidateOnly)
-		br := brokerResult{name: res.ResourceName, code: code, msg: msg}
-		if code == 0 {
-			res.Configs = other
-			fwd = append(fwd, res)
-		} else {
-			br.whole = true
-		}
-		results = append(results, br)
-	}
-	if len(results) == 0 {
-		return proxy.Verdict{}
-	}
-	merge := func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		ar.Resources = whole(ar.Resources, results, func(br brokerResult) kmsg.AlterConfigsResponseResource {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
-			return rr
-		})
-	}
-	req.Resources = fwd
-	return answerOrForward(req, len(fwd), merge)
+		res.Configs = other
+		return brokerResult{name: res.ResourceName, code: code, msg: msg, whole: code != 0}, true
+	}, func(ar *kmsg.AlterConfigsResponse, br brokerResult) {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = kmsg.ConfigResourceTypeBroker, br.name, br.code, kmsg.StringPtr(br.msg)
+		ar.Resources = append(ar.Resources, rr)
+	})
 }
 
 func (f *reservedTopics) alterConfigs(req *kmsg.AlterConfigsRequest) proxy.Verdict {
-	kept, out := split(req.Resources, func(r *kmsg.AlterConfigsRequestResource) bool {
-		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
+	return refuse(req, &req.Resources, func(r *kmsg.AlterConfigsRequestResource) bool {
+		return f.reservedResource(r.ResourceType, r.ResourceName)
+	}, func(ar *kmsg.AlterConfigsResponse, r kmsg.AlterConfigsRequestResource) {
+		ar.Resources = append(ar.Resources, refusedTopicConfigs(r.ResourceName))
 	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Resources = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		for _, r := range out {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
-			ar.Resources = append(ar.Resources, rr)
-		}
-	})
+}
+
+// refusedTopicConfigs is Kafka's answer to an alter of a reserved topic's
+// configs: AlterConfigs', and IncrementalAlterConfigs' (a struct of the
+// same fields, converted).
+func refusedTopicConfigs(topic string) kmsg.AlterConfigsResponseResource {
+	rr := kmsg.NewAlterConfigsResponseResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
+	return rr
 }

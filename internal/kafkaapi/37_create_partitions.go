@@ -22,17 +22,10 @@ import (
 // by Tollgate alone when every topic is reserved.
 
 func (f *reservedTopics) createPartitions(req *kmsg.CreatePartitionsRequest) proxy.Verdict {
-	kept, out := split(req.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		cr := resp.(*kmsg.CreatePartitionsResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return f.named(t.Topic) },
+		func(cr *kmsg.CreatePartitionsResponse, t kmsg.CreatePartitionsRequestTopic) {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
 			rt.Topic, rt.ErrorCode = t.Topic, taf
 			cr.Topics = append(cr.Topics, rt)
-		}
-	})
+		})
 }

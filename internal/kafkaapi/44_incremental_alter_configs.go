@@ -31,12 +31,9 @@ import (
 // nothing is left.
 
 func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initiator, req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
-	var results []brokerResult
-	fwd := req.Resources[:0:0]
-	for _, res := range req.Resources {
+	return splitAlter(req, &req.Resources, func(res *kmsg.IncrementalAlterConfigsRequestResource) (brokerResult, bool) {
 		if res.ResourceType != kmsg.ConfigResourceTypeBroker {
-			fwd = append(fwd, res)
-			continue
+			return brokerResult{}, false
 		}
 		var owned []control.Change
 		other := res.Configs[:0:0]
@@ -56,54 +53,27 @@ func (b *brokerConfigs) incrementalAlter(ctx context.Context, who control.Initia
 			}
 		}
 		if len(owned) == 0 && code == 0 {
-			fwd = append(fwd, res)
-			continue
+			return brokerResult{}, false
 		}
 		if code == 0 {
 			code, msg = b.owner.Alter(ctx, who, res.ResourceName, owned, false, req.ValidateOnly)
 		}
-		br := brokerResult{name: res.ResourceName, code: code, msg: msg}
-		if code == 0 && len(other) > 0 {
-			res.Configs = other
-			fwd = append(fwd, res)
-		} else {
-			br.whole = true
+		res.Configs = other
+		return brokerResult{name: res.ResourceName, code: code, msg: msg, whole: code != 0 || len(other) == 0}, true
+	}, func(ir *kmsg.IncrementalAlterConfigsResponse, br brokerResult) {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode = kmsg.ConfigResourceTypeBroker, br.name, br.code
+		if br.code != 0 {
+			rr.ErrorMessage = kmsg.StringPtr(br.msg)
 		}
-		results = append(results, br)
-	}
-	if len(results) == 0 {
-		return proxy.Verdict{}
-	}
-	merge := func(resp kmsg.Response) {
-		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		ar.Resources = whole(ar.Resources, results, func(br brokerResult) kmsg.IncrementalAlterConfigsResponseResource {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = kmsg.ConfigResourceTypeBroker, br.name, br.code
-			if br.code != 0 {
-				rr.ErrorMessage = kmsg.StringPtr(br.msg)
-			}
-			return rr
-		})
-	}
-	req.Resources = fwd
-	return answerOrForward(req, len(fwd), merge)
+		ir.Resources = append(ir.Resources, rr)
+	})
 }
 
 func (f *reservedTopics) incrementalAlterConfigs(req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
-	kept, out := split(req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) bool {
-		return r.ResourceType == kmsg.ConfigResourceTypeTopic && f.named(r.ResourceName)
-	})
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Resources = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		ir := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		for _, r := range out {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-			rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
-			ir.Resources = append(ir.Resources, rr)
-		}
+	return refuse(req, &req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		return f.reservedResource(r.ResourceType, r.ResourceName)
+	}, func(ir *kmsg.IncrementalAlterConfigsResponse, r kmsg.IncrementalAlterConfigsRequestResource) {
+		ir.Resources = append(ir.Resources, kmsg.IncrementalAlterConfigsResponseResource(refusedTopicConfigs(r.ResourceName)))
 	})
 }

@@ -15,14 +15,8 @@ import (
 // by Tollgate alone when every topic is reserved.
 
 func (f *reservedTopics) describeProducers(req *kmsg.DescribeProducersRequest) proxy.Verdict {
-	kept, out := split(req.Topics, func(t *kmsg.DescribeProducersRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		dr := resp.(*kmsg.DescribeProducersResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.DescribeProducersRequestTopic) bool { return f.named(t.Topic) },
+		func(dr *kmsg.DescribeProducersResponse, t kmsg.DescribeProducersRequestTopic) {
 			rt := kmsg.NewDescribeProducersResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -31,6 +25,5 @@ func (f *reservedTopics) describeProducers(req *kmsg.DescribeProducersRequest) p
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			dr.Topics = append(dr.Topics, rt)
-		}
-	})
+		})
 }

@@ -24,19 +24,12 @@ func (f *reservedTopics) describeTopicPartitions(req *kmsg.DescribeTopicPartitio
 	if len(req.Topics) == 0 {
 		return proxy.Verdict{} // every topic: the answer is scrubbed (OnResponse)
 	}
-	kept, out := split(req.Topics, func(t *kmsg.DescribeTopicPartitionsRequestTopic) bool { return f.named(t.Topic) })
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	req.Topics = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		dr := resp.(*kmsg.DescribeTopicPartitionsResponse)
-		for _, t := range out {
+	return refuse(req, &req.Topics, func(t *kmsg.DescribeTopicPartitionsRequestTopic) bool { return f.named(t.Topic) },
+		func(dr *kmsg.DescribeTopicPartitionsResponse, t kmsg.DescribeTopicPartitionsRequestTopic) {
 			rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
 			rt.ErrorCode, rt.Topic = taf, kmsg.StringPtr(t.Topic)
 			dr.Topics = append(dr.Topics, rt)
-		}
-	})
+		})
 }
 
 // scrubDescribeTopicPartitions takes the reserved topics out of an answer,

@@ -3,6 +3,7 @@ package kafkaapi
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -39,105 +40,42 @@ func maxVersion(key int16) int16 { return kmsg.RequestForKey(key).MaxVersion() }
 
 // Every API whose answers name brokers gets them rewritten to the gateway's
 // addresses, broker by broker; a broker the gateway has no port for is left
-// out, and the mapper is told every upstream address it saw.
+// out, and the mapper is told every upstream address it saw. The brokers
+// are set and read by kmsg's field names (NodeID, Host, Port), which the
+// APIs share.
 func TestAddressesRewriteBrokerLists(t *testing.T) {
 	for _, tc := range []struct {
-		key      int16
-		versions []int16
-		build    func(ns []node) kmsg.Response
-		read     func(kmsg.Response) []node
+		key   kmsg.Key
+		from  int16  // the first version naming brokers
+		field string // the response's list of brokers
 	}{
-		{int16(kmsg.Metadata), versions(0, maxVersion(int16(kmsg.Metadata))),
-			func(ns []node) kmsg.Response {
-				r := kmsg.NewPtrMetadataResponse()
-				for _, n := range ns {
-					r.Brokers = append(r.Brokers, kmsg.MetadataResponseBroker{NodeID: n.id, Host: n.host, Port: n.port})
-				}
-				return r
-			},
-			func(resp kmsg.Response) (ns []node) {
-				for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
-					ns = append(ns, node{b.NodeID, b.Host, b.Port})
-				}
-				return ns
-			}},
-		{int16(kmsg.DescribeCluster), versions(0, maxVersion(int16(kmsg.DescribeCluster))),
-			func(ns []node) kmsg.Response {
-				r := kmsg.NewPtrDescribeClusterResponse()
-				for _, n := range ns {
-					r.Brokers = append(r.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: n.id, Host: n.host, Port: n.port})
-				}
-				return r
-			},
-			func(resp kmsg.Response) (ns []node) {
-				for _, b := range resp.(*kmsg.DescribeClusterResponse).Brokers {
-					ns = append(ns, node{b.NodeID, b.Host, b.Port})
-				}
-				return ns
-			}},
-		{int16(kmsg.Produce), versions(10, maxVersion(int16(kmsg.Produce))), // node endpoints: tag 0 from v10 (KIP-951)
-			func(ns []node) kmsg.Response {
-				r := kmsg.NewPtrProduceResponse()
-				for _, n := range ns {
-					r.Brokers = append(r.Brokers, kmsg.ProduceResponseBroker{NodeID: n.id, Host: n.host, Port: n.port})
-				}
-				return r
-			},
-			func(resp kmsg.Response) (ns []node) {
-				for _, b := range resp.(*kmsg.ProduceResponse).Brokers {
-					ns = append(ns, node{b.NodeID, b.Host, b.Port})
-				}
-				return ns
-			}},
-		{int16(kmsg.Fetch), versions(16, maxVersion(int16(kmsg.Fetch))), // node endpoints: tag 0 from v16
-			func(ns []node) kmsg.Response {
-				r := kmsg.NewPtrFetchResponse()
-				for _, n := range ns {
-					r.Brokers = append(r.Brokers, kmsg.FetchResponseBroker{NodeID: n.id, Host: n.host, Port: n.port})
-				}
-				return r
-			},
-			func(resp kmsg.Response) (ns []node) {
-				for _, b := range resp.(*kmsg.FetchResponse).Brokers {
-					ns = append(ns, node{b.NodeID, b.Host, b.Port})
-				}
-				return ns
-			}},
-		{int16(kmsg.ShareFetch), versions(0, maxVersion(int16(kmsg.ShareFetch))),
-			func(ns []node) kmsg.Response {
-				r := kmsg.NewPtrShareFetchResponse()
-				for _, n := range ns {
-					r.NodeEndpoints = append(r.NodeEndpoints, kmsg.ShareFetchResponseNodeEndpoint{NodeID: n.id, Host: n.host, Port: n.port})
-				}
-				return r
-			},
-			func(resp kmsg.Response) (ns []node) {
-				for _, b := range resp.(*kmsg.ShareFetchResponse).NodeEndpoints {
-					ns = append(ns, node{b.NodeID, b.Host, b.Port})
-				}
-				return ns
-			}},
-		{int16(kmsg.ShareAcknowledge), versions(0, maxVersion(int16(kmsg.ShareAcknowledge))),
-			func(ns []node) kmsg.Response {
-				r := kmsg.NewPtrShareAcknowledgeResponse()
-				for _, n := range ns {
-					r.NodeEndpoints = append(r.NodeEndpoints, kmsg.ShareAcknowledgeResponseNodeEndpoint{NodeID: n.id, Host: n.host, Port: n.port})
-				}
-				return r
-			},
-			func(resp kmsg.Response) (ns []node) {
-				for _, b := range resp.(*kmsg.ShareAcknowledgeResponse).NodeEndpoints {
-					ns = append(ns, node{b.NodeID, b.Host, b.Port})
-				}
-				return ns
-			}},
+		{kmsg.Metadata, 0, "Brokers"},
+		{kmsg.DescribeCluster, 0, "Brokers"},
+		{kmsg.Produce, 10, "Brokers"}, // node endpoints: tag 0 from v10 (KIP-951)
+		{kmsg.Fetch, 16, "Brokers"},   // node endpoints: tag 0 from v16
+		{kmsg.ShareFetch, 0, "NodeEndpoints"},
+		{kmsg.ShareAcknowledge, 0, "NodeEndpoints"},
 	} {
-		for _, v := range tc.versions {
-			t.Run(fmt.Sprintf("%s/v%d", kmsg.NameForKey(tc.key), v), func(t *testing.T) {
+		for _, v := range versions(tc.from, maxVersion(int16(tc.key))) {
+			t.Run(fmt.Sprintf("%s/v%d", kmsg.NameForKey(int16(tc.key)), v), func(t *testing.T) {
 				c := connAs(principal.AnonymousPrincipal)
-				req := kmsg.RequestForKey(tc.key)
+				req := kmsg.RequestForKey(int16(tc.key))
 				req.SetVersion(v)
-				got := tc.read(respond(t, addresses{}, c, req, tc.build(upstreamNodes)))
+				up := kmsg.ResponseForKey(int16(tc.key))
+				brokers := reflect.ValueOf(up).Elem().FieldByName(tc.field)
+				for _, n := range upstreamNodes {
+					b := reflect.New(brokers.Type().Elem()).Elem()
+					b.FieldByName("NodeID").SetInt(int64(n.id))
+					b.FieldByName("Host").SetString(n.host)
+					b.FieldByName("Port").SetInt(int64(n.port))
+					brokers.Set(reflect.Append(brokers, b))
+				}
+				var got []node
+				brokers = reflect.ValueOf(respond(t, addresses{}, c, req, up)).Elem().FieldByName(tc.field)
+				for i := range brokers.Len() {
+					b := brokers.Index(i)
+					got = append(got, node{int32(b.FieldByName("NodeID").Int()), b.FieldByName("Host").String(), int32(b.FieldByName("Port").Int())})
+				}
 				if fmt.Sprint(got) != fmt.Sprint(gatewayNodes) {
 					t.Errorf("client sees brokers %v, want %v", got, gatewayNodes)
 				}

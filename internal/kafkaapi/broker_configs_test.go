@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -423,50 +424,29 @@ func incrementalAlter(validateOnly bool, res ...kmsg.IncrementalAlterConfigsRequ
 }
 
 // upstreamAlter answers every resource of an alter with success.
-func upstreamAlter(req kmsg.Request) kmsg.Response {
-	switch r := req.(type) {
-	case *kmsg.AlterConfigsRequest:
-		resp := r.ResponseKind().(*kmsg.AlterConfigsResponse)
-		for _, res := range r.Resources {
-			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp
-	case *kmsg.IncrementalAlterConfigsRequest:
-		resp := r.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-		for _, res := range r.Resources {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-			resp.Resources = append(resp.Resources, rr)
-		}
-		return resp
-	}
-	panic(fmt.Sprintf("not an alter: %T", req))
-}
+var upstreamAlter = echo
 
 // alterResults renders an alter answer: per resource, "ok" or its error
 // code and message.
 func alterResults(resp kmsg.Response) map[string]string {
-	out := map[string]string{}
-	add := func(typ kmsg.ConfigResourceType, name string, code int16, msg *string) {
-		r := "ok"
-		if code != 0 {
-			r = fmt.Sprintf("%d %s", code, str(msg))
-		} else if msg != nil {
-			r = "ok with message " + *msg
-		}
-		out[fmt.Sprintf("%s %q", typ, name)] = r
-	}
+	var rs []kmsg.AlterConfigsResponseResource
 	switch r := resp.(type) {
 	case *kmsg.AlterConfigsResponse:
-		for _, rr := range r.Resources {
-			add(rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage)
-		}
+		rs = r.Resources
 	case *kmsg.IncrementalAlterConfigsResponse:
 		for _, rr := range r.Resources {
-			add(rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage)
+			rs = append(rs, kmsg.AlterConfigsResponseResource(rr)) // the same fields
 		}
+	}
+	out := map[string]string{}
+	for _, rr := range rs {
+		r := "ok"
+		if rr.ErrorCode != 0 {
+			r = fmt.Sprintf("%d %s", rr.ErrorCode, str(rr.ErrorMessage))
+		} else if rr.ErrorMessage != nil {
+			r = "ok with message " + *rr.ErrorMessage
+		}
+		out[fmt.Sprintf("%s %q", rr.ResourceType, rr.ResourceName)] = r
 	}
 	return out
 }
@@ -497,19 +477,83 @@ func alterSent(req kmsg.Request) []string {
 
 var denied = fmt.Sprintf("%d Cluster authorization failed.", kerr.ClusterAuthorizationFailed.Code)
 
+// alterCase is an alter (AlterConfigs, IncrementalAlterConfigs) through
+// the broker-configs filter: who sends req, answered by Tollgate alone
+// (local) or forwarded (untouched: as the client sent it) with the
+// resources sent; the client's answer (want), Tollgate's broker configs
+// before and after, and the audit's outcome when one is given.
+type alterCase struct {
+	name         string
+	who          principal.Principal
+	before       map[string]string // owned configs set first
+	req          kmsg.Request
+	local        bool
+	untouched    bool
+	sent         []string
+	want         map[string]string
+	dynamic      map[string]string // owned configs afterwards
+	auditOutcome audit.Outcome
+}
+
+func runAlterCases(t *testing.T, cases []alterCase) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := newControlPlane(t)
+			f := &brokerConfigs{owner: cp.brokers}
+			if tc.before != nil {
+				var kv []string
+				for k, v := range tc.before {
+					kv = append(kv, k, v)
+				}
+				x := pass(t, f, connAs(adminUser), alterConfigs(false, alterRes(broker, "", kv...)), upstreamAlter)
+				if fmt.Sprint(cp.dynamic(t)) != fmt.Sprint(tc.before) {
+					t.Fatalf("setting up: %v, dynamic %v", alterResults(x.resp), cp.dynamic(t))
+				}
+			}
+			changes := cp.brokerChanges.Load()
+			var up func(kmsg.Request) kmsg.Response
+			if !tc.local {
+				up = upstreamAlter
+			}
+			x := pass(t, f, connAs(tc.who), tc.req, up)
+			if x.answeredLocally() != tc.local {
+				t.Fatalf("answered locally = %v, want %v", x.answeredLocally(), tc.local)
+			}
+			if tc.untouched && (x.verdict.Forward != nil || x.verdict.Merge != nil) {
+				t.Errorf("rewritten (verdict %+v), want forwarded untouched", x.verdict)
+			}
+			if got := alterSent(x.sent); fmt.Sprint(got) != fmt.Sprint(tc.sent) {
+				t.Errorf("the broker got %q, want %q", got, tc.sent)
+			}
+			if got := alterResults(x.resp); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("the client sees %v, want %v", got, tc.want)
+			}
+			if got := cp.dynamic(t); fmt.Sprint(got) != fmt.Sprint(tc.dynamic) {
+				t.Errorf("Tollgate's broker configs are %v, want %v", got, tc.dynamic)
+			}
+			if x.sent != nil && validateOnly(x.sent) != validateOnly(tc.req) {
+				t.Errorf("validate_only forwarded as %v", !validateOnly(tc.req))
+			}
+			applied := fmt.Sprint(tc.dynamic) != fmt.Sprint(tc.before)
+			if got := cp.brokerChanges.Load() - changes; (got > 0) != applied {
+				t.Errorf("%d changes applied to the data path, want applied=%v", got, applied)
+			}
+			if tc.auditOutcome != "" {
+				if ev := cp.lastAudit(t); ev.Outcome != tc.auditOutcome || ev.Action != audit.ActionAlterBrokerConfigs {
+					t.Errorf("audited %s %s, want %s %s", ev.Action, ev.Outcome, audit.ActionAlterBrokerConfigs, tc.auditOutcome)
+				}
+			}
+		})
+	}
+}
+
+// validateOnly is an alter's validate_only.
+func validateOnly(r kmsg.Request) bool {
+	return reflect.ValueOf(r).Elem().FieldByName("ValidateOnly").Bool()
+}
+
 func TestAlterConfigsSplit(t *testing.T) {
-	for _, tc := range []struct {
-		name         string
-		who          principal.Principal
-		before       map[string]string // owned configs set first
-		req          *kmsg.AlterConfigsRequest
-		local        bool
-		untouched    bool
-		sent         []string
-		want         map[string]string
-		dynamic      map[string]string // owned configs afterwards
-		auditOutcome audit.Outcome
-	}{
+	runAlterCases(t, []alterCase{
 		{
 			name: "owned and other keys: Tollgate applies its part, the rest is forwarded",
 			who:  adminUser,
@@ -577,70 +621,13 @@ func TestAlterConfigsSplit(t *testing.T) {
 			want:      map[string]string{`TOPIC "t"`: "ok"},
 			dynamic:   map[string]string{},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cp := newControlPlane(t)
-			f := &brokerConfigs{owner: cp.brokers}
-			if tc.before != nil {
-				var kv []string
-				for k, v := range tc.before {
-					kv = append(kv, k, v)
-				}
-				x := pass(t, f, connAs(adminUser), alterConfigs(false, alterRes(broker, "", kv...)), upstreamAlter)
-				if fmt.Sprint(cp.dynamic(t)) != fmt.Sprint(tc.before) {
-					t.Fatalf("setting up: %v, dynamic %v", alterResults(x.resp), cp.dynamic(t))
-				}
-			}
-			changes := cp.brokerChanges.Load()
-			var up func(kmsg.Request) kmsg.Response
-			if !tc.local {
-				up = upstreamAlter
-			}
-			x := pass(t, f, connAs(tc.who), tc.req, up)
-			if x.answeredLocally() != tc.local {
-				t.Fatalf("answered locally = %v, want %v", x.answeredLocally(), tc.local)
-			}
-			if tc.untouched && (x.verdict.Forward != nil || x.verdict.Merge != nil) {
-				t.Errorf("rewritten (verdict %+v), want forwarded untouched", x.verdict)
-			}
-			if got := alterSent(x.sent); fmt.Sprint(got) != fmt.Sprint(tc.sent) {
-				t.Errorf("the broker got %q, want %q", got, tc.sent)
-			}
-			if got := alterResults(x.resp); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("the client sees %v, want %v", got, tc.want)
-			}
-			if got := cp.dynamic(t); fmt.Sprint(got) != fmt.Sprint(tc.dynamic) {
-				t.Errorf("Tollgate's broker configs are %v, want %v", got, tc.dynamic)
-			}
-			if x.sent != nil && x.sent.(*kmsg.AlterConfigsRequest).ValidateOnly != tc.req.ValidateOnly {
-				t.Errorf("validate_only forwarded as %v", !tc.req.ValidateOnly)
-			}
-			applied := fmt.Sprint(tc.dynamic) != fmt.Sprint(tc.before)
-			if got := cp.brokerChanges.Load() - changes; (got > 0) != applied {
-				t.Errorf("%d changes applied to the data path, want applied=%v", got, applied)
-			}
-			if tc.auditOutcome != "" {
-				if ev := cp.lastAudit(t); ev.Outcome != tc.auditOutcome || ev.Action != audit.ActionAlterBrokerConfigs {
-					t.Errorf("audited %s %s, want %s %s", ev.Action, ev.Outcome, audit.ActionAlterBrokerConfigs, tc.auditOutcome)
-				}
-			}
-		})
-	}
+	})
 }
 
 func TestIncrementalAlterConfigsSplit(t *testing.T) {
 	appendRefused := fmt.Sprintf("%d Config value append is not allowed for config key: max.connections", kerr.InvalidConfig.Code)
 	subtractRefused := fmt.Sprintf("%d Config value subtract is not allowed for config key: max.connections.per.ip", kerr.InvalidConfig.Code)
-	for _, tc := range []struct {
-		name      string
-		who       principal.Principal
-		req       *kmsg.IncrementalAlterConfigsRequest
-		local     bool
-		untouched bool
-		sent      []string
-		want      map[string]string
-		dynamic   map[string]string
-	}{
+	cases := []alterCase{
 		{
 			name:    "owned and other keys: Tollgate applies its part, the rest is forwarded",
 			who:     adminUser,
@@ -698,40 +685,11 @@ func TestIncrementalAlterConfigsSplit(t *testing.T) {
 			want:      map[string]string{`BROKER ""`: "ok", `TOPIC "t"`: "ok"},
 			dynamic:   map[string]string{"max.connections.per.ip": "10"},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cp := newControlPlane(t)
-			f := &brokerConfigs{owner: cp.brokers}
-			// Start from one owned key set.
-			x := pass(t, f, connAs(adminUser), incrementalAlter(false, incrementalRes(broker, "", setOp("max.connections.per.ip", "10"))), nil)
-			if got := alterResults(x.resp); got[`BROKER ""`] != "ok" {
-				t.Fatalf("setting up: %v", got)
-			}
-			var up func(kmsg.Request) kmsg.Response
-			if !tc.local {
-				up = upstreamAlter
-			}
-			x = pass(t, f, connAs(tc.who), tc.req, up)
-			if x.answeredLocally() != tc.local {
-				t.Fatalf("answered locally = %v, want %v", x.answeredLocally(), tc.local)
-			}
-			if tc.untouched && (x.verdict.Forward != nil || x.verdict.Merge != nil) {
-				t.Errorf("rewritten (verdict %+v), want forwarded untouched", x.verdict)
-			}
-			if got := alterSent(x.sent); fmt.Sprint(got) != fmt.Sprint(tc.sent) {
-				t.Errorf("the broker got %q, want %q", got, tc.sent)
-			}
-			if got := alterResults(x.resp); fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Errorf("the client sees %v, want %v", got, tc.want)
-			}
-			if got := cp.dynamic(t); fmt.Sprint(got) != fmt.Sprint(tc.dynamic) {
-				t.Errorf("Tollgate's broker configs are %v, want %v", got, tc.dynamic)
-			}
-			if x.sent != nil && x.sent.(*kmsg.IncrementalAlterConfigsRequest).ValidateOnly != tc.req.ValidateOnly {
-				t.Errorf("validate_only forwarded as %v", !tc.req.ValidateOnly)
-			}
-		})
 	}
+	for i := range cases {
+		cases[i].before = map[string]string{"max.connections.per.ip": "10"} // one owned key set
+	}
+	runAlterCases(t, cases)
 }
 
 // Without a control plane the three APIs are the upstream's: forwarded

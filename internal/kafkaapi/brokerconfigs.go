@@ -65,15 +65,35 @@ type brokerResult struct {
 	whole bool // answered entirely here (not forwarded)
 }
 
-// whole appends to rs, in order, the resources Tollgate answered entirely
-// (refused, or naming only its own keys), built by mk.
-func whole[R any](rs []R, results []brokerResult, mk func(brokerResult) R) []R {
-	for _, br := range results {
-		if br.whole {
-			rs = append(rs, mk(br))
+// splitAlter splits the resources rs of an alter (AlterConfigs,
+// IncrementalAlterConfigs): own answers Tollgate's part of a resource —
+// false: it has none, and is forwarded whole; true: its result, and
+// unless the result is whole, what is left of it (in *res) is forwarded.
+// No resource of Tollgate's: the request passes untouched. add puts each
+// whole result into the response.
+func splitAlter[T any, R kmsg.Response](req kmsg.Request, rs *[]T, own func(res *T) (brokerResult, bool), add func(R, brokerResult)) proxy.Verdict {
+	var results []brokerResult
+	fwd := (*rs)[:0:0]
+	for _, res := range *rs {
+		br, ok := own(&res)
+		if ok {
+			results = append(results, br)
+		}
+		if !br.whole {
+			fwd = append(fwd, res)
 		}
 	}
-	return rs
+	if len(results) == 0 {
+		return proxy.Verdict{}
+	}
+	*rs = fwd
+	return answerOrForward(req, len(fwd), func(resp kmsg.Response) {
+		for _, br := range results {
+			if br.whole {
+				add(resp.(R), br)
+			}
+		}
+	})
 }
 
 // answerOrForward answers req locally when nothing is left to forward,

@@ -80,10 +80,10 @@ func Chain(d Deps) proxy.Chain {
 		&brokerConfigs{owner: d.BrokerConfigs, log: d.Log}, // 32, 33, 44: Tollgate's broker configs; upstream addresses hidden
 	}
 	if d.ClientQuotas != nil {
-		c = append(c, &clientQuotas{ctl: d.ClientQuotas}) // 48, 49: answered from the control plane
+		c = append(c, newClientQuotas(d.ClientQuotas)) // 48, 49: answered from the control plane
 	}
 	if d.Credentials != nil {
-		c = append(c, &scramCredentials{creds: d.Credentials}) // 50, 51: answered from the control plane
+		c = append(c, newScramCredentials(d.Credentials)) // 50, 51: answered from the control plane
 	}
 	if d.Quota != nil {
 		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every forwarded key for request_percentage

@@ -50,7 +50,7 @@ func TestClientQuotasAnswered(t *testing.T) {
 	for v := int16(0); v <= maxVersion(49); v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			cp := newControlPlane(t)
-			f := &clientQuotas{ctl: cp.quotas}
+			f := newClientQuotas(cp.quotas)
 
 			x := pass(t, f, connAs(aliceUser), alterClientQuota(v, "alice", "producer_byte_rate", 1024), nil)
 			got := x.resp.(*kmsg.AlterClientQuotasResponse).Entries
@@ -126,7 +126,7 @@ func describeScram(users ...string) *kmsg.DescribeUserSCRAMCredentialsRequest {
 // anybody else's is refused.
 func TestScramCredentialsAnswered(t *testing.T) {
 	cp := newControlPlane(t)
-	f := &scramCredentials{creds: cp.creds}
+	f := newScramCredentials(cp.creds)
 
 	x := pass(t, f, connAs(aliceUser), upsertScram(t, "bob", "secret"), nil)
 	res := x.resp.(*kmsg.AlterUserSCRAMCredentialsResponse).Results
@@ -185,10 +185,10 @@ func TestControlPlaneMalformedRequest(t *testing.T) {
 		f   proxy.Filter
 		req kmsg.Request
 	}{
-		{&clientQuotas{ctl: cp.quotas}, alterClientQuota(1, "alice", "producer_byte_rate", 1)},
-		{&clientQuotas{ctl: cp.quotas}, describeClientQuotas(1, "alice")},
-		{&scramCredentials{creds: cp.creds}, upsertScram(t, "bob", "secret")},
-		{&scramCredentials{creds: cp.creds}, describeScram("bob")},
+		{newClientQuotas(cp.quotas), alterClientQuota(1, "alice", "producer_byte_rate", 1)},
+		{newClientQuotas(cp.quotas), describeClientQuotas(1, "alice")},
+		{newScramCredentials(cp.creds), upsertScram(t, "bob", "secret")},
+		{newScramCredentials(cp.creds), describeScram("bob")},
 		{&brokerConfigs{owner: cp.brokers}, describeConfigs(4, describeRes(broker, "0", "max.connections"))},
 		{&brokerConfigs{owner: cp.brokers}, alterConfigs(false, alterRes(broker, "", "max.connections", "1"))},
 		{&brokerConfigs{owner: cp.brokers}, incrementalAlter(false, incrementalRes(broker, "", setOp("max.connections", "1")))},

@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"net/netip"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -46,40 +47,39 @@ func heartbeat(t *testing.T, m *members, c *proxytest.Conn, member *string) {
 func describeGroups(t *testing.T, m *members, version int16, hosts map[string]string) map[string]string {
 	t.Helper()
 	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Version = version
-	req.Groups = []string{"g"}
-	resp := kmsg.NewPtrDescribeGroupsResponse()
-	g := kmsg.NewDescribeGroupsResponseGroup()
-	g.Group = "g"
-	for id, h := range hosts {
-		mb := kmsg.NewDescribeGroupsResponseGroupMember()
-		mb.MemberID, mb.ClientID, mb.ClientHost = id, "cid", h
-		g.Members = append(g.Members, mb)
-	}
-	resp.Groups = append(resp.Groups, g)
-	got := map[string]string{}
-	for _, mb := range respond(t, m, connAs(adminUser), req, resp).(*kmsg.DescribeGroupsResponse).Groups[0].Members {
-		got[mb.MemberID] = mb.ClientHost
-	}
-	return got
+	req.Version, req.Groups = version, []string{"g"}
+	return describedHosts(t, m, req, hosts)
 }
 
 func consumerGroupDescribe(t *testing.T, m *members, hosts map[string]string) map[string]string {
 	t.Helper()
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Version = maxVersion(69)
-	resp := kmsg.NewPtrConsumerGroupDescribeResponse()
-	g := kmsg.NewConsumerGroupDescribeResponseGroup()
-	g.Group = "g"
+	return describedHosts(t, m, req, hosts)
+}
+
+// describedHosts passes an answer to req (DescribeGroups,
+// ConsumerGroupDescribe: built and read by kmsg's field names, which they
+// share) of group g listing members (id → host) and returns the hosts the
+// client sees.
+func describedHosts(t *testing.T, m *members, req kmsg.Request, hosts map[string]string) map[string]string {
+	t.Helper()
+	resp := req.ResponseKind()
+	groups := reflect.ValueOf(resp).Elem().FieldByName("Groups")
+	g := newItem(groups.Type().Elem())
+	g.FieldByName("Group").SetString("g")
+	members := g.FieldByName("Members")
 	for id, h := range hosts {
-		mb := kmsg.NewConsumerGroupDescribeResponseGroupMember()
-		mb.MemberID, mb.ClientHost = id, h
-		g.Members = append(g.Members, mb)
+		mb := newItem(members.Type().Elem())
+		mb.FieldByName("MemberID").SetString(id)
+		mb.FieldByName("ClientHost").SetString(h)
+		members.Set(reflect.Append(members, mb))
 	}
-	resp.Groups = append(resp.Groups, g)
+	groups.Set(reflect.Append(groups, g))
 	got := map[string]string{}
-	for _, mb := range respond(t, m, connAs(adminUser), req, resp).(*kmsg.ConsumerGroupDescribeResponse).Groups[0].Members {
-		got[mb.MemberID] = mb.ClientHost
+	members = reflect.ValueOf(respond(t, m, connAs(adminUser), req, resp)).Elem().FieldByName("Groups").Index(0).FieldByName("Members")
+	for i := range members.Len() {
+		got[members.Index(i).FieldByName("MemberID").String()] = members.Index(i).FieldByName("ClientHost").String()
 	}
 	return got
 }

@@ -314,6 +314,25 @@ func (f *reservedTopics) allowTopic(name []byte, id [16]byte) bool {
 	return !hit
 }
 
+// idsFrom is idSet for a request that names topics by id from version
+// from (Produce, Fetch: v13); nil below it.
+func (f *reservedTopics) idsFrom(r *proxy.Request, from int16) *reservedIDSet {
+	if r.Version < from {
+		return nil
+	}
+	return f.idSet(r.Received)
+}
+
+// walkedHit reports whether a topic read in place is reserved: by its id
+// when byID (then set is the request's idsFrom), else by its name.
+func (f *reservedTopics) walkedHit(set *reservedIDSet, byID bool, name []byte, id [16]byte) bool {
+	if byID {
+		_, ok := set.lookup(id)
+		return ok
+	}
+	return f.names[string(name)]
+}
+
 // refusedBy is a request's test of one topic: by name, or by id (a
 // reserved id resolved at most once per request).
 type refusedBy struct {
@@ -358,6 +377,30 @@ func split[T any](xs []T, refused func(*T) bool) (kept, out []T) {
 		}
 	}
 	return kept, out
+}
+
+// refuse takes the items refused out of a request's list xs (its topics,
+// resources or transactions): none refused, the request passes untouched;
+// otherwise the others are forwarded — or, none left, the request is
+// answered by Tollgate — and answer adds each refused item's answer to
+// the response.
+func refuse[T any, R kmsg.Response](req kmsg.Request, xs *[]T, refused func(*T) bool, answer func(R, T)) proxy.Verdict {
+	kept, out := split(*xs, refused)
+	if len(out) == 0 {
+		return proxy.Verdict{}
+	}
+	*xs = kept
+	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
+		r := resp.(R)
+		for _, x := range out {
+			answer(r, x)
+		}
+	})
+}
+
+// reservedResource reports whether a config resource is a reserved topic.
+func (f *reservedTopics) reservedResource(typ kmsg.ConfigResourceType, name string) bool {
+	return typ == kmsg.ConfigResourceTypeTopic && f.named(name)
 }
 
 // forwardAlways forwards req with its refused items taken out and merges

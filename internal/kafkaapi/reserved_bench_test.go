@@ -16,19 +16,7 @@ import (
 func BenchmarkReservedProduce(b *testing.B) {
 	f := reservedOf(b, clusterIDs())
 	c := connAs(aliceUser)
-	small := func(v int16, topics ...string) *proxy.Request {
-		req := produceReq(v, 1, topics...)
-		for i := range req.Topics {
-			for j := range req.Topics[i].Partitions {
-				req.Topics[i].Partitions[j].Records = make([]byte, 1024)
-			}
-		}
-		r, err := proxytest.Request(req, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return r
-	}
+	small := func(v int16, topics ...string) *proxy.Request { return produceFrame(b, v, 1, 1024, topics...) }
 	head := func(v int16, topics ...string) *proxy.Request { return bigProduceHead(b, v, topics...) }
 	for _, bc := range []struct {
 		name string

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -84,159 +85,102 @@ func reservedOf(t testing.TB, ids TopicIDs) *reservedTopics {
 
 func at(v int16, r kmsg.Request) kmsg.Request { r.SetVersion(v); return r }
 
-// name of a topic named by id or by name.
-func nameOf(name string, id [16]byte, byID bool) string {
-	if byID {
-		if n, ok := idNames[id]; ok {
-			return n
-		}
-		return fmt.Sprintf("id%x", id[:2])
+// The helpers below read and build the requests and answers of the APIs
+// that name topics by kmsg's field names, which those APIs share: a list
+// (Topics, TopicNames, Resources, Transactions) of items that name a topic
+// (Topic, or TopicID when it has no name), a config resource
+// (ResourceType, ResourceName) or a transaction (TransactionalID), with
+// their ErrorCode or their Partitions' (Partition, ErrorCode).
+
+// lists are the fields a request or answer names its items in.
+var lists = []string{"TopicNames", "Topics", "Resources", "Transactions"}
+
+// itemName names an item of a list: a topic named by id by its id's name.
+func itemName(x reflect.Value) string {
+	if x.Kind() == reflect.String {
+		return x.String()
 	}
-	return name
+	if tx := x.FieldByName("TransactionalID"); tx.IsValid() {
+		return tx.String()
+	}
+	if rt := x.FieldByName("ResourceType"); rt.IsValid() {
+		return fmt.Sprintf("%v:%s", rt.Interface(), x.FieldByName("ResourceName").String())
+	}
+	if n := x.FieldByName("Topic"); n.IsValid() {
+		if n.Kind() == reflect.Pointer && !n.IsNil() {
+			n = n.Elem()
+		}
+		if n.Kind() == reflect.String && n.String() != "" {
+			return n.String()
+		}
+	}
+	id := x.FieldByName("TopicID").Interface().([16]byte)
+	if n, ok := idNames[id]; ok {
+		return n
+	}
+	return fmt.Sprintf("id%x", id[:2])
 }
 
-// sentTopics lists the topics (or config resources) a request names.
+// sentTopics lists the topics (or config resources, or transactions) a
+// request names.
 func sentTopics(r kmsg.Request) []string {
 	var out []string
-	v := r.GetVersion()
-	switch r := r.(type) {
-	case *kmsg.ProduceRequest:
-		for _, t := range r.Topics {
-			out = append(out, nameOf(t.Topic, t.TopicID, v >= 13))
-		}
-	case *kmsg.FetchRequest:
-		for _, t := range r.Topics {
-			out = append(out, nameOf(t.Topic, t.TopicID, v >= 13))
-		}
-	case *kmsg.ShareFetchRequest:
-		for _, t := range r.Topics {
-			out = append(out, nameOf("", t.TopicID, true))
-		}
-	case *kmsg.ListOffsetsRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.MetadataRequest:
-		for _, t := range r.Topics {
-			out = append(out, nameOf(str(t.Topic), t.TopicID, t.Topic == nil))
-		}
-	case *kmsg.OffsetCommitRequest:
-		for _, t := range r.Topics {
-			out = append(out, nameOf(t.Topic, t.TopicID, v >= 10))
-		}
-	case *kmsg.TxnOffsetCommitRequest:
-		for _, t := range r.Topics {
-			out = append(out, nameOf(t.Topic, t.TopicID, v >= 6))
-		}
-	case *kmsg.CreateTopicsRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.DeleteTopicsRequest:
-		out = append(out, r.TopicNames...)
-		for _, t := range r.Topics {
-			out = append(out, nameOf(str(t.Topic), t.TopicID, t.Topic == nil))
-		}
-	case *kmsg.DeleteRecordsRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.OffsetForLeaderEpochRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.CreatePartitionsRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.DescribeProducersRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.DescribeTopicPartitionsRequest:
-		for _, t := range r.Topics {
-			out = append(out, t.Topic)
-		}
-	case *kmsg.AddPartitionsToTxnRequest:
-		for _, tx := range r.Transactions {
-			out = append(out, tx.TransactionalID)
-		}
-	case *kmsg.DescribeConfigsRequest:
-		for _, rs := range r.Resources {
-			out = append(out, fmt.Sprintf("%v:%s", rs.ResourceType, rs.ResourceName))
-		}
-	case *kmsg.AlterConfigsRequest:
-		for _, rs := range r.Resources {
-			out = append(out, fmt.Sprintf("%v:%s", rs.ResourceType, rs.ResourceName))
-		}
-	case *kmsg.IncrementalAlterConfigsRequest:
-		for _, rs := range r.Resources {
-			out = append(out, fmt.Sprintf("%v:%s", rs.ResourceType, rs.ResourceName))
+	v := reflect.ValueOf(r).Elem()
+	for _, l := range lists {
+		if xs := v.FieldByName(l); xs.IsValid() {
+			for i := range xs.Len() {
+				out = append(out, itemName(xs.Index(i)))
+			}
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// echo is an upstream that answers every topic (partition, resource) of a
-// request without error: what the broker would for the tenant's own.
+// codes maps each topic (or resource, or transaction's topic as
+// "transaction/topic") of an answer to its error codes: the topic's own,
+// or one per partition.
+func codes(resp kmsg.Response) map[string][]int16 {
+	out := map[string][]int16{}
+	add := func(prefix string, xs reflect.Value) {
+		for i := range xs.Len() {
+			x := xs.Index(i)
+			n := prefix + itemName(x)
+			if c := x.FieldByName("ErrorCode"); c.IsValid() {
+				out[n] = append(out[n], int16(c.Int()))
+				continue
+			}
+			ps := x.FieldByName("Partitions")
+			for j := range ps.Len() {
+				out[n] = append(out[n], int16(ps.Index(j).FieldByName("ErrorCode").Int()))
+			}
+		}
+	}
+	v := reflect.ValueOf(resp).Elem()
+	for _, l := range []string{"Topics", "Resources"} {
+		if xs := v.FieldByName(l); xs.IsValid() {
+			add("", xs)
+		}
+	}
+	if txs := v.FieldByName("Transactions"); txs.IsValid() {
+		for i := range txs.Len() {
+			add(txs.Index(i).FieldByName("TransactionalID").String()+"/", txs.Index(i).FieldByName("Topics"))
+		}
+	}
+	return out
+}
+
+// echo is an upstream that answers every topic (partition, resource,
+// transaction) of a request without error: what the broker would for the
+// tenant's own.
 func echo(req kmsg.Request) kmsg.Response {
 	resp := req.ResponseKind()
-	v := req.GetVersion()
 	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		pr := resp.(*kmsg.ProduceResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewProduceResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.BaseOffset = p.Partition, 42
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			pr.Topics = append(pr.Topics, rt)
-		}
-	case *kmsg.FetchRequest:
-		fr := resp.(*kmsg.FetchResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewFetchResponseTopicPartition()
-				rp.Partition, rp.HighWatermark, rp.RecordBatches = p.Partition, 100, []byte("records")
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			fr.Topics = append(fr.Topics, rt)
-		}
-	case *kmsg.ShareFetchRequest:
-		sr := resp.(*kmsg.ShareFetchResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewShareFetchResponseTopic()
-			rt.TopicID = t.TopicID
-			for _, p := range t.Partitions {
-				rp := kmsg.NewShareFetchResponseTopicPartition()
-				rp.Partition = p.Partition
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			sr.Topics = append(sr.Topics, rt)
-		}
-	case *kmsg.ListOffsetsRequest:
-		lr := resp.(*kmsg.ListOffsetsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewListOffsetsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewListOffsetsResponseTopicPartition()
-				rp.Partition, rp.Offset = p.Partition, 7
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			lr.Topics = append(lr.Topics, rt)
-		}
 	case *kmsg.MetadataRequest:
 		mr := resp.(*kmsg.MetadataResponse)
 		mr.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 0, Host: "broker-0", Port: 9092}}
 		names := []string{auditTopic, usageTopic, ownTopic}
-		if r.Topics != nil && (v > 0 || len(r.Topics) > 0) {
+		if r.Topics != nil && (r.Version > 0 || len(r.Topics) > 0) {
 			names = nil
 			for _, t := range r.Topics {
 				if t.Topic != nil {
@@ -248,88 +192,9 @@ func echo(req kmsg.Request) kmsg.Response {
 		}
 		for _, n := range names {
 			rt := kmsg.NewMetadataResponseTopic()
-			rt.Topic = kmsg.StringPtr(n)
-			for id, in := range idNames {
-				if in == n {
-					rt.TopicID = id
-				}
-			}
+			rt.Topic, rt.TopicID = kmsg.StringPtr(n), knownID(n)
 			rt.Partitions = []kmsg.MetadataResponseTopicPartition{{Partition: 0, Leader: 0}}
 			mr.Topics = append(mr.Topics, rt)
-		}
-	case *kmsg.OffsetCommitRequest:
-		or := resp.(*kmsg.OffsetCommitResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition})
-			}
-			or.Topics = append(or.Topics, rt)
-		}
-	case *kmsg.TxnOffsetCommitRequest:
-		tr := resp.(*kmsg.TxnOffsetCommitResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewTxnOffsetCommitResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.TxnOffsetCommitResponseTopicPartition{Partition: p.Partition})
-			}
-			tr.Topics = append(tr.Topics, rt)
-		}
-	case *kmsg.CreateTopicsRequest:
-		cr := resp.(*kmsg.CreateTopicsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.NumPartitions = t.Topic, 3
-			cr.Topics = append(cr.Topics, rt)
-		}
-	case *kmsg.DeleteTopicsRequest:
-		dr := resp.(*kmsg.DeleteTopicsResponse)
-		for _, n := range r.TopicNames {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic = kmsg.StringPtr(n)
-			dr.Topics = append(dr.Topics, rt)
-		}
-		for _, t := range r.Topics {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID = t.Topic, t.TopicID
-			dr.Topics = append(dr.Topics, rt)
-		}
-	case *kmsg.DeleteRecordsRequest:
-		dr := resp.(*kmsg.DeleteRecordsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewDeleteRecordsResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.DeleteRecordsResponseTopicPartition{Partition: p.Partition, LowWatermark: p.Offset})
-			}
-			dr.Topics = append(dr.Topics, rt)
-		}
-	case *kmsg.OffsetForLeaderEpochRequest:
-		or := resp.(*kmsg.OffsetForLeaderEpochResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.OffsetForLeaderEpochResponseTopicPartition{Partition: p.Partition, LeaderEpoch: 1, EndOffset: 10})
-			}
-			or.Topics = append(or.Topics, rt)
-		}
-	case *kmsg.CreatePartitionsRequest:
-		cr := resp.(*kmsg.CreatePartitionsResponse)
-		for _, t := range r.Topics {
-			cr.Topics = append(cr.Topics, kmsg.CreatePartitionsResponseTopic{Topic: t.Topic})
-		}
-	case *kmsg.DescribeProducersRequest:
-		dr := resp.(*kmsg.DescribeProducersResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewDescribeProducersResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, kmsg.DescribeProducersResponseTopicPartition{Partition: p})
-			}
-			dr.Topics = append(dr.Topics, rt)
 		}
 	case *kmsg.DescribeTopicPartitionsRequest:
 		dr := resp.(*kmsg.DescribeTopicPartitionsResponse)
@@ -342,215 +207,168 @@ func echo(req kmsg.Request) kmsg.Response {
 		}
 		for _, n := range names {
 			rt := kmsg.NewDescribeTopicPartitionsResponseTopic()
-			rt.Topic = kmsg.StringPtr(n)
-			for id, in := range idNames {
-				if in == n {
-					rt.TopicID = id
-				}
-			}
+			rt.Topic, rt.TopicID = kmsg.StringPtr(n), knownID(n)
 			rt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{{Partition: 0}}
 			dr.Topics = append(dr.Topics, rt)
 		}
-	case *kmsg.AddPartitionsToTxnRequest:
-		ar := resp.(*kmsg.AddPartitionsToTxnResponse)
-		for _, tx := range r.Transactions {
-			rtx := kmsg.NewAddPartitionsToTxnResponseTransaction()
-			rtx.TransactionalID = tx.TransactionalID
-			for _, t := range tx.Topics {
-				rt := kmsg.NewAddPartitionsToTxnResponseTransactionTopic()
-				rt.Topic = t.Topic
-				for _, p := range t.Partitions {
-					rt.Partitions = append(rt.Partitions, kmsg.AddPartitionsToTxnResponseTransactionTopicPartition{Partition: p})
+	default:
+		from, to := reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem()
+		for _, l := range lists {
+			if xs := from.FieldByName(l); xs.IsValid() {
+				if l == "TopicNames" {
+					l = "Topics" // DeleteTopics v0–v5: answered in Topics
 				}
-				rtx.Topics = append(rtx.Topics, rt)
+				echoItems(xs, to.FieldByName(l))
 			}
-			ar.Transactions = append(ar.Transactions, rtx)
-		}
-	case *kmsg.DescribeConfigsRequest:
-		dr := resp.(*kmsg.DescribeConfigsResponse)
-		for _, rs := range r.Resources {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName = rs.ResourceType, rs.ResourceName
-			rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{{Name: "cleanup.policy", Value: kmsg.StringPtr("delete")}}
-			dr.Resources = append(dr.Resources, rr)
-		}
-	case *kmsg.AlterConfigsRequest:
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		for _, rs := range r.Resources {
-			ar.Resources = append(ar.Resources, kmsg.AlterConfigsResponseResource{ResourceType: rs.ResourceType, ResourceName: rs.ResourceName})
-		}
-	case *kmsg.IncrementalAlterConfigsRequest:
-		ir := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		for _, rs := range r.Resources {
-			ir.Resources = append(ir.Resources, kmsg.IncrementalAlterConfigsResponseResource{ResourceType: rs.ResourceType, ResourceName: rs.ResourceName})
 		}
 	}
 	return resp
 }
 
-// codes maps each topic (or resource, or transaction) of an answer to its
-// error codes: one per partition, or the topic's own.
-func codes(resp kmsg.Response) map[string][]int16 {
-	out := map[string][]int16{}
-	v := resp.GetVersion()
-	switch r := resp.(type) {
-	case *kmsg.ProduceResponse:
-		for _, t := range r.Topics {
-			n := nameOf(t.Topic, t.TopicID, v >= 13)
-			for _, p := range t.Partitions {
-				out[n] = append(out[n], p.ErrorCode)
+// echoItems appends to the answer's list to an answer to each item of xs:
+// naming what it names, with its partitions (or a transaction's topics).
+func echoItems(xs, to reflect.Value) {
+	for i := range xs.Len() {
+		x, y := xs.Index(i), newItem(to.Type().Elem())
+		switch x.Kind() {
+		case reflect.String: // a topic name
+			set(y, "Topic", x)
+		case reflect.Int32: // a partition
+			set(y, "Partition", x)
+		default:
+			for _, f := range []string{"Topic", "TopicID", "ResourceType", "ResourceName", "TransactionalID", "Partition"} {
+				set(y, f, x.FieldByName(f))
 			}
-		}
-	case *kmsg.FetchResponse:
-		for _, t := range r.Topics {
-			n := nameOf(t.Topic, t.TopicID, v >= 13)
-			for _, p := range t.Partitions {
-				out[n] = append(out[n], p.ErrorCode)
-			}
-		}
-	case *kmsg.ShareFetchResponse:
-		for _, t := range r.Topics {
-			n := nameOf("", t.TopicID, true)
-			for _, p := range t.Partitions {
-				out[n] = append(out[n], p.ErrorCode)
-			}
-		}
-	case *kmsg.ListOffsetsResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				out[t.Topic] = append(out[t.Topic], p.ErrorCode)
-			}
-		}
-	case *kmsg.MetadataResponse:
-		for _, t := range r.Topics {
-			n := nameOf(str(t.Topic), t.TopicID, t.Topic == nil)
-			out[n] = append(out[n], t.ErrorCode)
-		}
-	case *kmsg.OffsetCommitResponse:
-		for _, t := range r.Topics {
-			n := nameOf(t.Topic, t.TopicID, v >= 10)
-			for _, p := range t.Partitions {
-				out[n] = append(out[n], p.ErrorCode)
-			}
-		}
-	case *kmsg.TxnOffsetCommitResponse:
-		for _, t := range r.Topics {
-			n := nameOf(t.Topic, t.TopicID, v >= 6)
-			for _, p := range t.Partitions {
-				out[n] = append(out[n], p.ErrorCode)
-			}
-		}
-	case *kmsg.CreateTopicsResponse:
-		for _, t := range r.Topics {
-			out[t.Topic] = append(out[t.Topic], t.ErrorCode)
-		}
-	case *kmsg.DeleteTopicsResponse:
-		for _, t := range r.Topics {
-			n := nameOf(str(t.Topic), t.TopicID, t.Topic == nil)
-			out[n] = append(out[n], t.ErrorCode)
-		}
-	case *kmsg.DeleteRecordsResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				out[t.Topic] = append(out[t.Topic], p.ErrorCode)
-			}
-		}
-	case *kmsg.OffsetForLeaderEpochResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				out[t.Topic] = append(out[t.Topic], p.ErrorCode)
-			}
-		}
-	case *kmsg.CreatePartitionsResponse:
-		for _, t := range r.Topics {
-			out[t.Topic] = append(out[t.Topic], t.ErrorCode)
-		}
-	case *kmsg.DescribeProducersResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				out[t.Topic] = append(out[t.Topic], p.ErrorCode)
-			}
-		}
-	case *kmsg.DescribeTopicPartitionsResponse:
-		for _, t := range r.Topics {
-			out[str(t.Topic)] = append(out[str(t.Topic)], t.ErrorCode)
-		}
-	case *kmsg.AddPartitionsToTxnResponse:
-		for _, t := range r.Topics {
-			for _, p := range t.Partitions {
-				out[t.Topic] = append(out[t.Topic], p.ErrorCode)
-			}
-		}
-		for _, tx := range r.Transactions {
-			for _, t := range tx.Topics {
-				for _, p := range t.Partitions {
-					n := tx.TransactionalID + "/" + t.Topic
-					out[n] = append(out[n], p.ErrorCode)
+			for _, l := range []string{"Partitions", "Topics"} {
+				if xl, yl := x.FieldByName(l), y.FieldByName(l); xl.IsValid() && yl.IsValid() {
+					echoItems(xl, yl)
 				}
 			}
 		}
-	case *kmsg.DescribeConfigsResponse:
-		for _, rs := range r.Resources {
-			n := fmt.Sprintf("%v:%s", rs.ResourceType, rs.ResourceName)
-			out[n] = append(out[n], rs.ErrorCode)
-		}
-	case *kmsg.AlterConfigsResponse:
-		for _, rs := range r.Resources {
-			n := fmt.Sprintf("%v:%s", rs.ResourceType, rs.ResourceName)
-			out[n] = append(out[n], rs.ErrorCode)
-		}
-	case *kmsg.IncrementalAlterConfigsResponse:
-		for _, rs := range r.Resources {
-			n := fmt.Sprintf("%v:%s", rs.ResourceType, rs.ResourceName)
-			out[n] = append(out[n], rs.ErrorCode)
-		}
+		to.Set(reflect.Append(to, y))
 	}
-	return out
+}
+
+// newItem is a new kmsg struct of type t, with kmsg's defaults.
+func newItem(t reflect.Type) reflect.Value {
+	p := reflect.New(t)
+	if d, ok := p.Interface().(interface{ Default() }); ok {
+		d.Default()
+	}
+	return p.Elem()
+}
+
+// set sets item's field f, where it has one, to v (where v is valid),
+// through a pointer where one of them is one.
+func set(item reflect.Value, f string, v reflect.Value) {
+	to := item.FieldByName(f)
+	switch {
+	case !to.IsValid() || !v.IsValid():
+		return
+	case to.Kind() == reflect.Pointer && v.Kind() != reflect.Pointer:
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		v = p
+	case to.Kind() != reflect.Pointer && v.Kind() == reflect.Pointer:
+		if v.IsNil() {
+			return
+		}
+		v = v.Elem()
+	}
+	to.Set(v)
 }
 
 // Request builders: a topic of two partitions (0, 1) per name, or per id.
 
+// withTopics gives r, at version v, a topic per name in its Topics: by id
+// when byID (the name left empty), with partitions 0 and 1 where a topic
+// lists partitions.
+func withTopics[R kmsg.Request](r R, v int16, byID bool, names ...string) R {
+	r.SetVersion(v)
+	topics := reflect.ValueOf(r).Elem().FieldByName("Topics")
+	for _, n := range names {
+		t := newItem(topics.Type().Elem())
+		if byID {
+			set(t, "TopicID", reflect.ValueOf(idOf(n)))
+		} else {
+			set(t, "Topic", reflect.ValueOf(n))
+		}
+		if ps := t.FieldByName("Partitions"); ps.IsValid() {
+			for p := range int32(2) {
+				if ps.Type().Elem().Kind() == reflect.Int32 {
+					ps.Set(reflect.Append(ps, reflect.ValueOf(p)))
+					continue
+				}
+				pt := newItem(ps.Type().Elem())
+				set(pt, "Partition", reflect.ValueOf(p))
+				ps.Set(reflect.Append(ps, pt))
+			}
+		}
+		topics.Set(reflect.Append(topics, t))
+	}
+	return r
+}
+
+// topicsReq is a request of key at version v naming topics (withTopics).
+func topicsReq(key kmsg.Key, v int16, byID bool, topics ...string) kmsg.Request {
+	return withTopics(kmsg.RequestForKey(int16(key)), v, byID, topics...)
+}
+
+// configResource is a config resource a request names.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// resourcesReq is a config request of key at version v naming resources.
+func resourcesReq(key kmsg.Key, v int16, resources ...configResource) kmsg.Request {
+	r := kmsg.RequestForKey(int16(key))
+	r.SetVersion(v)
+	list := reflect.ValueOf(r).Elem().FieldByName("Resources")
+	for _, res := range resources {
+		x := newItem(list.Type().Elem())
+		set(x, "ResourceType", reflect.ValueOf(res.typ))
+		set(x, "ResourceName", reflect.ValueOf(res.name))
+		list.Set(reflect.Append(list, x))
+	}
+	return r
+}
+
 func produceReq(v int16, acks int16, topics ...string) *kmsg.ProduceRequest {
-	r := kmsg.NewPtrProduceRequest()
-	r.Version, r.Acks, r.TimeoutMillis = v, acks, 1000
-	for _, n := range topics {
-		t := kmsg.NewProduceRequestTopic()
-		t.Topic = n
-		if v >= 13 {
-			t.Topic, t.TopicID = "", idOf(n)
+	r := withTopics(kmsg.NewPtrProduceRequest(), v, v >= 13, topics...)
+	r.Acks, r.TimeoutMillis = acks, 1000
+	for i := range r.Topics {
+		for j := range r.Topics[i].Partitions {
+			r.Topics[i].Partitions[j].Records = []byte("batch-" + topics[i])
 		}
-		for p := int32(0); p < 2; p++ {
-			t.Partitions = append(t.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p, Records: []byte("batch-" + n)})
-		}
-		r.Topics = append(r.Topics, t)
 	}
 	return r
 }
 
 func idOf(name string) [16]byte {
+	if id := knownID(name); id != ([16]byte{}) {
+		return id
+	}
+	panic(name)
+}
+
+// knownID is the id of a topic of idNames; zero for any other.
+func knownID(name string) [16]byte {
 	for id, n := range idNames {
 		if n == name {
 			return id
 		}
 	}
-	panic(name)
+	return [16]byte{}
 }
 
 func fetchReq(v int16, topics ...string) *kmsg.FetchRequest {
-	r := kmsg.NewPtrFetchRequest()
-	r.Version, r.MaxBytes = v, 1<<20
-	for _, n := range topics {
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic = n
-		if v >= 13 {
-			t.Topic, t.TopicID = "", idOf(n)
+	r := withTopics(kmsg.NewPtrFetchRequest(), v, v >= 13, topics...)
+	r.MaxBytes = 1 << 20
+	for i := range r.Topics {
+		for j := range r.Topics[i].Partitions {
+			r.Topics[i].Partitions[j].PartitionMaxBytes = 1 << 20
 		}
-		for p := int32(0); p < 2; p++ {
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.Partition, fp.PartitionMaxBytes = p, 1<<20
-			t.Partitions = append(t.Partitions, fp)
-		}
-		r.Topics = append(r.Topics, t)
 	}
 	return r
 }
@@ -591,21 +409,29 @@ func runCases(t *testing.T, f *reservedTopics, cases []exchangeCase) {
 	}
 }
 
-// bigProduceHead is the head a session reads (16 KiB) of a Produce of
-// 512 KiB a topic (two partitions of 256 KiB each): the topics after the
-// first lie far past it.
-func bigProduceHead(t testing.TB, v int16, topics ...string) *proxy.Request {
+// produceFrame is the frame of a Produce of topics, each partition's
+// records of size bytes.
+func produceFrame(t testing.TB, v, acks int16, size int, topics ...string) *proxy.Request {
 	t.Helper()
-	req := produceReq(v, -1, topics...)
+	req := produceReq(v, acks, topics...)
 	for i := range req.Topics {
 		for j := range req.Topics[i].Partitions {
-			req.Topics[i].Partitions[j].Records = make([]byte, 256<<10)
+			req.Topics[i].Partitions[j].Records = make([]byte, size)
 		}
 	}
 	r, err := proxytest.Request(req, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// bigProduceHead is the head a session reads (16 KiB) of a Produce of
+// 512 KiB a topic (two partitions of 256 KiB each): the topics after the
+// first lie far past it.
+func bigProduceHead(t testing.TB, v int16, topics ...string) *proxy.Request {
+	t.Helper()
+	r := produceFrame(t, v, -1, 256<<10, topics...)
 	r.Payload = r.Payload[:16<<10] // the head, as a session has it
 	return r
 }

@@ -249,169 +249,54 @@ func TestReservedTopicAPIs(t *testing.T) {
 	two := []int16{0, 0}
 	refused := []int16{tafCode, tafCode}
 
-	listOffsets := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrListOffsetsRequest()
-		r.Version = 7
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.ListOffsetsRequestTopic{Topic: n, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0}, {Partition: 1}}})
-		}
-		return r
-	}
-	offsetCommit := func(v int16, topics ...string) kmsg.Request {
-		r := kmsg.NewPtrOffsetCommitRequest()
-		r.Version, r.Group = v, "g"
-		for _, n := range topics {
-			t := kmsg.NewOffsetCommitRequestTopic()
-			if v >= 10 {
-				t.TopicID = idOf(n)
-			} else {
-				t.Topic = n
-			}
-			t.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0}, {Partition: 1}}
-			r.Topics = append(r.Topics, t)
-		}
-		return r
-	}
-	txnOffsetCommit := func(v int16, topics ...string) kmsg.Request {
-		r := kmsg.NewPtrTxnOffsetCommitRequest()
-		r.Version, r.Group, r.TransactionalID = v, "g", "tx"
-		for _, n := range topics {
-			t := kmsg.NewTxnOffsetCommitRequestTopic()
-			if v >= 6 {
-				t.TopicID = idOf(n)
-			} else {
-				t.Topic = n
-			}
-			t.Partitions = []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0}, {Partition: 1}}
-			r.Topics = append(r.Topics, t)
-		}
-		return r
-	}
-	deleteRecords := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrDeleteRecordsRequest()
-		r.Version = 2
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.DeleteRecordsRequestTopic{Topic: n, Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 5}, {Partition: 1, Offset: 5}}})
-		}
-		return r
-	}
-	offsetForLeaderEpoch := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrOffsetForLeaderEpochRequest()
-		r.Version = 4
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.OffsetForLeaderEpochRequestTopic{Topic: n, Partitions: []kmsg.OffsetForLeaderEpochRequestTopicPartition{{Partition: 0}, {Partition: 1}}})
-		}
-		return r
-	}
-	describeProducers := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrDescribeProducersRequest()
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.DescribeProducersRequestTopic{Topic: n, Partitions: []int32{0, 1}})
-		}
-		return r
-	}
-	createTopics := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrCreateTopicsRequest()
-		r.Version = 7
-		for _, n := range topics {
-			t := kmsg.NewCreateTopicsRequestTopic()
-			t.Topic, t.NumPartitions, t.ReplicationFactor = n, 3, 1
-			r.Topics = append(r.Topics, t)
-		}
-		return r
-	}
-	deleteTopicsNames := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrDeleteTopicsRequest()
-		r.Version, r.TopicNames = 5, topics
-		return r
-	}
-	deleteTopicsV6 := func(byID bool, topics ...string) kmsg.Request {
-		r := kmsg.NewPtrDeleteTopicsRequest()
-		r.Version = 6
-		for _, n := range topics {
-			t := kmsg.NewDeleteTopicsRequestTopic()
-			if byID {
-				t.TopicID = idOf(n)
-			} else {
-				t.Topic = kmsg.StringPtr(n)
-			}
-			r.Topics = append(r.Topics, t)
-		}
-		return r
-	}
-	createPartitions := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrCreatePartitionsRequest()
-		r.Version = 3
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.CreatePartitionsRequestTopic{Topic: n, Count: 6})
-		}
-		return r
-	}
-	shareFetch := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrShareFetchRequest()
-		r.Version, r.GroupID, r.MemberID, r.MaxBytes = 1, kmsg.StringPtr("sg"), kmsg.StringPtr("m"), 1<<20
-		for _, n := range topics {
-			t := kmsg.NewShareFetchRequestTopic()
-			t.TopicID = idOf(n)
-			t.Partitions = []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}, {Partition: 1}}
-			r.Topics = append(r.Topics, t)
-		}
-		return r
-	}
-	describeTopicPartitions := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrDescribeTopicPartitionsRequest()
-		r.ResponsePartitionLimit = 2000
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.DescribeTopicPartitionsRequestTopic{Topic: n})
-		}
-		return r
-	}
 	one := []int16{0}
 	no := []int16{tafCode}
+	deleteV5 := kmsg.NewPtrDeleteTopicsRequest() // v0–v5 name topics in TopicNames
+	deleteV5.Version, deleteV5.TopicNames = 5, []string{ownTopic, auditTopic}
 
 	runCases(t, f, []exchangeCase{
-		{"ListOffsets split", listOffsets(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"ListOffsets all reserved", listOffsets(auditTopic), nil, map[string][]int16{auditTopic: refused}},
-		{"OffsetCommit v9 split", offsetCommit(9, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, usageTopic: refused}},
-		{"OffsetCommit v10 by id", offsetCommit(10, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, usageTopic: refused}},
-		{"OffsetCommit all reserved", offsetCommit(8, auditTopic), nil, map[string][]int16{auditTopic: refused}},
-		{"TxnOffsetCommit v5 split", txnOffsetCommit(5, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"TxnOffsetCommit v6 by id", txnOffsetCommit(6, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"DeleteRecords split", deleteRecords(auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"DeleteRecords all reserved", deleteRecords(auditTopic, usageTopic), nil, map[string][]int16{auditTopic: refused, usageTopic: refused}},
-		{"OffsetForLeaderEpoch split", offsetForLeaderEpoch(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"DescribeProducers split", describeProducers(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"CreateTopics split", createTopics(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
-		{"CreateTopics all reserved", createTopics(usageTopic), nil, map[string][]int16{usageTopic: no}},
-		{"DeleteTopics v5 split", deleteTopicsNames(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
-		{"DeleteTopics v6 by name", deleteTopicsV6(false, auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
-		{"DeleteTopics v6 by id", deleteTopicsV6(true, auditTopic), nil, map[string][]int16{auditTopic: no}},
-		{"CreatePartitions split", createPartitions(ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, usageTopic: no}},
-		{"ShareFetch split", shareFetch(auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
-		{"ShareFetch all reserved, still forwarded", shareFetch(auditTopic), []string{}, map[string][]int16{auditTopic: refused}},
-		{"DescribeTopicPartitions split", describeTopicPartitions(ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
-		{"DescribeTopicPartitions all reserved", describeTopicPartitions(auditTopic), nil, map[string][]int16{auditTopic: no}},
-		{"DescribeTopicPartitions every topic", describeTopicPartitions(), []string{}, map[string][]int16{ownTopic: one}},
+		{"ListOffsets split", topicsReq(kmsg.ListOffsets, 7, false, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"ListOffsets all reserved", topicsReq(kmsg.ListOffsets, 7, false, auditTopic), nil, map[string][]int16{auditTopic: refused}},
+		{"OffsetCommit v9 split", topicsReq(kmsg.OffsetCommit, 9, false, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, usageTopic: refused}},
+		{"OffsetCommit v10 by id", topicsReq(kmsg.OffsetCommit, 10, true, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, usageTopic: refused}},
+		{"OffsetCommit all reserved", topicsReq(kmsg.OffsetCommit, 8, false, auditTopic), nil, map[string][]int16{auditTopic: refused}},
+		{"TxnOffsetCommit v5 split", topicsReq(kmsg.TxnOffsetCommit, 5, false, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"TxnOffsetCommit v6 by id", topicsReq(kmsg.TxnOffsetCommit, 6, true, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"DeleteRecords split", topicsReq(kmsg.DeleteRecords, 2, false, auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"DeleteRecords all reserved", topicsReq(kmsg.DeleteRecords, 2, false, auditTopic, usageTopic), nil, map[string][]int16{auditTopic: refused, usageTopic: refused}},
+		{"OffsetForLeaderEpoch split", topicsReq(kmsg.OffsetForLeaderEpoch, 4, false, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"DescribeProducers split", topicsReq(kmsg.DescribeProducers, 0, false, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"CreateTopics split", topicsReq(kmsg.CreateTopics, 7, false, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"CreateTopics all reserved", topicsReq(kmsg.CreateTopics, 7, false, usageTopic), nil, map[string][]int16{usageTopic: no}},
+		{"DeleteTopics v5 split", deleteV5, []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"DeleteTopics v6 by name", topicsReq(kmsg.DeleteTopics, 6, false, auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"DeleteTopics v6 by id", topicsReq(kmsg.DeleteTopics, 6, true, auditTopic), nil, map[string][]int16{auditTopic: no}},
+		{"CreatePartitions split", topicsReq(kmsg.CreatePartitions, 3, false, ownTopic, usageTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, usageTopic: no}},
+		{"ShareFetch split", topicsReq(kmsg.ShareFetch, 1, true, auditTopic, ownTopic), []string{ownTopic}, map[string][]int16{ownTopic: two, auditTopic: refused}},
+		{"ShareFetch all reserved, still forwarded", topicsReq(kmsg.ShareFetch, 1, true, auditTopic), []string{}, map[string][]int16{auditTopic: refused}},
+		{"DescribeTopicPartitions split", topicsReq(kmsg.DescribeTopicPartitions, 0, false, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: one, auditTopic: no}},
+		{"DescribeTopicPartitions all reserved", topicsReq(kmsg.DescribeTopicPartitions, 0, false, auditTopic), nil, map[string][]int16{auditTopic: no}},
+		{"DescribeTopicPartitions every topic", topicsReq(kmsg.DescribeTopicPartitions, 0, false), []string{}, map[string][]int16{ownTopic: one}},
 	})
 
 	// The fields Kafka sets besides the code.
-	x := pass(t, f, connAs(aliceUser), createTopics(auditTopic), nil)
+	x := pass(t, f, connAs(aliceUser), topicsReq(kmsg.CreateTopics, 7, false, auditTopic), nil)
 	if ct := x.resp.(*kmsg.CreateTopicsResponse).Topics[0]; str(ct.ErrorMessage) != "Authorization failed." || ct.ConfigErrorCode != tafCode || ct.NumPartitions != -1 {
 		t.Errorf("CreateTopics answer %+v", ct)
 	}
-	x = pass(t, f, connAs(aliceUser), deleteTopicsV6(true, auditTopic), nil)
+	x = pass(t, f, connAs(aliceUser), topicsReq(kmsg.DeleteTopics, 6, true, auditTopic), nil)
 	if dt := x.resp.(*kmsg.DeleteTopicsResponse).Topics[0]; dt.Topic != nil || dt.TopicID != auditID {
 		t.Errorf("DeleteTopics by id: answer %+v, want a null name and the id", dt)
 	}
-	x = pass(t, f, connAs(aliceUser), deleteRecords(auditTopic), nil)
+	x = pass(t, f, connAs(aliceUser), topicsReq(kmsg.DeleteRecords, 2, false, auditTopic), nil)
 	if p := x.resp.(*kmsg.DeleteRecordsResponse).Topics[0].Partitions[0]; p.LowWatermark != -1 {
 		t.Errorf("DeleteRecords answer %+v", p)
 	}
-	x = pass(t, f, connAs(aliceUser), listOffsets(auditTopic), nil)
+	x = pass(t, f, connAs(aliceUser), topicsReq(kmsg.ListOffsets, 7, false, auditTopic), nil)
 	if p := x.resp.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]; p.Offset != -1 || p.Timestamp != -1 {
 		t.Errorf("ListOffsets answer %+v", p)
 	}
-	x = pass(t, f, connAs(aliceUser), describeTopicPartitions(auditTopic), nil)
+	x = pass(t, f, connAs(aliceUser), topicsReq(kmsg.DescribeTopicPartitions, 0, false, auditTopic), nil)
 	if dt := x.resp.(*kmsg.DescribeTopicPartitionsResponse).Topics[0]; dt.TopicID != ([16]byte{}) || len(dt.Partitions) != 0 {
 		t.Errorf("DescribeTopicPartitions answer %+v: the id or partitions are given away", dt)
 	}
@@ -448,21 +333,10 @@ func TestReservedMetadata(t *testing.T) {
 	f := reservedOf(t, clusterIDs())
 	named := func(v int16, auto bool, topics ...string) kmsg.Request {
 		r := kmsg.NewPtrMetadataRequest()
-		r.Version, r.AllowAutoTopicCreation = v, auto
-		r.Topics = []kmsg.MetadataRequestTopic{}
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(n)})
-		}
-		return r
+		r.AllowAutoTopicCreation, r.Topics = auto, []kmsg.MetadataRequestTopic{}
+		return withTopics(r, v, false, topics...)
 	}
-	byID := func(topics ...string) kmsg.Request {
-		r := kmsg.NewPtrMetadataRequest()
-		r.Version = 12
-		for _, n := range topics {
-			r.Topics = append(r.Topics, kmsg.MetadataRequestTopic{TopicID: idOf(n)})
-		}
-		return r
-	}
+	byID := func(topics ...string) kmsg.Request { return topicsReq(kmsg.Metadata, 12, true, topics...) }
 	runCases(t, f, []exchangeCase{
 		{"v12 named split", named(12, true, ownTopic, auditTopic), []string{ownTopic}, map[string][]int16{ownTopic: {0}, auditTopic: {tafCode}}},
 		{"v4 named, only reserved: forwarded for the brokers", named(4, true, auditTopic, usageTopic), []string{},
@@ -496,49 +370,23 @@ func TestReservedConfigs(t *testing.T) {
 	f := reservedOf(t, clusterIDs())
 	topic, broker := kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker
 	key := func(rt kmsg.ConfigResourceType, n string) string { return fmt.Sprintf("%v:%s", rt, n) }
-	describe := kmsg.NewPtrDescribeConfigsRequest()
-	describe.Version = 4
-	alter := kmsg.NewPtrAlterConfigsRequest()
-	alter.Version = 2
-	incr := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	incr.Version = 1
-	for _, rs := range []struct {
-		t kmsg.ConfigResourceType
-		n string
-	}{{topic, auditTopic}, {topic, ownTopic}, {broker, "0"}, {broker, auditTopic}} {
-		describe.Resources = append(describe.Resources, kmsg.DescribeConfigsRequestResource{ResourceType: rs.t, ResourceName: rs.n})
-		alter.Resources = append(alter.Resources, kmsg.AlterConfigsRequestResource{ResourceType: rs.t, ResourceName: rs.n})
-		incr.Resources = append(incr.Resources, kmsg.IncrementalAlterConfigsRequestResource{ResourceType: rs.t, ResourceName: rs.n})
-	}
+	all := []configResource{{topic, auditTopic}, {topic, ownTopic}, {broker, "0"}, {broker, auditTopic}}
 	sent := []string{key(broker, "0"), key(broker, auditTopic), key(topic, ownTopic)}
 	sort.Strings(sent)
 	want := map[string][]int16{key(topic, auditTopic): {tafCode}, key(topic, ownTopic): {0}, key(broker, "0"): {0}, key(broker, auditTopic): {0}}
-	only := func(r kmsg.Request) kmsg.Request {
-		switch r := r.(type) {
-		case *kmsg.DescribeConfigsRequest:
-			c := *r
-			c.Resources = r.Resources[:1]
-			return &c
-		case *kmsg.AlterConfigsRequest:
-			c := *r
-			c.Resources = r.Resources[:1]
-			return &c
-		case *kmsg.IncrementalAlterConfigsRequest:
-			c := *r
-			c.Resources = r.Resources[:1]
-			return &c
-		}
-		return nil
+	var cases []exchangeCase
+	for _, api := range []struct {
+		key kmsg.Key
+		v   int16
+	}{{kmsg.DescribeConfigs, 4}, {kmsg.AlterConfigs, 2}, {kmsg.IncrementalAlterConfigs, 1}} {
+		name := kmsg.NameForKey(int16(api.key))
+		cases = append(cases,
+			exchangeCase{name + " split", resourcesReq(api.key, api.v, all...), sent, want},
+			exchangeCase{name + " only reserved", resourcesReq(api.key, api.v, all[0]), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
+		)
 	}
-	runCases(t, f, []exchangeCase{
-		{"DescribeConfigs split", describe, sent, want},
-		{"AlterConfigs split", alter, sent, want},
-		{"IncrementalAlterConfigs split", incr, sent, want},
-		{"DescribeConfigs only reserved", only(describe), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
-		{"AlterConfigs only reserved", only(alter), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
-		{"IncrementalAlterConfigs only reserved", only(incr), nil, map[string][]int16{key(topic, auditTopic): {tafCode}}},
-	})
-	x := pass(t, f, connAs(aliceUser), only(describe), nil)
+	runCases(t, f, cases)
+	x := pass(t, f, connAs(aliceUser), resourcesReq(kmsg.DescribeConfigs, 4, all[0]), nil)
 	if rr := x.resp.(*kmsg.DescribeConfigsResponse).Resources[0]; len(rr.Configs) != 0 || str(rr.ErrorMessage) != topicAuthFailed {
 		t.Errorf("refused resource %+v", rr)
 	}
@@ -575,10 +423,7 @@ func TestReservedAddPartitionsToTxn(t *testing.T) {
 // filters do; nothing is forwarded.
 func TestReservedMalformed(t *testing.T) {
 	f := reservedOf(t, clusterIDs())
-	lo := kmsg.NewPtrListOffsetsRequest()
-	lo.Version = 7
-	lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: ownTopic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0}, {Partition: 1}}}}
-	for _, req := range []kmsg.Request{fetchReq(12, ownTopic), lo, produceReq(9, 1, ownTopic, auditTopic)} {
+	for _, req := range []kmsg.Request{fetchReq(12, ownTopic), topicsReq(kmsg.ListOffsets, 7, false, ownTopic), produceReq(9, 1, ownTopic, auditTopic)} {
 		r, err := proxytest.Request(req, 1)
 		if err != nil {
 			t.Fatal(err)

@@ -86,26 +86,18 @@ var rewriteKeys = []int16{
 	int16(kmsg.Produce), int16(kmsg.Fetch), int16(kmsg.Metadata), int16(kmsg.ShareFetch),
 }
 
-// addresses returns every broker host a decoded response names.
+// addresses returns every broker host a decoded response names (in its
+// Brokers, or ShareFetch's NodeEndpoints: kmsg's structs of the same
+// fields).
 func addresses(resp kmsg.Response) []string {
 	var hosts []string
-	switch r := resp.(type) {
-	case *kmsg.ProduceResponse:
-		for _, b := range r.Brokers {
-			hosts = append(hosts, b.Host)
-		}
-	case *kmsg.FetchResponse:
-		for _, b := range r.Brokers {
-			hosts = append(hosts, b.Host)
-		}
-	case *kmsg.MetadataResponse:
-		for _, b := range r.Brokers {
-			hosts = append(hosts, b.Host)
-		}
-	case *kmsg.ShareFetchResponse:
-		for _, b := range r.NodeEndpoints {
-			hosts = append(hosts, b.Host)
-		}
+	r := reflect.ValueOf(resp).Elem()
+	brokers := r.FieldByName("Brokers")
+	if !brokers.IsValid() {
+		brokers = r.FieldByName("NodeEndpoints")
+	}
+	for i := range brokers.Len() {
+		hosts = append(hosts, brokers.Index(i).FieldByName("Host").String())
 	}
 	return hosts
 }
@@ -193,7 +185,7 @@ func FuzzSetThrottle(f *testing.F) {
 		f.Add(int16(kmsg.Produce), v, responseBody(produceResponse(v)), int32(1000))
 	}
 	for _, v := range []int16{0, 2, 3, 5} {
-		f.Add(int16(kmsg.ApiVersions), v, responseBody(apiVersionsResponse(v)), int32(1))
+		f.Add(int16(kmsg.ApiVersions), v, responseBody(upstreamApiVersions(v)), int32(1))
 	}
 	f.Add(int16(38), int16(3), responseBody(createDelegationTokenResponse(3)), int32(9))
 	f.Add(int16(41), int16(2), responseBody(describeDelegationTokenResponse(2)), int32(9))

@@ -106,6 +106,22 @@ func throttleOffset(p []byte, bodyOff int, key, version int16) (int, error) {
 	return -1, nil
 }
 
+// throttleField finds throttle_time_ms in the response frame in buf (size
+// prefix included): p is the frame's payload, bodyOff the body's offset in
+// it and off the field's (-1: it can only be set by decoding). ok is false
+// for a version without the field.
+func throttleField(buf *Buffer, key, version int16, flexible bool) (p []byte, bodyOff, off int, ok bool, err error) {
+	if !HasThrottle(key, version) {
+		return nil, 0, 0, false, nil
+	}
+	p = buf.B[4:]
+	if bodyOff, err = ResponseBodyOffset(p, key, flexible); err != nil {
+		return nil, 0, 0, true, err
+	}
+	off, err = throttleOffset(p, bodyOff, key, version)
+	return p, bodyOff, off, true, err
+}
+
 // SetThrottle raises the throttle_time_ms of the response frame in buf (size
 // prefix included) to at least ms and returns the value the response now
 // carries. The field is patched in place wherever its offset can be found
@@ -113,16 +129,8 @@ func throttleOffset(p []byte, bodyOff int, key, version int16) (int, error) {
 // ApiVersions) are decoded and re-encoded at their own version. It reports
 // 0, nil for versions without the field.
 func SetThrottle(buf *Buffer, key, version int16, flexible bool, ms int32) (int32, error) {
-	if !HasThrottle(key, version) {
-		return 0, nil
-	}
-	p := buf.B[4:]
-	bodyOff, err := ResponseBodyOffset(p, key, flexible)
-	if err != nil {
-		return 0, err
-	}
-	off, err := throttleOffset(p, bodyOff, key, version)
-	if err != nil {
+	p, bodyOff, off, ok, err := throttleField(buf, key, version, flexible)
+	if !ok || err != nil {
 		return 0, err
 	}
 	if off >= 0 {
@@ -156,16 +164,8 @@ func SetThrottle(buf *Buffer, key, version int16, flexible bool, ms int32) (int3
 // Throttle returns the throttle_time_ms a response frame carries (0 if the
 // version has none).
 func Throttle(buf *Buffer, key, version int16, flexible bool) (int32, error) {
-	if !HasThrottle(key, version) {
-		return 0, nil
-	}
-	p := buf.B[4:]
-	bodyOff, err := ResponseBodyOffset(p, key, flexible)
-	if err != nil {
-		return 0, err
-	}
-	off, err := throttleOffset(p, bodyOff, key, version)
-	if err != nil {
+	p, bodyOff, off, ok, err := throttleField(buf, key, version, flexible)
+	if !ok || err != nil {
 		return 0, err
 	}
 	if off >= 0 {

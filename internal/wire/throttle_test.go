@@ -96,29 +96,6 @@ func produceResponse(version int16) *kmsg.ProduceResponse {
 	return resp
 }
 
-func apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
-	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.SetVersion(version)
-	for _, k := range [][3]int16{{0, 0, 13}, {1, 4, 18}, {3, 0, 13}, {18, 0, 5}, {60, 0, 2}, {1000, 0, 3}} {
-		e := kmsg.NewApiVersionsResponseApiKey()
-		e.ApiKey, e.MinVersion, e.MaxVersion = k[0], k[1], k[2]
-		resp.ApiKeys = append(resp.ApiKeys, e)
-	}
-	if version >= 3 {
-		resp.ApiKeys[1].UnknownTags.Set(5, []byte("entry tag"))
-		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{
-			{Name: "metadata.version", MinVersion: 1, MaxVersion: 27},
-			{Name: "kraft.version", MinVersion: 0, MaxVersion: 1},
-		}
-		resp.FinalizedFeaturesEpoch = 4242
-		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{
-			{Name: "metadata.version", MaxVersionLevel: 25, MinVersionLevel: 25},
-		}
-		resp.ZkMigrationReady = true
-	}
-	return resp
-}
-
 func createDelegationTokenResponse(version int16) *kmsg.CreateDelegationTokenResponse {
 	resp := kmsg.NewPtrCreateDelegationTokenResponse()
 	resp.SetVersion(version)
@@ -164,7 +141,7 @@ func throttleResponses(key, version int16) []kmsg.Response {
 	case int16(kmsg.Fetch):
 		out = append(out, fetchResponse(version, 3, 4096, true))
 	case int16(kmsg.ApiVersions):
-		out = append(out, apiVersionsResponse(version))
+		out = append(out, upstreamApiVersions(version))
 	case 38:
 		out = append(out, createDelegationTokenResponse(version))
 	case 41:
@@ -367,7 +344,7 @@ func TestSetThrottleMalformed(t *testing.T) {
 		resp kmsg.Response
 	}{
 		{produceResponse(8)}, {produceResponse(11)}, {produceResponse(13)},
-		{apiVersionsResponse(2)}, {apiVersionsResponse(4)},
+		{upstreamApiVersions(2)}, {upstreamApiVersions(4)},
 		{createDelegationTokenResponse(3)}, {describeDelegationTokenResponse(2)},
 		{fetchResponse(16, 1, 100, false)},
 	} {

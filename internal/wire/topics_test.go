@@ -25,6 +25,15 @@ func seenOf(name []byte, id [16]byte, records int) seen {
 	return seen{n, id, records}
 }
 
+// wantSeen is what a walk at version v sees of a topic: its name, or from
+// v13 its id.
+func wantSeen(v int16, name string, id [16]byte, records int) seen {
+	if v >= 13 {
+		return seen{"<id>", id, records}
+	}
+	return seen{name: name, records: records}
+}
+
 // produceTopics walks a Produce body: each topic with its record bytes, -1
 // for a topic cut; ok when the body was whole.
 func produceTopics(b []byte, v int16) (got []seen, ok bool) {
@@ -94,8 +103,7 @@ func multiTopicProduce(v int16) (*kmsg.ProduceRequest, []seen) {
 	var want []seen
 	for i, parts := range [][]int{{300}, {1000, -1}, {}} {
 		t := kmsg.NewProduceRequestTopic()
-		t.Topic = fmt.Sprintf("topic-%d", i)
-		t.TopicID = [16]byte{byte(i + 1)}
+		t.Topic, t.TopicID = fmt.Sprintf("topic-%d", i), [16]byte{byte(i + 1)}
 		sum := 0
 		for j, n := range parts {
 			p := kmsg.NewProduceRequestTopicPartition()
@@ -107,11 +115,7 @@ func multiTopicProduce(v int16) (*kmsg.ProduceRequest, []seen) {
 			t.Partitions = append(t.Partitions, p)
 		}
 		req.Topics = append(req.Topics, t)
-		s := seen{name: t.Topic, records: sum}
-		if v >= 13 {
-			s = seen{name: "<id>", id: t.TopicID, records: sum}
-		}
-		want = append(want, s)
+		want = append(want, wantSeen(v, t.Topic, t.TopicID, sum))
 	}
 	return req, want
 }
@@ -153,8 +157,7 @@ func TestFetchResponseTopics(t *testing.T) {
 		var want []seen
 		for i, parts := range [][]int{{70000, 5}, {0}, {}} {
 			rt := kmsg.NewFetchResponseTopic()
-			rt.Topic = fmt.Sprintf("t%d", i)
-			rt.TopicID = [16]byte{0xaa, byte(i)}
+			rt.Topic, rt.TopicID = fmt.Sprintf("t%d", i), [16]byte{0xaa, byte(i)}
 			sum := 0
 			for j, n := range parts {
 				p := kmsg.NewFetchResponseTopicPartition()
@@ -167,11 +170,7 @@ func TestFetchResponseTopics(t *testing.T) {
 				rt.Partitions = append(rt.Partitions, p)
 			}
 			resp.Topics = append(resp.Topics, rt)
-			s := seen{name: rt.Topic, records: sum}
-			if v >= 13 {
-				s = seen{name: "<id>", id: rt.TopicID, records: sum}
-			}
-			want = append(want, s)
+			want = append(want, wantSeen(v, rt.Topic, rt.TopicID, sum))
 		}
 		body := resp.AppendTo(nil)
 		if got, ok := fetchResponseTopics(body, v, false); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
