@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -68,7 +68,7 @@ func authQuotaFollowsPrincipal(t *testing.T, up *testkit.Upstream) {
 	usage := env.App.Engine().Usage(time.Now())
 	var users []string
 	for _, u := range usage {
-		if u.Key != quota.ProducerByteRate {
+		if u.Key != model.ProducerByteRate {
 			continue
 		}
 		users = append(users, u.User)

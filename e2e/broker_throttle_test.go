@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -40,7 +40,7 @@ func TestBrokerThrottleCombined(t *testing.T) {
 		}
 		tollgateThrottles := func(id string) int64 {
 			for _, u := range env.App.Engine().Usage(time.Now()) {
-				if u.Key == quota.ProducerByteRate && u.ClientID == id {
+				if u.Key == model.ProducerByteRate && u.ClientID == id {
 					return u.Throttles
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/api"
+	"github.com/tollgate/tollgate/internal/quota/model"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -117,13 +118,13 @@ func fail(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, api.
 
 // num renders Kafka's "unlimited" (Long.MAX_VALUE) as null.
 func num(v float64) *float64 {
-	if v >= quota.Unlimited || math.IsInf(v, 0) || math.IsNaN(v) {
+	if v >= model.Unlimited || math.IsInf(v, 0) || math.IsNaN(v) {
 		return nil
 	}
 	return &v
 }
 
-func burstJSON(o quota.Options) *float64 {
+func burstJSON(o model.Options) *float64 {
 	if !o.HasBurst {
 		return nil
 	}
@@ -131,7 +132,7 @@ func burstJSON(o quota.Options) *float64 {
 	return &v
 }
 
-func shadowJSON(on bool, s quota.ShadowStats) *api.Shadow {
+func shadowJSON(on bool, s model.ShadowStats) *api.Shadow {
 	if !on {
 		return nil
 	}
@@ -178,7 +179,7 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		}
 		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
 		b.BurstSeconds = burstJSON(u.Options)
-		if u.Level != quota.LevelNone {
+		if u.Level != model.LevelNone {
 			b.Entity = entityJSON(u.Entity)
 		}
 		out = append(out, b)
@@ -190,9 +191,9 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 // without a limit parameter.
 const DefaultBucketsLimit = 1000
 
-func entityJSON(e quota.Entity) []api.EntityPart {
+func entityJSON(e model.Entity) []api.EntityPart {
 	var out []api.EntityPart
-	add := func(typ string, n quota.Name) {
+	add := func(typ string, n model.Name) {
 		if !n.IsSet() {
 			return
 		}
@@ -207,12 +208,12 @@ func entityJSON(e quota.Entity) []api.EntityPart {
 	}
 	add("user", e.User)
 	if e.Client.IsPrefix() {
-		add("client-id-prefix", quota.Exact(e.Client.Value()))
+		add("client-id-prefix", model.Exact(e.Client.Value()))
 	} else {
 		add("client-id", e.Client)
 	}
 	if e.Topic.IsPrefix() {
-		add("topic-prefix", quota.Exact(e.Topic.Value()))
+		add("topic-prefix", model.Exact(e.Topic.Value()))
 	} else {
 		add("topic", e.Topic)
 	}
@@ -232,7 +233,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Now()
 	resp := api.Resolve{User: user, ClientID: cid}
-	for _, k := range quota.Keys() {
+	for _, k := range model.Keys() {
 		resp.Quotas = append(resp.Quotas, resolvedJSON(s.Engine.Resolve(k, user, cid, now)))
 	}
 	if name, ok := s.Engine.TenantOf(user); ok {
@@ -259,7 +260,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolvedJSON is the answer of one resolution.
-func resolvedJSON(res quota.Resolution) api.Resolved {
+func resolvedJSON(res model.Resolution) api.Resolved {
 	rv := api.Resolved{Quota: res.Key.String(), Level: res.Level.String(), Value: num(res.Quota),
 		BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
 		Utilization: res.Utilization}
@@ -277,7 +278,7 @@ func resolvedJSON(res quota.Resolution) api.Resolved {
 // resolveTopic is the per-topic quotas of a client on a topic.
 func (s Sources) resolveTopic(user, cid, topic string, now time.Time) []api.Resolved {
 	var tq []api.Resolved
-	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+	for _, k := range []model.Key{model.ProducerByteRate, model.ConsumerByteRate} {
 		res := s.Engine.ResolveTopic(k, user, cid, topic, now)
 		rv := resolvedJSON(res)
 		if res.TopicPrefix {

@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // localRequest is a request as a client on the gateway's host sends it
@@ -46,9 +47,9 @@ func TestHandlers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Default()), quota.ConsumerByteRate, 5000)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Default()), model.ConsumerByteRate, 5000)
 	eng.SetQuotas(q)
 	eng.Client("alice", "app").RecordProduce(20000, now) // twice the 10 s burst: throttled
 	as := admission.DefaultSettings()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/cluster"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // clusterEngine is a quota engine with 30 s of alice's producer traffic
@@ -20,8 +21,8 @@ func clusterEngine(t *testing.T, inCluster bool, now time.Time) *quota.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1<<20)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1<<20)
 	eng.SetQuotas(q)
 	at := now.Add(-30 * time.Second)
 	tick := quota.ClusterTick{Live: 2, Connected: true, Decided: true}
@@ -34,7 +35,7 @@ func clusterEngine(t *testing.T, inCluster bool, now time.Time) *quota.Engine {
 		eng.Client("alice", "app").RecordProduce(1000, at)
 		if inCluster {
 			eng.DrainUsage(nil, at)
-			eng.ApplyRemote([]quota.Delta{{Key: quota.ProducerByteRate, User: "alice", Client: "other", Value: 3000}}, at)
+			eng.ApplyRemote([]quota.Delta{{Key: model.ProducerByteRate, User: "alice", Client: "other", Value: 3000}}, at)
 			eng.Tick(tick, at)
 		}
 	}

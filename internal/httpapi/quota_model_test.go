@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // A client-id prefix group's bucket and resolution: client_id_prefix names
@@ -19,9 +20,9 @@ func TestPrefixBucketsAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	q.Set(quota.ClientPrefixEntity("bar-"), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Exact("bar-")), quota.ProducerByteRate, 2000)
+	var q model.Quotas
+	q.Set(model.ClientPrefixEntity("bar-"), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Exact("bar-")), model.ProducerByteRate, 2000)
 	eng.SetQuotas(q)
 	eng.Client("alice", "bar-1").RecordProduce(100, now)
 	eng.Client("alice", "bar-").RecordProduce(100, now)
@@ -61,10 +62,10 @@ func TestShadowBucketsAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	u := quota.UserEntity(quota.Exact("alice"))
-	q.Set(u, quota.ProducerByteRate, 1000)
-	q.SetOptions(u, quota.Options{Shadow: true, Burst: 10, HasBurst: true})
+	var q model.Quotas
+	u := model.UserEntity(model.Exact("alice"))
+	q.Set(u, model.ProducerByteRate, 1000)
+	q.SetOptions(u, model.Options{Shadow: true, Burst: 10, HasBurst: true})
 	eng.SetQuotas(q)
 	cl := eng.Client("alice", "app")
 	cl.RecordProduce(5000, now) // within the 10 000-byte burst
@@ -95,12 +96,12 @@ func TestTopicBucketsAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	alice := quota.UserEntity(quota.Exact("alice"))
-	q.Set(quota.TopicEntity(alice, quota.Prefix("logs-")), quota.ProducerByteRate, 1000)
-	q.Set(quota.TopicEntity(quota.Entity{}, quota.Exact("orders")), quota.ConsumerByteRate, 2000)
+	var q model.Quotas
+	alice := model.UserEntity(model.Exact("alice"))
+	q.Set(model.TopicEntity(alice, model.Prefix("logs-")), model.ProducerByteRate, 1000)
+	q.Set(model.TopicEntity(model.Entity{}, model.Exact("orders")), model.ConsumerByteRate, 2000)
 	eng.SetQuotas(q)
-	eng.Client("alice", "app").RecordTopic(quota.ProducerByteRate, []byte("logs-a"), 100, now)
+	eng.Client("alice", "app").RecordTopic(model.ProducerByteRate, []byte("logs-a"), 100, now)
 	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
 	for _, tc := range []struct {
 		path string

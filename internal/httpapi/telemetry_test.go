@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/telemetry/telemetrytest"
 )
@@ -21,9 +22,9 @@ func TestTelemetryEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Prefix("etl-")), quota.ConsumerByteRate, 5000)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Prefix("etl-")), model.ConsumerByteRate, 5000)
 	eng.SetQuotas(q)
 	eng.Client("alice", "app").RecordProduce(20000, now) // twice the 10 s burst: throttled
 	tm := telemetry.New(telemetry.Config{}.Options())

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 func benchEngine(b *testing.B, alg ...ByteRateAlgorithm) *Engine {
@@ -14,9 +16,9 @@ func benchEngine(b *testing.B, alg ...ByteRateAlgorithm) *Engine {
 		cfg.ByteRate = alg[0]
 	}
 	e := newTestEngine(b, cfg)
-	var q Quotas
+	var q model.Quotas
 	for _, en := range tv9Initial {
-		_ = q.Set(en.e, ProducerByteRate, en.v*1000)
+		_ = q.Set(en.e, model.ProducerByteRate, en.v*1000)
 	}
 	e.SetQuotas(q)
 	return e
@@ -80,13 +82,13 @@ func BenchmarkRecordProduceParallelShared(b *testing.B) {
 
 // Steady-state resolution in mixed mode (TV9's quotas), no rates.
 func BenchmarkQuotasResolve(b *testing.B) {
-	var q Quotas
+	var q model.Quotas
 	for _, en := range tv9Initial {
-		_ = q.Set(en.e, ProducerByteRate, en.v)
+		_ = q.Set(en.e, model.ProducerByteRate, en.v)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		q.Resolve(ProducerByteRate, "userD", "client2")
+		q.Resolve(model.ProducerByteRate, "userD", "client2")
 	}
 }
 
@@ -96,14 +98,14 @@ func BenchmarkEngineResolve(b *testing.B) {
 	e.Client("userD", "client2").RecordProduce(1000, time.UnixMilli(t0))
 	b.ReportAllocs()
 	for b.Loop() {
-		e.Resolve(ProducerByteRate, "userD", "client2", time.UnixMilli(t0))
+		e.Resolve(model.ProducerByteRate, "userD", "client2", time.UnixMilli(t0))
 	}
 }
 
 func BenchmarkFetchMaxBytes(b *testing.B) {
 	e := newTestEngine(b, EngineConfig{})
-	var q Quotas
-	_ = q.Set(Entity{User: Default()}, ConsumerByteRate, 5000)
+	var q model.Quotas
+	_ = q.Set(model.Entity{User: model.Default()}, model.ConsumerByteRate, 5000)
 	e.SetQuotas(q)
 	c := e.Client("alice", "consumer-1")
 	b.ReportAllocs()
@@ -118,7 +120,7 @@ func benchTenantEngine(b *testing.B, how string) *Engine {
 	e := benchEngine(b, ByteRateTokenBucket)
 	var ts []Tenant
 	for i := range 10 {
-		t := Tenant{Name: "tenant-" + strconv.Itoa(i), Ceilings: map[Key]float64{ProducerByteRate: 1e9, ConsumerByteRate: 1e9}}
+		t := Tenant{Name: "tenant-" + strconv.Itoa(i), Ceilings: map[model.Key]float64{model.ProducerByteRate: 1e9, model.ConsumerByteRate: 1e9}}
 		for j := range 10 {
 			t.Principals = append(t.Principals, "user-"+strconv.Itoa(i)+"-"+strconv.Itoa(j))
 		}
