@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -17,9 +18,9 @@ func (o *configsOpts) perTopic() bool { return len(o.onTopic)+len(o.onTopicPrefi
 // topicPart is the per-topic component: its wire type and name.
 func (o *configsOpts) topicPart() (string, string) {
 	if len(o.onTopic) > 0 {
-		return typeTopic, o.onTopic[0]
+		return model.TypeTopic, o.onTopic[0]
 	}
-	return typeTopicPrefix, o.onTopicPrefix[0]
+	return model.TypeTopicPrefix, o.onTopicPrefix[0]
 }
 
 // checkTopic checks the per-topic flags: one topic or one prefix, named,

@@ -617,10 +617,10 @@ func engineQuotas(st state) (model.Quotas, map[model.Entity]entity) {
 // entity, else (a Tollgate extension) the most specific range containing
 // it, else the default ip entity.
 func resolveIP(st state, ip netip.Addr) resolvedRow {
-	row := resolvedRow{key: keyConnectionCreationRate}
+	row := resolvedRow{key: model.KeyConnectionCreationRate}
 	bestBits := -1
 	for e, vals := range st {
-		v, ok := vals[keyConnectionCreationRate]
+		v, ok := vals[model.KeyConnectionCreationRate]
 		if !ok || !e.ip.set {
 			continue
 		}
