@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -509,7 +508,6 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 // columns when there is a live source (and tc, in a Tollgate cluster), and
 // returns a note for each shadow quota.
 func printResolved(ctx context.Context, env *Env, rows []resolvedRow, live liveSource, tc *api.ClusterStatus, user, clientID string) (notes []string) {
-	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
 	header := "KEY\tENTITY\tVALUE"
 	switch {
 	case tc != nil:
@@ -517,7 +515,7 @@ func printResolved(ctx context.Context, env *Env, rows []resolvedRow, live liveS
 	case live != nil:
 		header += "\tRATE\tUTILIZATION"
 	}
-	fmt.Fprintln(tw, header)
+	tw := newTable(env.Stdout, header)
 	for _, r := range rows {
 		ent, val := "none (unlimited)", "-"
 		if r.entity != nil {
