@@ -531,10 +531,7 @@ func quotaFilter(types, names []string) ([]filterComponent, error) {
 	for i, t := range types {
 		c := filterComponent{typ: wireType(t)}
 		if i < len(names) {
-			p := named(names[i])
-			if names[i] == "" {
-				p = dfltPart()
-			}
+			p := configsPart(names[i])
 			c.name = &p
 		}
 		out = append(out, c)

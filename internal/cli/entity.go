@@ -48,6 +48,23 @@ type part struct {
 func named(n string) part { return part{set: true, name: n} }
 func dfltPart() part      { return part{set: true, dflt: true} }
 
+// wirePart is the part of a nullable entity name: the default for null.
+func wirePart(name *string) part {
+	if name == nil {
+		return dfltPart()
+	}
+	return named(*name)
+}
+
+// configsPart is the part of an entity name kafka-configs was given: the
+// default for "".
+func configsPart(n string) part {
+	if n == "" {
+		return dfltPart()
+	}
+	return named(n)
+}
+
 // wire is the nullable entity name.
 func (p part) wire() *string {
 	if p.dflt {
@@ -216,11 +233,7 @@ entries:
 	for _, en := range resp.Entries {
 		var e entity
 		for _, c := range en.Entity {
-			p := dfltPart()
-			if c.Name != nil {
-				p = named(*c.Name)
-			}
-			if !e.setPart(c.Type, p) {
+			if !e.setPart(c.Type, wirePart(c.Name)) {
 				continue entries
 			}
 		}
@@ -289,11 +302,7 @@ func alterQuotas(ctx context.Context, cl *kgo.Client, entities []entity, ops map
 	for _, re := range resp.Entries {
 		var e entity
 		for _, c := range re.Entity {
-			p := dfltPart()
-			if c.Name != nil {
-				p = named(*c.Name)
-			}
-			e.setPart(c.Type, p)
+			e.setPart(c.Type, wirePart(c.Name))
 		}
 		seen[e] = true
 		if err := kerr.ErrorForCode(re.ErrorCode); err != nil {

@@ -50,10 +50,7 @@ func alterQuotaConfigs(ctx context.Context, env *Env, cl *kgo.Client, o *configs
 	var e entity
 	filter := make([]filterComponent, len(types))
 	for i, t := range types {
-		p := named(names[i])
-		if names[i] == "" {
-			p = dfltPart()
-		}
+		p := configsPart(names[i])
 		e.setPart(wireType(t), p)
 		filter[i] = filterComponent{typ: wireType(t), name: &p}
 	}
