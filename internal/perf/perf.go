@@ -212,32 +212,27 @@ func (cfg *config) check(set map[string]bool) error {
 	return nil
 }
 
-func acksOpt(s string) (kgo.Acks, error) {
-	switch strings.ToLower(s) {
-	case "all", "-1":
-		return kgo.AllISRAcks(), nil
-	case "1":
-		return kgo.LeaderAck(), nil
-	case "0":
-		return kgo.NoAck(), nil
-	}
-	return kgo.Acks{}, fmt.Errorf("--acks %q: want all, 1 or 0", s)
-}
+// ackValues and compressionValues are what --acks and --compression take.
+var (
+	ackValues         = map[string]kgo.Acks{"all": kgo.AllISRAcks(), "-1": kgo.AllISRAcks(), "1": kgo.LeaderAck(), "0": kgo.NoAck()}
+	compressionValues = map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
+		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
+)
+
+func acksOpt(s string) (kgo.Acks, error) { return flagValue(ackValues, "--acks", s, "all, 1 or 0") }
 
 func compressionOpt(s string) (kgo.CompressionCodec, error) {
-	switch strings.ToLower(s) {
-	case "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
+	return flagValue(compressionValues, "--compression", s, "none, gzip, snappy, lz4 or zstd")
+}
+
+// flagValue is the value s of flag name in values, case-insensitively;
+// want lists them for the error.
+func flagValue[V any](values map[string]V, name, s, want string) (V, error) {
+	if v, ok := values[strings.ToLower(s)]; ok {
+		return v, nil
 	}
-	return kgo.CompressionCodec{}, fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", s)
+	var zero V
+	return zero, fmt.Errorf("%s %q: want %s", name, s, want)
 }
 
 // baseOpts are the client options both roles share.
