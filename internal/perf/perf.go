@@ -268,6 +268,79 @@ func baseOpts(cfg *config, defaultClientID string, stderr io.Writer) ([]kgo.Opt,
 	return append(opts, kgo.ClientID(clientID)), clientID, nil
 }
 
+// session is a run's client, its client id and the stats it counts.
+type session struct {
+	cl       *kgo.Client
+	clientID string
+	st       *stats
+}
+
+// startSession makes a run's client, with the options both roles share
+// (defaultClientID unless cfg names another) and then roleOpts', connects
+// it and runs checks on it. No session: interrupted, ctx ended first, or
+// err.
+func startSession(ctx context.Context, cfg *config, defaultClientID string, stderr io.Writer,
+	roleOpts func([]kgo.Opt, *config, *stats) []kgo.Opt, checks ...func(context.Context, *kgo.Client, *config) error) (s *session, interrupted bool, err error) {
+	opts, clientID, err := baseOpts(cfg, defaultClientID, stderr)
+	if err != nil {
+		return nil, false, err
+	}
+	st := newStats(time.Now())
+	cl, err := kgo.NewClient(roleOpts(opts, cfg, st)...)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, check := range append([]func(context.Context, *kgo.Client, *config) error{connect}, checks...) {
+		if err := check(ctx, cl, cfg); err != nil {
+			cl.Close()
+			if ctx.Err() != nil {
+				return nil, true, nil
+			}
+			return nil, false, err
+		}
+	}
+	return &session{cl: cl, clientID: clientID, st: st}, false, nil
+}
+
+// withDuration is ctx ended, with errDuration, after --duration if set.
+func withDuration(ctx context.Context, cfg *config) (context.Context, context.CancelFunc) {
+	if cfg.duration > 0 {
+		return context.WithTimeoutCause(ctx, cfg.duration, errDuration)
+	}
+	return context.WithCancel(ctx)
+}
+
+// window is the measured part of a run: from start, a progress line each
+// --interval, records paced to --throughput.
+type window struct {
+	start time.Time
+	rep   *reporter
+	pace  pacer
+}
+
+// open starts the run's window now.
+func (s *session) open(cfg *config, stdout io.Writer) window {
+	start := time.Now()
+	s.st.roll(start)
+	return window{start: start, rep: startReporter(cfg, s.st, stdout, start), pace: pacer{start: start, rate: cfg.throughput}}
+}
+
+// close ends the window (no more progress, the stats frozen) and returns
+// how long it was.
+func (s *session) close(w window) time.Duration {
+	w.rep.stop()
+	s.st.freeze()
+	return time.Since(w.start)
+}
+
+// summary prints the run's summary and returns whether the run was
+// interrupted, and runErr.
+func (s *session) summary(ctx context.Context, cfg *config, stdout io.Writer, elapsed time.Duration, runErr error) (bool, error) {
+	interrupted := ctx.Err() != nil && runErr == nil
+	printSummary(stdout, cfg, s.clientID, s.st, elapsed, interrupted, runErr)
+	return interrupted, runErr
+}
+
 // connect makes sure a bootstrap server answers (and authenticates us)
 // before the clock starts.
 func connect(ctx context.Context, cl *kgo.Client, cfg *config) error {
