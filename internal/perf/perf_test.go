@@ -67,9 +67,15 @@ func num(t *testing.T, m map[string]any, k string) float64 {
 
 var anonymous = "ANONYMOUS"
 
-func fastWindows(c *app.Config) {
-	c.Quota.WindowNum = 3
-	c.Quota.WindowSize = 250 * time.Millisecond
+// startQuota starts a gateway, with short quota windows, where ANONYMOUS
+// has the quota of e.
+func startQuota(t *testing.T, e app.QuotaEntry) *testkit.Env {
+	e.User = &anonymous
+	return testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quota.WindowNum = 3
+		c.Quota.WindowSize = 250 * time.Millisecond
+		c.Quotas = []app.QuotaEntry{e}
+	})
 }
 
 // A producer at full speed under a producer_byte_rate quota is told to back
@@ -77,11 +83,8 @@ func fastWindows(c *app.Config) {
 // achieves is about the quota.
 func TestProduceThrottledByQuota(t *testing.T) {
 	const q = 256 << 10
-	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
-		fastWindows(c)
-		rate := float64(q)
-		c.Quotas = []app.QuotaEntry{{User: &anonymous, ProducerByteRate: &rate}}
-	})
+	limit := float64(q)
+	env := startQuota(t, app.QuotaEntry{ProducerByteRate: &limit})
 	code, out, _ := perfRun(t, context.Background(), "produce", "--bootstrap-server", env.Bootstrap,
 		"--topic", "quota", "--record-size", "1024", "--duration", "4s", "--json")
 	if code != 0 {
@@ -151,11 +154,8 @@ func TestProduceNoQuota(t *testing.T) {
 // A consumer under a consumer_byte_rate quota sees fetch throttles.
 func TestConsumeThrottledByQuota(t *testing.T) {
 	const q = 256 << 10
-	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
-		fastWindows(c)
-		rate := float64(q)
-		c.Quotas = []app.QuotaEntry{{User: &anonymous, ConsumerByteRate: &rate}}
-	})
+	limit := float64(q)
+	env := startQuota(t, app.QuotaEntry{ConsumerByteRate: &limit})
 	// 3 MiB, unthrottled (the quota is on consuming only).
 	code, _, _ := perfRun(t, context.Background(), "produce", "--bootstrap-server", env.Bootstrap,
 		"--topic", "cq", "--record-size", "1024", "--num-records", "3072", "--json")
