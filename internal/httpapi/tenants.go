@@ -242,17 +242,26 @@ func decodeJSON(contentType string, body io.Reader, v any) (int, error) {
 	if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != "application/json" {
 		return http.StatusUnsupportedMediaType, errors.New("send the body as Content-Type: application/json")
 	}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeOne(body, v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", mbe.Limit)
 		}
-		return http.StatusBadRequest, fmt.Errorf("request body: %w", err)
-	}
-	if dec.Decode(&struct{}{}) != io.EOF {
-		return http.StatusBadRequest, errors.New("request body: more than one JSON value")
+		return http.StatusBadRequest, err
 	}
 	return 0, nil
+}
+
+// decodeOne reads one JSON object, no unknown field, and nothing after it
+// from body into v.
+func decodeOne(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	if dec.Decode(&struct{}{}) != io.EOF {
+		return errors.New("request body: more than one JSON value")
+	}
+	return nil
 }
