@@ -17,13 +17,9 @@ import (
 // instance, so that this instance's part is a quarter of the rate.
 func clusterEngine(t *testing.T, inCluster bool, now time.Time) *quota.Engine {
 	t.Helper()
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var q model.Quotas
 	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1<<20)
-	eng.SetQuotas(q)
+	eng := engineWith(t, quota.EngineConfig{}, q)
 	at := now.Add(-30 * time.Second)
 	tick := quota.ClusterTick{Live: 2, Connected: true, Decided: true}
 	if inCluster {

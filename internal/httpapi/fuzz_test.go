@@ -183,13 +183,9 @@ func fuzzPortTenants(f *testing.F) (http.Handler, *control.Credentials, *control
 	if err != nil {
 		f.Fatal(err)
 	}
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		f.Fatal(err)
-	}
 	var q model.Quotas
 	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1000)
-	eng.SetQuotas(q)
+	eng := engineWith(f, quota.EngineConfig{}, q)
 	lim, err := admission.New(admission.DefaultSettings(), time.Now())
 	if err != nil {
 		f.Fatal(err)
