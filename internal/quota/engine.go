@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"sync"
@@ -106,30 +107,15 @@ func ParseByteRateAlgorithm(s string) (ByteRateAlgorithm, error) {
 }
 
 func (c EngineConfig) normalize() (EngineConfig, error) {
-	if c.WindowNum == 0 {
-		c.WindowNum = DefaultWindowNum
-	}
-	if c.ControllerWindowNum == 0 {
-		c.ControllerWindowNum = DefaultWindowNum
-	}
-	if c.WindowSize == 0 {
-		c.WindowSize = DefaultWindowSize
-	}
-	if c.ControllerWindowSize == 0 {
-		c.ControllerWindowSize = DefaultWindowSize
-	}
-	if c.MaxThrottle == 0 {
-		c.MaxThrottle = DefaultMaxThrottle
-	}
-	if c.Expiry == 0 {
-		c.Expiry = DefaultExpiry
-	}
-	if c.MaxBuckets == 0 {
-		c.MaxBuckets = DefaultMaxBuckets
-	}
-	if c.MaxRoutes == 0 {
-		c.MaxRoutes = DefaultMaxRoutes
-	}
+	// Zero takes the default.
+	c.WindowNum = cmp.Or(c.WindowNum, DefaultWindowNum)
+	c.ControllerWindowNum = cmp.Or(c.ControllerWindowNum, DefaultWindowNum)
+	c.WindowSize = cmp.Or(c.WindowSize, DefaultWindowSize)
+	c.ControllerWindowSize = cmp.Or(c.ControllerWindowSize, DefaultWindowSize)
+	c.MaxThrottle = cmp.Or(c.MaxThrottle, DefaultMaxThrottle)
+	c.Expiry = cmp.Or(c.Expiry, DefaultExpiry)
+	c.MaxBuckets = cmp.Or(c.MaxBuckets, DefaultMaxBuckets)
+	c.MaxRoutes = cmp.Or(c.MaxRoutes, DefaultMaxRoutes)
 	switch {
 	case c.WindowNum < 1 || c.ControllerWindowNum < 1:
 		return c, fmt.Errorf("quota: window numbers must be ≥ 1")
