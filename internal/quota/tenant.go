@@ -100,31 +100,21 @@ func NewTenantSet(ts []Tenant) (*TenantSet, error) {
 			continue
 		}
 		s.byName[t.Name] = i
-		for _, p := range t.Principals {
-			if p == "" {
-				bad("an empty principal")
-				continue
-			}
-			if j, dup := s.exact[p]; dup {
-				bad("principal %q is also listed by tenant %q: a principal belongs to one tenant", p, sorted[j].Name)
-				continue
-			}
-			s.exact[p] = i
-		}
-		for _, p := range t.Prefixes {
-			if p == "" {
-				bad("an empty principal prefix (it would take every principal)")
-				continue
-			}
-			if j, dup := s.prefix[p]; dup {
-				bad("principal prefix %q is also given by tenant %q", p, sorted[j].Name)
-				continue
-			}
-			s.prefix[p] = i
-			if !slices.Contains(s.plens, len(p)) {
-				s.plens = append(s.plens, len(p))
+		// claim gives the tenant each of ps in m: none may be empty, nor
+		// another's already (taken says so of it and the other tenant).
+		claim := func(m map[string]int, ps []string, empty, taken string) {
+			for _, p := range ps {
+				if p == "" {
+					bad("%s", empty)
+				} else if j, dup := m[p]; dup {
+					bad(taken, p, sorted[j].Name)
+				} else {
+					m[p] = i
+				}
 			}
 		}
+		claim(s.exact, t.Principals, "an empty principal", "principal %q is also listed by tenant %q: a principal belongs to one tenant")
+		claim(s.prefix, t.Prefixes, "an empty principal prefix (it would take every principal)", "principal prefix %q is also given by tenant %q")
 		if t.Match != nil {
 			s.ruled = append(s.ruled, i)
 		}
@@ -149,6 +139,11 @@ func NewTenantSet(ts []Tenant) (*TenantSet, error) {
 			c.Options.Burst = 0
 		}
 		s.tenants = append(s.tenants, c)
+	}
+	for p := range s.prefix {
+		if !slices.Contains(s.plens, len(p)) {
+			s.plens = append(s.plens, len(p))
+		}
 	}
 	slices.SortFunc(s.plens, func(a, b int) int { return cmp.Compare(b, a) })
 	if err := errors.Join(errs...); err != nil {
