@@ -247,10 +247,7 @@ func TestEngineTopicBuckets(t *testing.T) {
 // One topic-prefix bucket is shared by every topic of the prefix and every
 // connection of the principal.
 func TestEngineTopicPrefixShared(t *testing.T) {
-	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-	var q model.Quotas
-	must(t, q.Set(onPrefix(pfx("etl-"), "logs-"), model.ConsumerByteRate, 1000))
-	e.SetQuotas(q)
+	e := topicEngine(t, model.ConsumerByteRate, entry{onPrefix(pfx("etl-"), "logs-"), 1000})
 	a, b := e.Client("alice", "etl-1"), e.Client("bob", "etl-2")
 	// The burst is 10 s of 1 000 B: 10 000 B in all, whichever topic.
 	a.RecordTopic(model.ConsumerByteRate, []byte("logs-a"), 6000, at(0))
@@ -271,10 +268,7 @@ func TestEngineTopicPrefixShared(t *testing.T) {
 // The fetch clamp of a topic is what its bucket has room for, split over
 // the topic's partitions in the fetch, at most Q × the burst, at least 1.
 func TestEngineTopicFetchMax(t *testing.T) {
-	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-	var q model.Quotas
-	must(t, q.Set(onTopic(model.Entity{}, "orders"), model.ConsumerByteRate, 1000))
-	e.SetQuotas(q)
+	e := topicEngine(t, model.ConsumerByteRate, entry{onTopic(model.Entity{}, "orders"), 1000})
 	cl := e.Client("alice", "c")
 	if got := cl.TopicFetchMax([]byte("orders"), 2, at(0)); got != 5000 {
 		t.Errorf("fresh: %d per partition, want the 10 000 B burst over 2", got)
@@ -296,13 +290,7 @@ func TestEngineTopicFetchMax(t *testing.T) {
 // per-topic quota turns the per-topic path off.
 func TestEngineTopicQuotaChanges(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-	set := func(entries ...entry) {
-		var q model.Quotas
-		for _, x := range entries {
-			must(t, q.Set(x.e, model.ProducerByteRate, x.v))
-		}
-		e.SetQuotas(q)
-	}
+	set := func(entries ...entry) { setEntries(t, e, model.ProducerByteRate, entries...) }
 	topic := []byte("orders")
 	set(entry{onTopic(model.Entity{}, "orders"), 1000})
 	cl := e.Client("alice", "app")
@@ -327,10 +315,7 @@ func TestEngineTopicQuotaChanges(t *testing.T) {
 // Steady per-topic charging does not allocate: the topic is looked up in
 // the client's own cache with the bytes of the request.
 func TestEngineTopicNoAllocs(t *testing.T) {
-	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-	var q model.Quotas
-	must(t, q.Set(onTopic(model.Entity{}, "orders"), model.ProducerByteRate, 1e12))
-	e.SetQuotas(q)
+	e := topicEngine(t, model.ProducerByteRate, entry{onTopic(model.Entity{}, "orders"), 1e12})
 	cl := e.Client("alice", "app")
 	topic, other := []byte("orders"), []byte("payments")
 	now := at(0)
@@ -374,11 +359,7 @@ func TestEngineTopicBounded(t *testing.T) {
 // instance records it into its own per-topic bucket of that topic.
 func TestEngineTopicClusterExchange(t *testing.T) {
 	mk := func() *Engine {
-		e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-		var q model.Quotas
-		must(t, q.Set(onPrefix(userE("alice"), "logs-"), model.ProducerByteRate, 1000))
-		must(t, q.Set(userE("alice"), model.ProducerByteRate, 1e9))
-		e.SetQuotas(q)
+		e := topicEngine(t, model.ProducerByteRate, entry{onPrefix(userE("alice"), "logs-"), 1000}, entry{userE("alice"), 1e9})
 		e.JoinCluster(time.Second, at(0))
 		e.Tick(ClusterTick{Live: 2, Connected: true, Decided: true}, at(0))
 		return e
@@ -408,4 +389,23 @@ func TestEngineTopicClusterExchange(t *testing.T) {
 			t.Errorf("a bucket for a topic without a quota: %+v", u)
 		}
 	}
+}
+
+// topicEngine is a token-bucket engine sharing its deadlines that holds
+// the quotas of key entries give.
+func topicEngine(t *testing.T, key model.Key, entries ...entry) *Engine {
+	t.Helper()
+	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
+	setEntries(t, e, key, entries...)
+	return e
+}
+
+// setEntries sets e's quotas to those of key entries give.
+func setEntries(t *testing.T, e *Engine, key model.Key, entries ...entry) {
+	t.Helper()
+	var q model.Quotas
+	for _, x := range entries {
+		must(t, q.Set(x.e, key, x.v))
+	}
+	e.SetQuotas(q)
 }
