@@ -124,12 +124,15 @@ func num(v float64) *float64 {
 	return &v
 }
 
-func burstJSON(o model.Options) *float64 {
-	if !o.HasBurst {
-		return nil
+// modeJSON is how a quota applies: shadow or not (with what its bucket
+// would have throttled), and the burst options o set.
+func modeJSON(shadow bool, s model.ShadowStats, o model.Options) api.QuotaMode {
+	m := api.QuotaMode{Shadow: shadow, Shadowed: shadowJSON(shadow, s)}
+	if o.HasBurst {
+		v := o.Burst
+		m.BurstSeconds = &v
 	}
-	v := o.Burst
-	return &v
+	return m
 }
 
 func shadowJSON(on bool, s model.ShadowStats) *api.Shadow {
@@ -165,9 +168,10 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 	for _, u := range usage {
 		b := api.Bucket{
 			Quota: u.Key.String(), User: u.User, ClientID: u.ClientID, Level: u.Level.String(),
-			Limit: num(u.Quota), Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization,
+			Limit: num(u.Quota), BucketRate: api.BucketRate{Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization},
 			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			LastActive: u.LastActive.UTC().Format(time.RFC3339Nano),
+			QuotaMode:  modeJSON(u.Shadow, u.Shadowed, u.Options),
 		}
 		if u.ClientIDPrefix {
 			b.ClientID, b.ClientIDPrefix = "", u.ClientID
@@ -177,8 +181,6 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		} else {
 			b.Topic = u.Topic
 		}
-		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
-		b.BurstSeconds = burstJSON(u.Options)
 		if u.Level != model.LevelNone {
 			b.Entity = entityJSON(u.Entity)
 		}
@@ -262,13 +264,11 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 // resolvedJSON is the answer of one resolution.
 func resolvedJSON(res model.Resolution) api.Resolved {
 	rv := api.Resolved{Quota: res.Key.String(), Level: res.Level.String(), Value: num(res.Quota),
-		BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
-		Utilization: res.Utilization}
+		BucketUser: res.UserTag, BucketCID: res.ClientTag, QuotaMode: modeJSON(res.Options.Shadow, res.Shadowed, res.Options),
+		BucketRate: api.BucketRate{Rate: res.Rate, InstanceRate: res.InstanceRate, Utilization: res.Utilization}}
 	if res.ClientPrefix {
 		rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
 	}
-	rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
-	rv.BurstSeconds = burstJSON(res.Options)
 	if res.Limited() {
 		rv.Entity = entityJSON(res.Entity)
 	}
