@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -608,7 +608,7 @@ func attackClusterConfigTopic(t *testing.T, up *testkit.Upstream) {
 	if after := records(t, ctx, env, cfgTopic); !slices.Equal(before, after) {
 		t.Fatalf("the configuration topic changed: %d records before, %d after", len(before), len(after))
 	}
-	if r := env.App.Engine().Resolve(quota.ProducerByteRate, "alice", "alice", time.Now()); r.Level != quota.LevelNone {
+	if r := env.App.Engine().Resolve(model.ProducerByteRate, "alice", "alice", time.Now()); r.Level != model.LevelNone {
 		t.Fatalf("alice has a quota she set herself: %+v", r)
 	}
 	// Reading it: refused, no records.

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -405,7 +406,7 @@ func attackShareFetchQuota(t *testing.T) {
 		c.Quotas = []app.QuotaEntry{{User: kmsg.StringPtr("ANONYMOUS"), ConsumerByteRate: ptrF(rate)}}
 	})
 	shareFetchThrottled(t, env, "share-quota", "no consumer_byte_rate bucket of ANONYMOUS was", func(u quota.Usage) bool {
-		return u.Key == quota.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate
+		return u.Key == model.ConsumerByteRate && u.User == "ANONYMOUS" && u.Quota == rate
 	})
 }
 
@@ -586,7 +587,7 @@ func attackShareFetchTopicQuota(t *testing.T) {
 		c.Quotas = []app.QuotaEntry{{Topic: kmsg.StringPtr(topic), ConsumerByteRate: ptrF(rate)}}
 	})
 	shareFetchThrottled(t, env, topic, "the topic's consumer_byte_rate bucket was not", func(u quota.Usage) bool {
-		return u.Key == quota.ConsumerByteRate && u.Topic == topic && !u.TopicPrefix && u.Quota == rate
+		return u.Key == model.ConsumerByteRate && u.Topic == topic && !u.TopicPrefix && u.Quota == rate
 	})
 }
 

@@ -29,7 +29,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/auth"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -369,7 +369,7 @@ func runAuthMatrixTopics(t *testing.T, ctx context.Context, bootstrap, user, pas
 
 // usageUsers returns, for quota key k, every live bucket's user tag with
 // its client-id tag.
-func usageUsers(env *testkit.Env, k quota.Key) map[string][]string {
+func usageUsers(env *testkit.Env, k model.Key) map[string][]string {
 	out := map[string][]string{}
 	for _, u := range env.App.Engine().Usage(time.Now()) {
 		if u.Key == k {

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
@@ -82,7 +82,7 @@ func saslPassthroughClients(t *testing.T, up *testkit.Upstream) {
 			}
 		}
 	}
-	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+	for _, k := range []model.Key{model.ProducerByteRate, model.ConsumerByteRate} {
 		users := usageUsers(env, k)
 		if len(users) != 1 || users["alice"] == nil {
 			t.Errorf("%s buckets by user: %v, want only alice's", k, users)
@@ -163,7 +163,7 @@ func TestSASLPassthroughOAuthBearer(t *testing.T) {
 			t.Fatalf("produce with an OAUTHBEARER login through the gateway: %v", err)
 		}
 		waitLog(t, env, 2*time.Second, "authenticated (pass-through)", "principal=User:alice", "mechanism=OAUTHBEARER")
-		if users := usageUsers(env, quota.ProducerByteRate); len(users) != 1 || users["alice"] == nil {
+		if users := usageUsers(env, model.ProducerByteRate); len(users) != 1 || users["alice"] == nil {
 			t.Errorf("producer buckets by user: %v, want alice's (the token's sub)", users)
 		}
 
@@ -246,7 +246,7 @@ func saslTerminateToSASLUpstream(t *testing.T, up *testkit.Upstream) {
 		t.Logf("%s through terminate mode to a SASL upstream: %v", c.name, time.Since(start).Round(time.Millisecond))
 	}
 	waitLog(t, env, time.Second, "msg=authenticated ", "principal=User:carol", "mechanism=SCRAM-SHA-512")
-	if users := usageUsers(env, quota.ProducerByteRate); len(users) != 1 || users["carol"] == nil {
+	if users := usageUsers(env, model.ProducerByteRate); len(users) != 1 || users["carol"] == nil {
 		t.Errorf("producer buckets by user: %v, want carol's (the gateway principal, not the service identity)", users)
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,7 +28,6 @@ import (
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
 	"github.com/tollgate/tollgate/internal/testkit/testpki"
 )
@@ -144,7 +145,7 @@ func tlsMutualAndSASLSSL(t *testing.T, up *testkit.Upstream) {
 		// A subject the rule does not match falls through to DEFAULT: the
 		// whole DN.
 		franzProduceConsume(t, ctx, sslBoot, ca.ClientConfig(bob.TLS), "", "", "", tBob, 20)
-		for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+		for _, k := range []model.Key{model.ProducerByteRate, model.ConsumerByteRate} {
 			users := usageUsers(env, k)
 			if users["alice.client"] == nil || users["CN=Bob,O=Tollgate"] == nil || len(users) != 2 {
 				t.Errorf("%s buckets by user: %v, want alice.client (the mapped, lower-cased CN) and CN=Bob,O=Tollgate (DEFAULT)", k, users)
@@ -189,7 +190,7 @@ func tlsMutualAndSASLSSL(t *testing.T, up *testkit.Upstream) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		if users := usageUsers(env, quota.ProducerByteRate); users["mallory"] != nil || users["ANONYMOUS"] != nil {
+		if users := usageUsers(env, model.ProducerByteRate); users["mallory"] != nil || users["ANONYMOUS"] != nil {
 			t.Errorf("a refused connection got a bucket: %v", users)
 		}
 		// The good client still works.
@@ -207,7 +208,7 @@ func tlsMutualAndSASLSSL(t *testing.T, up *testkit.Upstream) {
 			t.Logf("%s over SASL_SSL with SCRAM-SHA-512: %v", c.name, time.Since(start).Round(time.Millisecond))
 		}
 		waitLog(t, env, time.Second, "msg=authenticated ", "listener=SASL_SSL", "principal=User:alice", "mechanism=SCRAM-SHA-512")
-		if users := usageUsers(env, quota.ProducerByteRate); users["alice"] == nil {
+		if users := usageUsers(env, model.ProducerByteRate); users["alice"] == nil {
 			t.Errorf("producer buckets by user: %v, want alice's", users)
 		}
 		// Plaintext to a TLS port is refused too.
@@ -385,7 +386,7 @@ func authQuotaFollowsPrincipal(t *testing.T, up *testkit.Upstream) {
 	usage := env.App.Engine().Usage(time.Now())
 	var users []string
 	for _, u := range usage {
-		if u.Key != quota.ProducerByteRate {
+		if u.Key != model.ProducerByteRate {
 			continue
 		}
 		users = append(users, u.User)

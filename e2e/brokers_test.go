@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/proxy"
-	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -442,7 +443,7 @@ func TestBrokerThrottleCombined(t *testing.T) {
 		}
 		tollgateThrottles := func(id string) int64 {
 			for _, u := range env.App.Engine().Usage(time.Now()) {
-				if u.Key == quota.ProducerByteRate && u.ClientID == id {
+				if u.Key == model.ProducerByteRate && u.ClientID == id {
 					return u.Throttles
 				}
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
 
@@ -125,7 +126,7 @@ func quotaModelThroughKadm(t *testing.T, up *testkit.Upstream) {
 	if err != nil || len(got) != 1 || len(got[0].Values) != 4 {
 		t.Fatalf("describe with options: %v %+v", err, got)
 	}
-	r := env.App.Engine().Resolve(quota.ProducerByteRate, "bob", "team-a-1", time.Now())
+	r := env.App.Engine().Resolve(model.ProducerByteRate, "bob", "team-a-1", time.Now())
 	if !r.Options.Shadow || !r.Options.HasBurst || r.Options.Burst != 0 || r.Quota != 1<<20 {
 		t.Errorf("the engine's resolution: %+v", r)
 	}
@@ -217,7 +218,7 @@ func TestSynctestShadowThenEnforced(t *testing.T) {
 		if sent := float64(n.prod.Load()); sent < 4*vq*(shadowRun+vburst).Seconds() {
 			t.Errorf("under a shadow quota the producer sent %.1f Q in %v: it was held", sent/vq, shadowRun)
 		}
-		r := env.App.Engine().Resolve(quota.ProducerByteRate, anon, "app", time.Now())
+		r := env.App.Engine().Resolve(model.ProducerByteRate, anon, "app", time.Now())
 		t.Logf("shadow: %v", r.Shadowed)
 		if !r.Options.Shadow || r.Shadowed.Percent() < 50 || r.Shadowed.Max != quota.DefaultMaxThrottle {
 			t.Errorf("shadow stats %+v: a producer far over its quota would have been throttled, to the cap", r.Shadowed)

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit"
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
@@ -328,7 +328,7 @@ func waitBucketSpent(t *testing.T, ctx context.Context, env *testkit.Env, client
 	t.Helper()
 	throttles := func() int64 {
 		for _, u := range env.App.Engine().Usage(time.Now()) {
-			if u.Key == quota.ProducerByteRate && u.ClientID == clientID {
+			if u.Key == model.ProducerByteRate && u.ClientID == clientID {
 				return u.Throttles
 			}
 		}

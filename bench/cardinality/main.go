@@ -36,6 +36,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/testkit/proc"
 )
 
@@ -67,7 +68,7 @@ func main() {
 	fmt.Printf("%-9s %9s %8s %9s %9s %9s %10s %8s %9s %9s %8s\n",
 		"ids", "buckets", "routes", "evicted", "ev.route", "expired", "heap MiB", "RSS MiB", "/metrics", "scrape", "ns/req")
 	report := func(done int, perReq time.Duration) {
-		s := eng.Stats()[quota.ProducerByteRate]
+		s := eng.Stats()[model.ProducerByteRate]
 		size, took := scrape(reg)
 		fmt.Printf("%-9d %9d %8d %9d %9d %9d %10.1f %8.1f %8.1fk %9v %8d\n", done, s.Buckets, s.Routes,
 			s.EvictedBuckets, s.EvictedRoutes, s.ExpiredBuckets, heapMiB(), rssMiB(), float64(size)/1024,
@@ -118,7 +119,7 @@ func main() {
 			}
 			best, med := minMed(times)
 			fmt.Printf("  metrics_max_buckets %-7d buckets %d: /metrics %.1f KiB, scrape best %v, median %v\n",
-				series, eng.Stats()[quota.ProducerByteRate].Buckets, float64(size)/1024, best.Round(time.Microsecond), med.Round(time.Microsecond))
+				series, eng.Stats()[model.ProducerByteRate].Buckets, float64(size)/1024, best.Round(time.Microsecond), med.Round(time.Microsecond))
 		}
 	}
 }
@@ -128,8 +129,8 @@ func main() {
 func setup(a quota.ByteRateAlgorithm, series int, now func() time.Time) (*quota.Engine, *enforce.Filter, *metrics.Metrics) {
 	eng, err := quota.NewEngine(quota.EngineConfig{ByteRate: a, SharedDeadline: true, MaxBuckets: *maxBuckets, MaxRoutes: *maxRoutes})
 	check(err)
-	var q quota.Quotas
-	check(q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1e9))
+	var q model.Quotas
+	check(q.Set(model.Entity{Client: model.Default()}, model.ProducerByteRate, 1e9))
 	eng.SetQuotas(q)
 	pol, err := enforce.New(enforce.Config{Engine: eng, Now: now})
 	check(err)

@@ -13,23 +13,32 @@ type Bucket struct {
 	Level          string       `json:"level"`
 	Entity         []EntityPart `json:"entity,omitempty"`
 	Limit          *float64     `json:"limit"`
-	// Rate is the bucket's rate per second; in a Tollgate cluster the
-	// whole cluster's as this instance knows it (tollgate_quota_rate), and
-	// Utilization is of it. InstanceRate is this instance's own part
-	// (tollgate_quota_instance_rate): Rate outside a cluster.
+	BucketRate
+	Throttled  int64  `json:"throttled"`
+	ThrottleMs int64  `json:"throttle_ms_total"`
+	LastActive string `json:"last_active"`
+	// A shadow bucket's Throttled and ThrottleMs stay 0: Shadowed says
+	// what it would have done.
+	QuotaMode
+}
+
+// BucketRate is a bucket's rate per second; in a Tollgate cluster the
+// whole cluster's as this instance knows it (tollgate_quota_rate), and
+// Utilization is of it. InstanceRate is this instance's own part
+// (tollgate_quota_instance_rate): Rate outside a cluster.
+type BucketRate struct {
 	Rate         float64 `json:"rate"`
 	InstanceRate float64 `json:"instance_rate"`
 	Utilization  float64 `json:"utilization"`
-	Throttled    int64   `json:"throttled"`
-	ThrottleMs   int64   `json:"throttle_ms_total"`
-	LastActive   string  `json:"last_active"`
-	// Shadow is set for a bucket whose quota is in shadow mode (measured,
-	// not enforced): Throttled and ThrottleMs stay 0, Shadowed says what
-	// it would have done.
-	Shadow   bool    `json:"shadow,omitempty"`
-	Shadowed *Shadow `json:"shadowed,omitempty"`
-	// BurstSeconds is the entity's start-up burst in seconds of quota,
-	// when it sets one (absent: Kafka's).
+}
+
+// QuotaMode is how a quota applies. Shadow is set for a quota in shadow
+// mode (measured, not enforced); Shadowed is then what its bucket would
+// have throttled. BurstSeconds is the entity's start-up burst in seconds
+// of quota, when it sets one (absent: Kafka's).
+type QuotaMode struct {
+	Shadow       bool     `json:"shadow,omitempty"`
+	Shadowed     *Shadow  `json:"shadowed,omitempty"`
 	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
 }
 
@@ -76,17 +85,10 @@ type Resolved struct {
 	// (the answer for a topic asked with topic=).
 	BucketTopic       string `json:"bucket_topic,omitempty"`
 	BucketTopicPrefix string `json:"bucket_topic_prefix,omitempty"`
-	// Shadow is set when the quota that applies is in shadow mode;
-	// Shadowed is then what its bucket would have throttled.
-	Shadow   bool    `json:"shadow,omitempty"`
-	Shadowed *Shadow `json:"shadowed,omitempty"`
-	// BurstSeconds is the entity's start-up burst, when it sets one.
-	BurstSeconds *float64 `json:"burst_seconds,omitempty"`
-	// Rate, InstanceRate and Utilization are the bucket's, as in Bucket
-	// (0 while it does not exist).
-	Rate         float64 `json:"rate"`
-	InstanceRate float64 `json:"instance_rate"`
-	Utilization  float64 `json:"utilization"`
+	// The mode of the quota that applies, and its bucket's rate (0 while
+	// the bucket does not exist).
+	QuotaMode
+	BucketRate
 }
 
 // Resolve is GET /api/v1/resolve's answer: what applies to a (user,

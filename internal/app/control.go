@@ -8,7 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/control"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -181,7 +181,7 @@ func (a *App) refreshQuotas() error {
 	return nil
 }
 
-func (a *App) applyQuotas(q quota.Quotas, ips control.IPQuotas) {
+func (a *App) applyQuotas(q model.Quotas, ips control.IPQuotas) {
 	a.engine.SetQuotas(q)
 	a.mu.Lock()
 	a.ipQuotas = ips

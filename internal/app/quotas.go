@@ -108,8 +108,8 @@ type QuotaEntry = model.FileEntry
 // buildQuotas turns the config entries into a quota set, validating them as
 // Kafka's AlterClientQuotas does (model.Entries); ip entities are
 // admission's (admissionSettings).
-func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
-	var q quota.Quotas
+func buildQuotas(entries []QuotaEntry) (model.Quotas, error) {
+	var q model.Quotas
 	var errs []error
 	var set model.Entries
 	for i, e := range entries {
@@ -121,14 +121,14 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 		if len(bad) > 0 || !ok {
 			continue
 		}
-		for _, k := range quota.Keys() {
+		for _, k := range model.Keys() {
 			if v, ok := en.Values[k.String()]; ok {
 				if err := q.Set(ent, k, v); err != nil {
 					errs = append(errs, fmt.Errorf("quotas[%d]: %w", i, err))
 				}
 			}
 		}
-		if o := en.Options(); o != (quota.Options{}) {
+		if o := en.Options(); o != (model.Options{}) {
 			// Entries set each option once: merge those of the entity's
 			// other entries.
 			if was := q.Options(ent); was.Shadow || was.HasBurst {
@@ -149,8 +149,8 @@ func buildQuotas(entries []QuotaEntry) (quota.Quotas, error) {
 // enforced) in a reload. A change through the Kafka API is audited; the
 // config file is its own record, and this line says when it took effect.
 func (a *App) logModeChanges(before, after []QuotaEntry) {
-	modes := func(es []QuotaEntry) map[quota.Entity]bool {
-		m := map[quota.Entity]bool{}
+	modes := func(es []QuotaEntry) map[model.Entity]bool {
+		m := map[model.Entity]bool{}
 		for _, e := range es {
 			en, errs := e.Parse()
 			if ent, ok := en.Entity(); ok && len(errs) == 0 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/tollgate/tollgate/internal/control"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -38,14 +38,14 @@ func TestFileQuotaModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := q.Resolve(quota.ConsumerByteRate, "bob", "etl-7")
-	if r.Entity != quota.ClientPrefixEntity("etl-") || !r.Options.Shadow || r.Quota != 2048 {
+	r := q.Resolve(model.ConsumerByteRate, "bob", "etl-7")
+	if r.Entity != model.ClientPrefixEntity("etl-") || !r.Options.Shadow || r.Quota != 2048 {
 		t.Errorf("etl-7: %+v", r)
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "alice", "etl-7"); r.Options.Shadow || r.Options.HasBurst {
+	if r := q.Resolve(model.ProducerByteRate, "alice", "etl-7"); r.Options.Shadow || r.Options.HasBurst {
 		t.Errorf("alice's quota has no options: %+v", r)
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "bob", "x"); !r.Options.HasBurst || r.Options.Burst != 0 {
+	if r := q.Resolve(model.ProducerByteRate, "bob", "x"); !r.Options.HasBurst || r.Options.Burst != 0 {
 		t.Errorf("bob's burst 0: %+v", r)
 	}
 
@@ -95,26 +95,26 @@ func TestFileTopicQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orders := quota.Exact("orders")
+	orders := model.Exact("orders")
 	for _, c := range []struct {
-		k                   quota.Key
+		k                   model.Key
 		user, client, topic string
-		want                quota.Entity
+		want                model.Entity
 		v                   float64
 	}{
-		{quota.ProducerByteRate, "bob", "web", "orders", quota.TopicEntity(quota.Entity{}, orders), 1000},
-		{quota.ProducerByteRate, "bob", "etl-1", "orders", quota.TopicEntity(quota.ClientPrefixEntity("etl-"), orders), 3000},
-		{quota.ConsumerByteRate, "alice", "x", "logs-a", quota.TopicEntity(quota.UserEntity(quota.Exact("alice")), quota.Prefix("logs-")), 2000},
-		{quota.ConsumerByteRate, "bob", "x", "orders", quota.TopicEntity(quota.UserEntity(quota.Default()), orders), 4000},
+		{model.ProducerByteRate, "bob", "web", "orders", model.TopicEntity(model.Entity{}, orders), 1000},
+		{model.ProducerByteRate, "bob", "etl-1", "orders", model.TopicEntity(model.ClientPrefixEntity("etl-"), orders), 3000},
+		{model.ConsumerByteRate, "alice", "x", "logs-a", model.TopicEntity(model.UserEntity(model.Exact("alice")), model.Prefix("logs-")), 2000},
+		{model.ConsumerByteRate, "bob", "x", "orders", model.TopicEntity(model.UserEntity(model.Default()), orders), 4000},
 	} {
 		if r := q.ResolveTopic(c.k, c.user, c.client, c.topic); r.Entity != c.want || r.Quota != c.v {
 			t.Errorf("%s/%s on %s: %v %v, want %v %v", c.user, c.client, c.topic, r.Entity, r.Quota, c.want, c.v)
 		}
 	}
-	if r := q.ResolveTopic(quota.ConsumerByteRate, "alice", "x", "logs-a"); !r.Options.Shadow {
+	if r := q.ResolveTopic(model.ConsumerByteRate, "alice", "x", "logs-a"); !r.Options.Shadow {
 		t.Errorf("shadow lost: %+v", r)
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "alice", "x"); r.Quota != 5000 {
+	if r := q.Resolve(model.ProducerByteRate, "alice", "x"); r.Quota != 5000 {
 		t.Errorf("alice's client quota: %+v", r)
 	}
 	for _, tc := range []struct {
@@ -150,7 +150,7 @@ func TestFileQuotaEntriesOfOneEntity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := q.Options(quota.UserEntity(quota.Exact("u"))); !o.Shadow || !o.HasBurst || o.Burst != 3 {
+	if o := q.Options(model.UserEntity(model.Exact("u"))); !o.Shadow || !o.HasBurst || o.Burst != 3 {
 		t.Errorf("options %+v, want shadow and a 3 s burst", o)
 	}
 	_, err = buildQuotas([]QuotaEntry{

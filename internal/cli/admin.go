@@ -14,7 +14,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/tollgate/tollgate/internal/api"
 )
@@ -186,3 +188,94 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string { return e.msg }
+
+// adminCommand is one command of a group that asks the admin port
+// (tollgate apikeys, tollgate tenants): its group and name, and its flag
+// set with the admin port's flags on it.
+type adminCommand struct {
+	group, name string
+	fs          *flag.FlagSet
+	admin       adminFlags
+}
+
+// newAdminCommand picks the command args[0] of group, one of names, and
+// makes its flag set. When there is none to run (none given, help, an
+// unknown one) it has printed the usage and done is true: exit with code.
+func newAdminCommand(env *Env, group, usage string, args []string, names ...string) (ac *adminCommand, code int, done bool) {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return nil, 2, true
+	}
+	switch name := args[0]; {
+	case slices.Contains(names, name):
+	case name == "-h" || name == "--help" || name == "help":
+		fmt.Fprint(env.Stdout, usage)
+		return nil, 0, true
+	default:
+		fmt.Fprintf(env.Stderr, "tollgate %s: unknown command %q\n\n", group, name)
+		fmt.Fprint(env.Stderr, usage)
+		return nil, 2, true
+	}
+	ac = &adminCommand{group: group, name: args[0], fs: flag.NewFlagSet(group+" "+args[0], flag.ContinueOnError)}
+	ac.fs.SetOutput(env.Stderr)
+	ac.fs.Usage = func() { fmt.Fprint(ac.fs.Output(), usage) }
+	ac.admin.register(ac.fs, defaultAdminURL, "Tollgate's admin HTTP `URL`")
+	return ac, 0, false
+}
+
+// fail says what is wrong with the command line: exit code 2.
+func (ac *adminCommand) fail(env *Env, format string, a ...any) int {
+	fmt.Fprintf(env.Stderr, "tollgate %s %s: %s\n", ac.group, ac.name, fmt.Sprintf(format, a...))
+	return 2
+}
+
+// commandLineError is what is wrong with the command line, found while
+// asking the admin port: run says it as fail does.
+type commandLineError struct{ error }
+
+// run asks the admin port with ask, within --timeout; it returns the exit
+// code.
+func (ac *adminCommand) run(ctx context.Context, env *Env, ask func(context.Context, *adminClient) error) int {
+	c, err := ac.admin.client(env)
+	if err != nil {
+		return ac.fail(env, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, env.timeout())
+	defer cancel()
+	err = ask(ctx, c)
+	var cle commandLineError
+	switch {
+	case errors.As(err, &cle):
+		return ac.fail(env, "%v", cle.error)
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "tollgate %s %s: %v\n", ac.group, ac.name, err)
+		return 1
+	}
+	return 0
+}
+
+// newTable is a table on w, its columns two spaces apart, under header.
+func newTable(w io.Writer, header string) *tabwriter.Writer {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	return tw
+}
+
+// listTable GETs path from the admin port as a B and prints the rows of
+// it, under header; none when there is no row.
+func listTable[B any](ctx context.Context, c *adminClient, env *Env, path, none, header string, rows func(B) [][]string) error {
+	var body B
+	if err := c.do(ctx, "GET", path, nil, http.StatusOK, &body); err != nil {
+		return err
+	}
+	rs := rows(body)
+	if len(rs) == 0 {
+		fmt.Fprintln(env.Stdout, none)
+		return nil
+	}
+	tw := newTable(env.Stdout, header)
+	for _, r := range rs {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}

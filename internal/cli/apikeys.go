@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"text/tabwriter"
 
 	"gopkg.in/yaml.v3"
 
@@ -45,26 +44,11 @@ func APIKeys(args []string, stdout, stderr io.Writer) int {
 }
 
 func runAPIKeys(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, apiKeysUsage)
-		return 2
+	ac, code, done := newAdminCommand(env, "apikeys", apiKeysUsage, args, "create", "list", "revoke")
+	if done {
+		return code
 	}
-	switch args[0] {
-	case "create", "list", "revoke":
-	case "-h", "--help", "help":
-		fmt.Fprint(env.Stdout, apiKeysUsage)
-		return 0
-	default:
-		fmt.Fprintf(env.Stderr, "tollgate apikeys: unknown command %q\n\n", args[0])
-		fmt.Fprint(env.Stderr, apiKeysUsage)
-		return 2
-	}
-	cmd := args[0]
-	fs := flag.NewFlagSet("apikeys "+cmd, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), apiKeysUsage) }
-	var admin adminFlags
-	admin.register(fs, defaultAdminURL, "Tollgate's admin HTTP `URL`")
+	cmd, fs := ac.name, ac.fs
 	identity := fs.String("identity", "", "the principal `name` the key authenticates as (create)")
 	file := fs.String("file", "", "create only: the credentials `file` to write the key into, offline")
 	// Flags may come before or after the command's argument.
@@ -72,21 +56,17 @@ func runAPIKeys(ctx context.Context, env *Env, args []string) int {
 	if !ok {
 		return code
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(env.Stderr, "tollgate apikeys %s: %s\n", cmd, fmt.Sprintf(format, a...))
-		return 2
-	}
 	switch {
 	case cmd == "create" && *identity == "":
-		return fail("--identity is required (the principal name the key authenticates as)")
+		return ac.fail(env, "--identity is required (the principal name the key authenticates as)")
 	case cmd != "create" && *identity != "":
-		return fail("--identity applies to create only")
+		return ac.fail(env, "--identity applies to create only")
 	case cmd == "revoke" && len(pos) != 1:
-		return fail("give the id of the key to revoke (tollgate apikeys list shows them)")
+		return ac.fail(env, "give the id of the key to revoke (tollgate apikeys list shows them)")
 	case cmd != "revoke" && len(pos) > 0:
-		return fail("unexpected argument %q", pos[0])
+		return ac.fail(env, "unexpected argument %q", pos[0])
 	case cmd != "create" && *file != "":
-		return fail("--file applies to create only")
+		return ac.fail(env, "--file applies to create only")
 	}
 	if *file != "" {
 		if err := createInFile(env, *file, *identity); err != nil {
@@ -95,25 +75,15 @@ func runAPIKeys(ctx context.Context, env *Env, args []string) int {
 		}
 		return 0
 	}
-	c, err := admin.client(env)
-	if err != nil {
-		return fail("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, env.timeout())
-	defer cancel()
-	switch cmd {
-	case "create":
-		err = c.create(ctx, env, *identity)
-	case "list":
-		err = c.list(ctx, env)
-	case "revoke":
-		err = c.revoke(ctx, env, pos[0])
-	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "tollgate apikeys %s: %v\n", cmd, err)
-		return 1
-	}
-	return 0
+	return ac.run(ctx, env, func(ctx context.Context, c *adminClient) error {
+		switch cmd {
+		case "create":
+			return c.create(ctx, env, *identity)
+		case "list":
+			return c.list(ctx, env)
+		}
+		return c.revoke(ctx, env, pos[0])
+	})
 }
 
 func (c *adminClient) create(ctx context.Context, env *Env, identity string) error {
@@ -173,24 +143,16 @@ func createInFile(env *Env, file, identity string) error {
 }
 
 func (c *adminClient) list(ctx context.Context, env *Env) error {
-	var body api.APIKeys
-	if err := c.do(ctx, "GET", "/api/v1/apikeys", nil, http.StatusOK, &body); err != nil {
-		return err
-	}
-	if len(body.APIKeys) == 0 {
-		fmt.Fprintln(env.Stdout, "No API keys.")
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tIDENTITY\tCREATED\tREVOKED")
-	for _, k := range body.APIKeys {
-		revoked := "no"
-		if k.Revoked {
-			revoked = "yes"
+	return listTable(ctx, c, env, "/api/v1/apikeys", "No API keys.", "ID\tIDENTITY\tCREATED\tREVOKED", func(body api.APIKeys) (rows [][]string) {
+		for _, k := range body.APIKeys {
+			revoked := "no"
+			if k.Revoked {
+				revoked = "yes"
+			}
+			rows = append(rows, []string{k.ID, k.Identity, k.Created, revoked})
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.ID, k.Identity, k.Created, revoked)
-	}
-	return tw.Flush()
+		return rows
+	})
 }
 
 func (c *adminClient) revoke(ctx context.Context, env *Env, id string) error {

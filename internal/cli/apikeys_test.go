@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/audit"
@@ -26,16 +25,8 @@ import (
 // returns the admin's key.
 func apiKeysServer(t *testing.T) (*httptest.Server, *control.Credentials, string) {
 	t.Helper()
-	s, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	creds := &control.Credentials{Store: s, Audit: audit.NewLogger(audit.Config{}), Authz: control.Admins{Principals: []string{"admin"}}}
-	admin, _, err := creds.CreateAPIKey(context.Background(), control.Initiator{Principal: principal.Principal{Type: "User", Name: "admin"}}, "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, creds := adminStore(t)
+	admin := newKey(t, creds, "admin")
 	srv := httptest.NewServer(httpapi.Handler(httpapi.Sources{APIKeys: creds, Access: httpapi.Access{Keys: creds, Authz: creds.Authz}}))
 	t.Cleanup(srv.Close)
 	return srv, creds, admin
@@ -44,10 +35,7 @@ func apiKeysServer(t *testing.T) (*httptest.Server, *control.Credentials, string
 // runKeysEnv runs `tollgate apikeys` with an environment.
 func runKeysEnv(t *testing.T, environ map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &Env{Stdout: &out, Stderr: &errb, Timeout: 10 * time.Second, Getenv: func(k string) string { return environ[k] }}
-	code := runAPIKeys(context.Background(), env, args)
-	return code, out.String(), errb.String()
+	return runWith(environ, func(ctx context.Context, env *Env) int { return runAPIKeys(ctx, env, args) })
 }
 
 var keyRE = regexp.MustCompile(`(?m)^    (tg_[a-z2-7]+_[a-z2-7]+)$`)

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/admission"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Entity types of kafka-configs' --entity-type, and Tollgate's
@@ -512,13 +513,13 @@ type filterComponent struct {
 func wireType(t string) string {
 	switch t {
 	case usersType:
-		return typeUser
+		return model.TypeUser
 	case clientsType:
-		return typeClient
+		return model.TypeClientID
 	case clientPrefixesType:
-		return typeClientPrefix
+		return model.TypeClientIDPrefix
 	}
-	return typeIP
+	return model.TypeIP
 }
 
 // quotaFilter is getAllClientQuotasConfigs' filter: types zipped with names.
@@ -530,10 +531,7 @@ func quotaFilter(types, names []string) ([]filterComponent, error) {
 	for i, t := range types {
 		c := filterComponent{typ: wireType(t)}
 		if i < len(names) {
-			p := named(names[i])
-			if names[i] == "" {
-				p = dfltPart()
-			}
+			p := configsPart(names[i])
 			c.name = &p
 		}
 		out = append(out, c)
@@ -550,20 +548,9 @@ func matchesStrict(e entity, filter []filterComponent) bool {
 		return false
 	}
 	for _, f := range filter {
-		var p part
-		switch f.typ {
-		case typeUser:
-			p = e.user
-		case typeClient:
-			p = e.client
-		case typeClientPrefix:
-			p = e.prefix
-		case typeTopic:
-			p = e.topic
-		case typeTopicPrefix:
-			p = e.topicPrefix
-		default:
-			p = e.ip
+		p, ok := e.partOf(f.typ)
+		if !ok {
+			p = &e.ip
 		}
 		if !p.set {
 			return false
@@ -631,8 +618,8 @@ func javaKeyOrder(values map[string]float64) []string {
 func kafkaEntityString(e entity) string {
 	var parts []string
 	for _, c := range e.components() {
-		typ := map[string]string{typeUser: "user-principal", typeClient: "client-id", typeIP: "ip", typeClientPrefix: "client-id-prefix",
-			typeTopic: "topic", typeTopicPrefix: "topic-prefix"}[c.typ]
+		typ := map[string]string{model.TypeUser: "user-principal", model.TypeClientID: "client-id", model.TypeIP: "ip", model.TypeClientIDPrefix: "client-id-prefix",
+			model.TypeTopic: "topic", model.TypeTopicPrefix: "topic-prefix"}[c.typ]
 		if c.p.dflt || c.p.name == "" {
 			parts = append(parts, "the default "+typ)
 		} else {
@@ -935,7 +922,7 @@ func scramKeys(keys []string) []string {
 
 func validKeyFor(entityType, k string) bool {
 	if entityType == ipsType {
-		return k == keyConnectionCreationRate
+		return k == model.KeyConnectionCreationRate
 	}
 	return isClientQuotaKey(k) || isOptionKey(k)
 }

@@ -16,30 +16,10 @@ import (
 	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-// Entity types on the wire (the quota model's: ClientQuotaEntity.USER,
-// CLIENT_ID, IP, and Redpanda's client-id-prefix, which Tollgate accepts
-// too; and Tollgate's per-topic topic and topic-prefix).
-const (
-	typeUser         = model.TypeUser
-	typeClient       = model.TypeClientID
-	typeIP           = model.TypeIP
-	typeClientPrefix = model.TypeClientIDPrefix
-	typeTopic        = model.TypeTopic
-	typeTopicPrefix  = model.TypeTopicPrefix
-)
-
-// The quota keys: the four client quotas and the ip connection quota; and
-// Tollgate's option keys of user, client-id and client-id-prefix entities.
-const (
-	keyConnectionCreationRate = model.KeyConnectionCreationRate
-	keyShadow                 = model.KeyShadow
-	keyBurstSeconds           = model.KeyBurstSeconds
-)
-
 // allKeys lists every quota key in a fixed order, for listings.
 var allKeys = []string{
 	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
-	keyConnectionCreationRate, keyShadow, keyBurstSeconds,
+	model.KeyConnectionCreationRate, model.KeyShadow, model.KeyBurstSeconds,
 }
 
 func keyRank(k string) int {
@@ -53,7 +33,7 @@ func isClientQuotaKey(k string) bool { _, ok := model.ParseKey(k); return ok }
 
 // isOptionKey reports whether k is one of Tollgate's option keys
 // (model.Options), which user, client-id and client-id-prefix entities take.
-func isOptionKey(k string) bool { return k == keyShadow || k == keyBurstSeconds }
+func isOptionKey(k string) bool { return k == model.KeyShadow || k == model.KeyBurstSeconds }
 
 // options reads an entity's options from its described values.
 func options(vals map[string]float64) model.Options { return model.OptionsOf(vals) }
@@ -67,6 +47,23 @@ type part struct {
 
 func named(n string) part { return part{set: true, name: n} }
 func dfltPart() part      { return part{set: true, dflt: true} }
+
+// wirePart is the part of a nullable entity name: the default for null.
+func wirePart(name *string) part {
+	if name == nil {
+		return dfltPart()
+	}
+	return named(*name)
+}
+
+// configsPart is the part of an entity name kafka-configs was given: the
+// default for "".
+func configsPart(n string) part {
+	if n == "" {
+		return dfltPart()
+	}
+	return named(n)
+}
 
 // wire is the nullable entity name.
 func (p part) wire() *string {
@@ -101,69 +98,66 @@ type entity struct {
 // isTopic reports whether the entity is a per-topic quota.
 func (e entity) isTopic() bool { return e.topic.set || e.topicPrefix.set }
 
-// components returns (type, part) for the present components in the
-// canonical order user, client-id, ip, client-id-prefix, topic,
-// topic-prefix.
-func (e entity) components() []struct {
+// componentTypes are the entity types on the wire (the quota model's:
+// ClientQuotaEntity.USER, CLIENT_ID, IP, and Redpanda's client-id-prefix,
+// which Tollgate accepts too; and Tollgate's per-topic topic and
+// topic-prefix) in the canonical order, each with its name in a shape and
+// its part of an entity.
+var componentTypes = [...]struct {
+	typ, shape string
+	of         func(*entity) *part
+}{
+	{model.TypeUser, "user", func(e *entity) *part { return &e.user }},
+	{model.TypeClientID, "client_id", func(e *entity) *part { return &e.client }},
+	{model.TypeIP, "ip", func(e *entity) *part { return &e.ip }},
+	{model.TypeClientIDPrefix, "client_id_prefix", func(e *entity) *part { return &e.prefix }},
+	{model.TypeTopic, "topic", func(e *entity) *part { return &e.topic }},
+	{model.TypeTopicPrefix, "topic_prefix", func(e *entity) *part { return &e.topicPrefix }},
+}
+
+// component is one present component of an entity: its type and part.
+type component struct {
 	typ string
 	p   part
-} {
-	var out []struct {
-		typ string
-		p   part
-	}
-	for _, c := range []struct {
-		typ string
-		p   part
-	}{{typeUser, e.user}, {typeClient, e.client}, {typeIP, e.ip}, {typeClientPrefix, e.prefix},
-		{typeTopic, e.topic}, {typeTopicPrefix, e.topicPrefix}} {
-		if c.p.set {
-			out = append(out, c)
+}
+
+// components returns the present components in the canonical order user,
+// client-id, ip, client-id-prefix, topic, topic-prefix.
+func (e entity) components() []component {
+	var out []component
+	for _, c := range componentTypes {
+		if p := *c.of(&e); p.set {
+			out = append(out, component{c.typ, p})
 		}
 	}
 	return out
 }
 
-func (e *entity) setPart(typ string, p part) bool {
-	switch typ {
-	case typeUser:
-		e.user = p
-	case typeClient:
-		e.client = p
-	case typeIP:
-		e.ip = p
-	case typeClientPrefix:
-		e.prefix = p
-	case typeTopic:
-		e.topic = p
-	case typeTopicPrefix:
-		e.topicPrefix = p
-	default:
-		return false
+// partOf is the entity's part of type typ; false for a type it has not.
+func (e *entity) partOf(typ string) (*part, bool) {
+	for _, c := range componentTypes {
+		if c.typ == typ {
+			return c.of(e), true
+		}
 	}
-	return true
+	return nil, false
+}
+
+func (e *entity) setPart(typ string, p part) bool {
+	ep, ok := e.partOf(typ)
+	if ok {
+		*ep = p
+	}
+	return ok
 }
 
 // shape names which components an entity has, e.g. "user+client_id".
 func (e entity) shape() string {
 	var s []string
-	if e.user.set {
-		s = append(s, "user")
-	}
-	if e.client.set {
-		s = append(s, "client_id")
-	}
-	if e.ip.set {
-		s = append(s, "ip")
-	}
-	if e.prefix.set {
-		s = append(s, "client_id_prefix")
-	}
-	if e.topic.set {
-		s = append(s, "topic")
-	}
-	if e.topicPrefix.set {
-		s = append(s, "topic_prefix")
+	for _, c := range componentTypes {
+		if c.of(&e).set {
+			s = append(s, c.shape)
+		}
 	}
 	return strings.Join(s, "+")
 }
@@ -173,15 +167,15 @@ func shapeRank(s string) int {
 }
 
 func compareEntities(a, b entity) int {
-	return cmp.Or(
-		cmp.Compare(shapeRank(a.shape()), shapeRank(b.shape())),
-		comparePart(a.user, b.user),
-		comparePart(a.client, b.client),
-		comparePart(a.ip, b.ip),
-		comparePart(a.prefix, b.prefix),
-		comparePart(a.topic, b.topic),
-		comparePart(a.topicPrefix, b.topicPrefix),
-	)
+	if c := cmp.Compare(shapeRank(a.shape()), shapeRank(b.shape())); c != 0 {
+		return c
+	}
+	for _, c := range componentTypes {
+		if r := comparePart(*c.of(&a), *c.of(&b)); r != 0 {
+			return r
+		}
+	}
+	return 0
 }
 
 // String renders the entity for Tollgate's own output (quotas apply and
@@ -239,11 +233,7 @@ entries:
 	for _, en := range resp.Entries {
 		var e entity
 		for _, c := range en.Entity {
-			p := dfltPart()
-			if c.Name != nil {
-				p = named(*c.Name)
-			}
-			if !e.setPart(c.Type, p) {
+			if !e.setPart(c.Type, wirePart(c.Name)) {
 				continue entries
 			}
 		}
@@ -312,11 +302,7 @@ func alterQuotas(ctx context.Context, cl *kgo.Client, entities []entity, ops map
 	for _, re := range resp.Entries {
 		var e entity
 		for _, c := range re.Entity {
-			p := dfltPart()
-			if c.Name != nil {
-				p = named(*c.Name)
-			}
-			e.setPart(c.Type, p)
+			e.setPart(c.Type, wirePart(c.Name))
 		}
 		seen[e] = true
 		if err := kerr.ErrorForCode(re.ErrorCode); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -17,9 +18,9 @@ func (o *configsOpts) perTopic() bool { return len(o.onTopic)+len(o.onTopicPrefi
 // topicPart is the per-topic component: its wire type and name.
 func (o *configsOpts) topicPart() (string, string) {
 	if len(o.onTopic) > 0 {
-		return typeTopic, o.onTopic[0]
+		return model.TypeTopic, o.onTopic[0]
 	}
-	return typeTopicPrefix, o.onTopicPrefix[0]
+	return model.TypeTopicPrefix, o.onTopicPrefix[0]
 }
 
 // checkTopic checks the per-topic flags: one topic or one prefix, named,
@@ -49,10 +50,7 @@ func alterQuotaConfigs(ctx context.Context, env *Env, cl *kgo.Client, o *configs
 	var e entity
 	filter := make([]filterComponent, len(types))
 	for i, t := range types {
-		p := named(names[i])
-		if names[i] == "" {
-			p = dfltPart()
-		}
+		p := configsPart(names[i])
 		e.setPart(wireType(t), p)
 		filter[i] = filterComponent{typ: wireType(t), name: &p}
 	}

@@ -110,11 +110,7 @@ func (qf *quotaFile) add(set *model.Entries, item *yaml.Node) []error {
 	}
 	var e entity
 	for _, p := range en.Parts {
-		pt := dfltPart()
-		if p.Name != nil {
-			pt = named(*p.Name)
-		}
-		e.setPart(p.Type, pt)
+		e.setPart(p.Type, wirePart(p.Name))
 	}
 	if qf.desired[e] == nil {
 		qf.desired[e] = map[string]float64{}

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -133,6 +132,37 @@ func (c *commonFlags) client() (*kgo.Client, *connWatch, error) {
 	return newClient(cc)
 }
 
+// quotaSession is a quotas command's connection: the Kafka client of its
+// flags, a context bounded by --timeout, and the client quotas the
+// cluster holds.
+type quotaSession struct {
+	ctx   context.Context
+	cl    *kgo.Client
+	watch *connWatch
+	st    state
+}
+
+// open connects and describes every client quota; done releases what it
+// opened. When it fails it has said why, as tollgate quotas cmd, and ok
+// is false: the command exits 1.
+func (c *commonFlags) open(ctx context.Context, env *Env, cmd string) (qs quotaSession, done func(), ok bool) {
+	prefix := "tollgate quotas " + cmd + ":"
+	cl, watch, err := c.client()
+	if err != nil {
+		fmt.Fprintln(env.Stderr, prefix, err)
+		return qs, nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, env.timeout())
+	done = func() { cancel(); cl.Close() }
+	ds, err := describeAll(ctx, cl)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, prefix, "describing client quotas:", quotasErr(err, watch, env.timeout()))
+		done()
+		return qs, nil, false
+	}
+	return quotaSession{ctx: ctx, cl: cl, watch: watch, st: toState(ds)}, done, true
+}
+
 func newFlagSet(name, usage string, env *Env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
@@ -249,21 +279,12 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 		}
 		return 1
 	}
-	cl, watch, err := common.client()
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas apply:", err)
+	qs, done, ok := common.open(ctx, env, "apply")
+	if !ok {
 		return 1
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, env.timeout())
-	defer cancel()
-
-	ds, err := describeAll(ctx, cl)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas apply: describing client quotas:", quotasErr(err, watch, env.timeout()))
-		return 1
-	}
-	changes := plan(toState(ds), qf)
+	defer done()
+	changes := plan(qs.st, qf)
 	if len(changes) == 0 {
 		fmt.Fprintf(env.Stdout, "No changes: the client quotas match %s.\n", file)
 		return 0
@@ -276,7 +297,7 @@ func runApply(ctx context.Context, env *Env, args []string) int {
 	if !yes && !confirmApply(env) {
 		return 1
 	}
-	return applyPlan(ctx, env, cl, watch, changes)
+	return applyPlan(qs.ctx, env, qs.cl, qs.watch, changes)
 }
 
 // printPlan prints the changes, one a line, and how many of each kind.
@@ -442,20 +463,12 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 		}
 		ip = a.Unmap()
 	}
-	cl, watch, err := common.client()
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas resolve:", err)
+	qs, done, ok := common.open(ctx, env, "resolve")
+	if !ok {
 		return 1
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, env.timeout())
-	defer cancel()
-	ds, err := describeAll(ctx, cl)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, "tollgate quotas resolve: describing client quotas:", quotasErr(err, watch, env.timeout()))
-		return 1
-	}
-	st := toState(ds)
+	defer done()
+	ctx, st := qs.ctx, qs.st
 	rows := resolveRows(st, user, clientID)
 	if ip.IsValid() {
 		rows = append(rows, resolveIP(st, ip))
@@ -495,7 +508,6 @@ func resolveWith(ctx context.Context, env *Env, args []string, live liveSource) 
 // columns when there is a live source (and tc, in a Tollgate cluster), and
 // returns a note for each shadow quota.
 func printResolved(ctx context.Context, env *Env, rows []resolvedRow, live liveSource, tc *api.ClusterStatus, user, clientID string) (notes []string) {
-	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
 	header := "KEY\tENTITY\tVALUE"
 	switch {
 	case tc != nil:
@@ -503,7 +515,7 @@ func printResolved(ctx context.Context, env *Env, rows []resolvedRow, live liveS
 	case live != nil:
 		header += "\tRATE\tUTILIZATION"
 	}
-	fmt.Fprintln(tw, header)
+	tw := newTable(env.Stdout, header)
 	for _, r := range rows {
 		ent, val := "none (unlimited)", "-"
 		if r.entity != nil {
@@ -617,10 +629,10 @@ func engineQuotas(st state) (model.Quotas, map[model.Entity]entity) {
 // entity, else (a Tollgate extension) the most specific range containing
 // it, else the default ip entity.
 func resolveIP(st state, ip netip.Addr) resolvedRow {
-	row := resolvedRow{key: keyConnectionCreationRate}
+	row := resolvedRow{key: model.KeyConnectionCreationRate}
 	bestBits := -1
 	for e, vals := range st {
-		v, ok := vals[keyConnectionCreationRate]
+		v, ok := vals[model.KeyConnectionCreationRate]
 		if !ok || !e.ip.set {
 			continue
 		}

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/tollgate/tollgate/internal/api"
 )
@@ -61,73 +60,44 @@ func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func runTenants(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, tenantsUsage)
-		return 2
+	ac, code, done := newAdminCommand(env, "tenants", tenantsUsage, args, "list", "describe", "create", "alter", "delete")
+	if done {
+		return code
 	}
-	cmd := args[0]
-	switch cmd {
-	case "list", "describe", "create", "alter", "delete":
-	case "-h", "--help", "help":
-		fmt.Fprint(env.Stdout, tenantsUsage)
-		return 0
-	default:
-		fmt.Fprintf(env.Stderr, "tollgate tenants: unknown command %q\n\n", cmd)
-		fmt.Fprint(env.Stderr, tenantsUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("tenants "+cmd, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), tenantsUsage) }
-	var admin adminFlags
-	admin.register(fs, defaultAdminURL, "Tollgate's admin HTTP `URL`")
+	cmd := ac.name
 	var tf tenantFlags
-	tf.register(fs, cmd)
-	pos, code, ok := parseInterleaved(fs, args[1:])
+	tf.register(ac.fs, cmd)
+	pos, code, ok := parseInterleaved(ac.fs, args[1:])
 	if !ok {
 		return code
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(env.Stderr, "tollgate tenants %s: %s\n", cmd, fmt.Sprintf(format, a...))
-		return 2
-	}
 	switch {
 	case cmd == "list" && len(pos) > 0:
-		return fail("unexpected argument %q", pos[0])
+		return ac.fail(env, "unexpected argument %q", pos[0])
 	case cmd != "list" && len(pos) != 1:
-		return fail("give the tenant's name (tollgate tenants list shows them)")
+		return ac.fail(env, "give the tenant's name (tollgate tenants list shows them)")
 	}
 	set, err := parseConfigs(tf.addConfig)
 	if err != nil {
-		return fail("--add-config: %v", err)
+		return ac.fail(env, "--add-config: %v", err)
 	}
-	c, err := admin.client(env)
-	if err != nil {
-		return fail("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, env.timeout())
-	defer cancel()
-	switch cmd {
-	case "list":
-		err = c.listTenants(ctx, env)
-	case "describe":
-		err = c.describeTenant(ctx, env, pos[0])
-	case "create":
-		b := tf.spec(pos[0])
-		if err := applyConfigs(&b, set); err != nil {
-			return fail("--add-config: %v", err)
+	return ac.run(ctx, env, func(ctx context.Context, c *adminClient) error {
+		switch cmd {
+		case "list":
+			return c.listTenants(ctx, env)
+		case "describe":
+			return c.describeTenant(ctx, env, pos[0])
+		case "create":
+			b := tf.spec(pos[0])
+			if err := applyConfigs(&b, set); err != nil {
+				return commandLineError{fmt.Errorf("--add-config: %v", err)}
+			}
+			return c.createTenant(ctx, env, b)
+		case "alter":
+			return c.alterTenant(ctx, env, pos[0], tf.alter(set))
 		}
-		err = c.createTenant(ctx, env, b)
-	case "alter":
-		err = c.alterTenant(ctx, env, pos[0], tf.alter(set))
-	case "delete":
-		err = c.deleteTenant(ctx, env, pos[0])
-	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "tollgate tenants %s: %v\n", cmd, err)
-		return 1
-	}
-	return 0
+		return c.deleteTenant(ctx, env, pos[0])
+	})
 }
 
 // tenantFlags are the flags of tenants create and alter.
@@ -298,24 +268,16 @@ func orDash(vs []string) string {
 }
 
 func (c *adminClient) listTenants(ctx context.Context, env *Env) error {
-	var body api.Tenants
-	if err := c.do(ctx, "GET", "/api/v1/tenants", nil, http.StatusOK, &body); err != nil {
-		return err
-	}
-	if len(body.Tenants) == 0 {
-		fmt.Fprintln(env.Stdout, "No tenants.")
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSOURCE\tPRINCIPALS\tCEILINGS\tADMINS\tUSE")
-	for _, t := range body.Tenants {
-		var use []string
-		for _, u := range t.Usage {
-			use = append(use, fmt.Sprintf("%s %.0f%%", shortKey(u.Quota), 100*u.Utilization))
+	return listTable(ctx, c, env, "/api/v1/tenants", "No tenants.", "TENANT\tSOURCE\tPRINCIPALS\tCEILINGS\tADMINS\tUSE", func(body api.Tenants) (rows [][]string) {
+		for _, t := range body.Tenants {
+			var use []string
+			for _, u := range t.Usage {
+				use = append(use, fmt.Sprintf("%s %.0f%%", shortKey(u.Quota), 100*u.Utilization))
+			}
+			rows = append(rows, []string{t.Name, t.Source, members(t.TenantSpec), ceilings(t.TenantSpec), orDash(t.Admins), orDash(use)})
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Source, members(t.TenantSpec), ceilings(t.TenantSpec), orDash(t.Admins), orDash(use))
-	}
-	return tw.Flush()
+		return rows
+	})
 }
 
 func shortKey(k string) string {
@@ -344,8 +306,7 @@ func (c *adminClient) describeTenant(ctx context.Context, env *Env, name string)
 	fmt.Fprintf(w, "  admins:             %s\n", orDash(t.Admins))
 	if len(t.Usage) > 0 {
 		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUOTA\tCEILING\tRATE\tUSE\tACTIVE\tFAIR SHARE\tTHROTTLED")
+		tw := newTable(w, "QUOTA\tCEILING\tRATE\tUSE\tACTIVE\tFAIR SHARE\tTHROTTLED")
 		for _, u := range t.Usage {
 			thr := fmt.Sprintf("%d (%dms)", u.Throttled, u.ThrottleMs)
 			if u.Shadow && u.Shadowed != nil {
@@ -360,8 +321,7 @@ func (c *adminClient) describeTenant(ctx context.Context, env *Env, name string)
 	}
 	if len(t.Members) > 0 {
 		fmt.Fprintln(w) // the API lists them by principal
-		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "PRINCIPAL\tQUOTA\tACTIVE\tCHARGED RATE\tTHROTTLED")
+		tw := newTable(w, "PRINCIPAL\tQUOTA\tACTIVE\tCHARGED RATE\tTHROTTLED")
 		for _, m := range t.Members {
 			active := "no"
 			if m.Active {

@@ -1,19 +1,15 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/httpapi"
-	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/quota"
-	"github.com/tollgate/tollgate/internal/store"
 )
 
 // `tollgate tenants` against the admin HTTP API over a real store: the
@@ -21,42 +17,22 @@ import (
 // reads but is refused changes; mistakes in the flags are refused before
 // anything is sent.
 func TestTenantsCLI(t *testing.T) {
-	s, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	lg := audit.NewLogger(audit.Config{})
-	creds := &control.Credentials{Store: s, Audit: lg, Authz: control.Admins{Principals: []string{"admin"}}}
-	mk := func(identity string) string {
-		k, _, err := creds.CreateAPIKey(context.Background(), control.Initiator{Principal: principal.Principal{Type: "User", Name: "admin"}}, identity)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	admin, reader := mk("admin"), mk("reader")
+	s, creds := adminStore(t)
+	admin, reader := newKey(t, creds, "admin"), newKey(t, creds, "reader")
 	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := &control.Tenants{Store: s, Audit: lg, Authz: creds.Authz, OnChange: func(ts *quota.TenantSet) { eng.SetTenants(ts, time.Now()) }}
+	tn := &control.Tenants{Store: s, Audit: creds.Audit, Authz: creds.Authz, OnChange: func(ts *quota.TenantSet) { eng.SetTenants(ts, time.Now()) }}
 	if err := tn.Load(); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(httpapi.Handler(httpapi.Sources{Engine: eng, Tenants: tn, Access: httpapi.Access{Keys: creds, Authz: creds.Authz}}))
 	t.Cleanup(srv.Close)
 	run := func(key string, args ...string) (int, string, string) {
-		t.Helper()
-		var out, errb bytes.Buffer
-		env := &Env{Stdout: &out, Stderr: &errb, Timeout: 10 * time.Second, Getenv: func(k string) string {
-			if k == "TOLLGATE_API_KEY" {
-				return key
-			}
-			return ""
-		}}
-		code := runTenants(context.Background(), env, append(args, "--admin-url", srv.URL))
-		return code, out.String(), errb.String()
+		return runWith(map[string]string{"TOLLGATE_API_KEY": key}, func(ctx context.Context, env *Env) int {
+			return runTenants(ctx, env, append(args, "--admin-url", srv.URL))
+		})
 	}
 	for _, c := range []struct {
 		key  string

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/audit"
-	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/httpapi"
-	"github.com/tollgate/tollgate/internal/principal"
-	"github.com/tollgate/tollgate/internal/store"
 	"github.com/tollgate/tollgate/internal/usage"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -49,26 +44,17 @@ func usageDataDir(t *testing.T) string {
 
 func runUsageEnv(t *testing.T, environ map[string]string, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	env := &Env{Stdout: &out, Stderr: &errb, Timeout: 10 * time.Second, Getenv: func(k string) string { return environ[k] }}
-	code := runUsage(context.Background(), env, args, func() time.Time { return usageT0.Add(time.Hour) })
-	return code, out.String(), errb.String()
+	return runWith(environ, func(ctx context.Context, env *Env) int {
+		return runUsage(ctx, env, args, func() time.Time { return usageT0.Add(time.Hour) })
+	})
 }
 
 // The admin port of a production-shaped config (User:admin's key reads)
 // over the same ledger.
 func usageServer(t *testing.T, dataDir string) (*httptest.Server, string) {
 	t.Helper()
-	s, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	creds := &control.Credentials{Store: s, Audit: audit.NewLogger(audit.Config{}), Authz: control.Admins{Principals: []string{"admin"}}}
-	key, _, err := creds.CreateAPIKey(context.Background(), control.Initiator{Principal: principal.Principal{Type: "User", Name: "admin"}}, "reader")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, creds := adminStore(t)
+	key := newKey(t, creds, "reader")
 	srv := httptest.NewServer(httpapi.Handler(httpapi.Sources{
 		Usage:  func(q usage.Query) (*usage.Report, error) { return usage.Read(filepath.Join(dataDir, "usage"), q) },
 		Access: httpapi.Access{Keys: creds, Authz: creds.Authz},

@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // What one exchange interval costs with many active buckets: every bucket
@@ -53,8 +54,8 @@ func newBenchSide(b *testing.B, id string, now time.Time) *benchSide {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var qs quota.Quotas
-	if err := qs.Set(quota.ClientEntity(quota.Default()), quota.ProducerByteRate, 1<<20); err != nil {
+	var qs model.Quotas
+	if err := qs.Set(model.ClientEntity(model.Default()), model.ProducerByteRate, 1<<20); err != nil {
 		b.Fatal(err)
 	}
 	e.SetQuotas(qs)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Ledger is the quota engine as the exchange sees it.
@@ -102,7 +103,7 @@ type memberState struct {
 // topic too, so that it is never taken for the client bucket of the same
 // (user, client-id).
 type bucketRef struct {
-	key                 quota.Key
+	key                 model.Key
 	user, client, topic string
 	tenant              string // a tenant's bucket (quota.Delta.Tenant)
 }

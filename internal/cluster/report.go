@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Report is what one instance publishes every exchange interval: who it is
@@ -263,7 +264,7 @@ func DecodeReport(b []byte) (Report, error) {
 		if rd.err != nil {
 			return Report{}, rd.err
 		}
-		key := quota.Key(k[0])
+		key := model.Key(k[0])
 		f := math.Float64frombits(binary.LittleEndian.Uint64(v))
 		tot := math.Float64frombits(binary.LittleEndian.Uint64(v[8:]))
 		if !key.Valid() || !finite(f) || !finite(tot) {

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 func TestReportRoundTrip(t *testing.T) {
 	t.Parallel()
 	r := Report{Instance: "a", Incarnation: 17, Seq: 9, SentMs: 1234, Leaving: true, Version: "v1", Addr: "127.0.0.1:9644", Digest: "d",
-		Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "alice", Client: "c1", Value: 1024}, {Key: quota.ConsumerByteRate, User: "", Client: "c2", Value: -3.5}}}
+		Usage: []quota.Delta{{Key: model.ProducerByteRate, User: "alice", Client: "c1", Value: 1024}, {Key: model.ConsumerByteRate, User: "", Client: "c2", Value: -3.5}}}
 	parts := r.Encode()
 	if len(parts) != 1 {
 		t.Fatalf("%d parts", len(parts))
@@ -35,7 +36,7 @@ func TestReportSplits(t *testing.T) {
 	t.Parallel()
 	r := Report{Instance: "a", Seq: 1}
 	for i := range 30000 {
-		r.Usage = append(r.Usage, quota.Delta{Key: quota.ProducerByteRate, User: fmt.Sprintf("user-%05d", i), Client: "client-with-a-long-name", Value: float64(i)})
+		r.Usage = append(r.Usage, quota.Delta{Key: model.ProducerByteRate, User: fmt.Sprintf("user-%05d", i), Client: "client-with-a-long-name", Value: float64(i)})
 	}
 	parts := r.Encode()
 	if len(parts) < 2 {
@@ -69,7 +70,7 @@ func TestReportSplits(t *testing.T) {
 // another format, counts beyond the bounds, bad keys and values.
 func TestReportRejects(t *testing.T) {
 	t.Parallel()
-	good := (&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0]
+	good := (&Report{Instance: "a", Usage: []quota.Delta{{Key: model.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0]
 	for i := range len(good) {
 		if _, err := DecodeReport(good[:i]); err == nil {
 			t.Fatalf("truncated to %d bytes: accepted", i)
@@ -83,7 +84,7 @@ func TestReportRejects(t *testing.T) {
 	if _, err := DecodeReport(other); err == nil {
 		t.Fatal("format 3 accepted")
 	}
-	for _, d := range []quota.Delta{{Key: 200, Value: 1}, {Key: quota.ProducerByteRate, Value: math.NaN()}, {Key: quota.ProducerByteRate, Value: math.Inf(1)}} {
+	for _, d := range []quota.Delta{{Key: 200, Value: 1}, {Key: model.ProducerByteRate, Value: math.NaN()}, {Key: model.ProducerByteRate, Value: math.Inf(1)}} {
 		b := (&Report{Instance: "a", Usage: []quota.Delta{d}}).Encode()[0]
 		if _, err := DecodeReport(b); err == nil {
 			t.Fatalf("%+v accepted", d)
@@ -107,9 +108,9 @@ func TestReportRejects(t *testing.T) {
 func TestReportTenants(t *testing.T) {
 	t.Parallel()
 	r := Report{Instance: "a", Seq: 3, Usage: []quota.Delta{
-		{Key: quota.ProducerByteRate, User: "alice", Client: "c1", Value: 10, Total: 20},
-		{Key: quota.ProducerByteRate, Tenant: "team-a", Value: 30, Total: 40},
-		{Key: quota.ConsumerByteRate, Tenant: "team-a", User: "alice", Value: 5, Total: 5},
+		{Key: model.ProducerByteRate, User: "alice", Client: "c1", Value: 10, Total: 20},
+		{Key: model.ProducerByteRate, Tenant: "team-a", Value: 30, Total: 40},
+		{Key: model.ConsumerByteRate, Tenant: "team-a", User: "alice", Value: 5, Total: 5},
 	}}
 	b := r.Encode()[0]
 	if b[3] != 2 {
@@ -136,10 +137,10 @@ func TestReportTenants(t *testing.T) {
 }
 
 func FuzzDecodeReport(f *testing.F) {
-	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0])
-	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ProducerByteRate, Tenant: "t", User: "u", Value: 1}}}).Encode()[0])
-	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: quota.ConsumerByteRate, User: "u", Client: "c", Topic: "t", Value: 1},
-		{Key: quota.ProducerByteRate, Value: 2}}}).Encode()[0])
+	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: model.ProducerByteRate, User: "u", Client: "c", Value: 1}}}).Encode()[0])
+	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: model.ProducerByteRate, Tenant: "t", User: "u", Value: 1}}}).Encode()[0])
+	f.Add((&Report{Instance: "a", Usage: []quota.Delta{{Key: model.ConsumerByteRate, User: "u", Client: "c", Topic: "t", Value: 1},
+		{Key: model.ProducerByteRate, Value: 2}}}).Encode()[0])
 	f.Add([]byte("TGX\x01"))
 	f.Add([]byte("TGX\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -165,12 +166,12 @@ func FuzzDecodeReport(f *testing.F) {
 // read, and a format-1 record still decodes.
 func TestReportTopics(t *testing.T) {
 	t.Parallel()
-	plain := []quota.Delta{{Key: quota.ProducerByteRate, User: "alice", Client: "c1", Value: 1024, Total: 4096}}
+	plain := []quota.Delta{{Key: model.ProducerByteRate, User: "alice", Client: "c1", Value: 1024, Total: 4096}}
 	b := (&Report{Instance: "a", Usage: plain}).Encode()[0]
 	if b[3] != format1 {
 		t.Fatalf("a report without topics in format %d", b[3])
 	}
-	withTopic := append(slices.Clone(plain), quota.Delta{Key: quota.ConsumerByteRate, User: "bob", Client: "c2", Topic: "logs-a", Value: 7, Total: 9})
+	withTopic := append(slices.Clone(plain), quota.Delta{Key: model.ConsumerByteRate, User: "bob", Client: "c2", Topic: "logs-a", Value: 7, Total: 9})
 	b = (&Report{Instance: "a", Usage: withTopic}).Encode()[0]
 	if b[3] != format2 {
 		t.Fatalf("a report with a topic in format %d", b[3])
@@ -207,7 +208,7 @@ func TestCatchUpKeepsTopicsApart(t *testing.T) {
 	t.Parallel()
 	var m memberState
 	now := time.Unix(0, 0)
-	client := quota.Delta{Key: quota.ProducerByteRate, User: "alice", Client: "app", Value: 100, Total: 100}
+	client := quota.Delta{Key: model.ProducerByteRate, User: "alice", Client: "app", Value: 100, Total: 100}
 	topic := client
 	topic.Topic, topic.Value, topic.Total = "orders", 10, 10
 	m.catchUp([]quota.Delta{client, topic}, now)

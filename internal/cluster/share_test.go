@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // The share algorithm in virtual time: simulated instances, each a real
@@ -123,8 +124,8 @@ func (c *simCluster) start(id string) *simInstance {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	var qs quota.Quotas
-	if err := qs.Set(quota.ClientEntity(quota.Exact("tenant")), quota.ProducerByteRate, c.q); err != nil {
+	var qs model.Quotas
+	if err := qs.Set(model.ClientEntity(model.Exact("tenant")), model.ProducerByteRate, c.q); err != nil {
 		c.t.Fatal(err)
 	}
 	e.SetQuotas(qs)
@@ -241,8 +242,8 @@ func alone(t *testing.T, alg quota.ByteRateAlgorithm, conns int, dur time.Durati
 		if err != nil {
 			t.Fatal(err)
 		}
-		var qs quota.Quotas
-		qs.Set(quota.ClientEntity(quota.Exact("tenant")), quota.ProducerByteRate, simQ)
+		var qs model.Quotas
+		qs.Set(model.ClientEntity(model.Exact("tenant")), model.ProducerByteRate, simQ)
 		e.SetQuotas(qs)
 		in := &simInstance{e: e}
 		m = &meter{start: time.Now()}
@@ -319,8 +320,8 @@ func TestShareAloneIsPerInstance(t *testing.T) {
 		var ins []*simInstance
 		for range 3 {
 			e, _ := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: quota.ByteRateTokenBucket})
-			var qs quota.Quotas
-			qs.Set(quota.ClientEntity(quota.Exact("tenant")), quota.ProducerByteRate, simQ)
+			var qs model.Quotas
+			qs.Set(model.ClientEntity(model.Exact("tenant")), model.ProducerByteRate, simQ)
 			e.SetQuotas(qs)
 			ins = append(ins, &simInstance{e: e})
 		}
@@ -551,13 +552,13 @@ func TestShareTenantCeiling(t *testing.T) {
 		defer c.stopAll()
 		users := []string{"u0", "u1", "u2", "u3", "u4", "u5"}
 		ts, err := quota.NewTenantSet([]quota.Tenant{{Name: "team", Principals: users,
-			Ceilings: map[quota.Key]float64{quota.ProducerByteRate: simQ}}})
+			Ceilings: map[model.Key]float64{model.ProducerByteRate: simQ}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, in := range c.inst {
-			var qs quota.Quotas
-			qs.Set(quota.UserEntity(quota.Default()), quota.ProducerByteRate, 100*simQ)
+			var qs model.Quotas
+			qs.Set(model.UserEntity(model.Default()), model.ProducerByteRate, 100*simQ)
 			in.e.SetQuotas(qs)
 			in.e.SetTenants(ts, time.Now())
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/principal"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -310,18 +310,18 @@ func TestQuotasAndOnChange(t *testing.T) {
 		t.Fatalf("OnChange called %d times", f.changeCount())
 	}
 	q, ips := f.changes[0], f.ipChanges[0]
-	check := func(e quota.Entity, k quota.Key, want float64) {
+	check := func(e model.Entity, k model.Key, want float64) {
 		t.Helper()
 		if v, ok := q.Get(e, k); !ok || v != want {
 			t.Errorf("%v %v = %v %v, want %v", e, k, v, ok, want)
 		}
 	}
-	check(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1024)
-	check(quota.UserEntity(quota.Exact("alice")), quota.RequestPercentage, 50)
-	check(quota.UserEntity(quota.Exact("<default>")), quota.ProducerByteRate, 7)
-	check(quota.UserClientEntity(quota.Default(), quota.Default()), quota.ConsumerByteRate, 2048)
-	check(quota.ClientEntity(quota.Exact("ingest")), quota.ControllerMutationRate, 10)
-	if _, ok := q.Get(quota.UserEntity(quota.Default()), quota.ProducerByteRate); ok {
+	check(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1024)
+	check(model.UserEntity(model.Exact("alice")), model.RequestPercentage, 50)
+	check(model.UserEntity(model.Exact("<default>")), model.ProducerByteRate, 7)
+	check(model.UserClientEntity(model.Default(), model.Default()), model.ConsumerByteRate, 2048)
+	check(model.ClientEntity(model.Exact("ingest")), model.ControllerMutationRate, 10)
+	if _, ok := q.Get(model.UserEntity(model.Default()), model.ProducerByteRate); ok {
 		t.Error("literal <default> became the default user")
 	}
 	if q.Len() != 5 {
@@ -335,7 +335,7 @@ func TestQuotasAndOnChange(t *testing.T) {
 		t.Fatalf("Quotas(): %v %v %v", q2.Len(), ips2, err)
 	}
 	// A resolution through the engine's precedence.
-	if r := q2.Resolve(quota.ProducerByteRate, "alice", "x"); r.Quota != 1024 {
+	if r := q2.Resolve(model.ProducerByteRate, "alice", "x"); r.Quota != 1024 {
 		t.Errorf("alice resolves to %v", r.Quota)
 	}
 	// Removing everything notifies with an empty set.

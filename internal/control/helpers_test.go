@@ -13,7 +13,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/principal"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -45,7 +45,7 @@ type fixture struct {
 	dir       string
 	auditPath string
 	mu        sync.Mutex
-	changes   []quota.Quotas
+	changes   []model.Quotas
 	ipChanges []IPQuotas
 }
 
@@ -66,7 +66,7 @@ func newFixture(t *testing.T) *fixture {
 		Store: s,
 		Audit: audit.NewLogger(audit.Config{Outputs: []audit.Output{{Sink: sink, Required: true}}}),
 		Authz: Admins{Principals: []string{"User:admin"}},
-		OnChange: func(q quota.Quotas, ips IPQuotas) {
+		OnChange: func(q model.Quotas, ips IPQuotas) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.changes = append(f.changes, q)

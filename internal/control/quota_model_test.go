@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,15 +76,15 @@ func TestPrefixAlterDescribe(t *testing.T) {
 		t.Errorf("empty filter: %d entries, want 4", len(all.Entries))
 	}
 
-	// The data path gets the prefix as a quota.Prefix entity.
+	// The data path gets the prefix as a model.Prefix entity.
 	q, _, err := f.cq.Quotas()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := q.Get(quota.ClientPrefixEntity("bar-"), quota.ConsumerByteRate); !ok || v != 2048 {
+	if v, ok := q.Get(model.ClientPrefixEntity("bar-"), model.ConsumerByteRate); !ok || v != 2048 {
 		t.Errorf("engine input: %v %v", v, ok)
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "u", "bar-7"); r.Entity != quota.ClientPrefixEntity("bar-") || r.Quota != 1024 {
+	if r := q.Resolve(model.ProducerByteRate, "u", "bar-7"); r.Entity != model.ClientPrefixEntity("bar-") || r.Quota != 1024 {
 		t.Errorf("bar-7 resolves to %v %v", r.Entity, r.Quota)
 	}
 
@@ -146,10 +146,10 @@ func TestShadowKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !q.Options(quota.UserEntity(quota.Exact("alice"))).Shadow || !q.Options(quota.ClientPrefixEntity("etl-")).Shadow {
+	if !q.Options(model.UserEntity(model.Exact("alice"))).Shadow || !q.Options(model.ClientPrefixEntity("etl-")).Shadow {
 		t.Fatal("shadow not handed to the engine")
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "alice", "x"); !r.Options.Shadow || r.Quota != 1024 {
+	if r := q.Resolve(model.ProducerByteRate, "alice", "x"); !r.Options.Shadow || r.Quota != 1024 {
 		t.Errorf("resolve %+v", r)
 	}
 	n := len(f.events(t))
@@ -168,7 +168,7 @@ func TestShadowKey(t *testing.T) {
 		t.Errorf("switch change %v", ch)
 	}
 	q, _, _ = f.cq.Quotas()
-	if q.Options(quota.UserEntity(quota.Exact("alice"))).Shadow {
+	if q.Options(model.UserEntity(model.Exact("alice"))).Shadow {
 		t.Error("still shadow after the switch")
 	}
 	if v := f.stored(t, store.Named("user", "alice")); v["producer_byte_rate"] != 1024 || len(v) != 1 {
@@ -197,13 +197,13 @@ func TestBurstSecondsKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if o := q.Options(quota.UserEntity(quota.Exact("alice"))); !o.HasBurst || o.Burst != v {
+		if o := q.Options(model.UserEntity(model.Exact("alice"))); !o.HasBurst || o.Burst != v {
 			t.Errorf("burst_seconds=%v: options %+v", v, o)
 		}
 	}
 	f.mustAlter(t, entry(user, rm("burst_seconds")))
 	q, _, _ := f.cq.Quotas()
-	if o := q.Options(quota.UserEntity(quota.Exact("alice"))); o.HasBurst {
+	if o := q.Options(model.UserEntity(model.Exact("alice"))); o.HasBurst {
 		t.Errorf("after removal: %+v", o)
 	}
 }
@@ -251,7 +251,7 @@ func TestAlterTopicErrors(t *testing.T) {
 
 // Set, describe, build, remove: per-topic entities are entities of their
 // own, listed only to filters that name topic or topic-prefix (and to the
-// empty filter), and reach the engine as quota.Entity.Topic.
+// empty filter), and reach the engine as model.Entity.Topic.
 func TestTopicAlterDescribe(t *testing.T) {
 	f := newFixture(t)
 	f.mustAlter(t,
@@ -284,13 +284,13 @@ func TestTopicAlterDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := q.ResolveTopic(quota.ProducerByteRate, "alice", "app", "orders"); r.Entity != quota.TopicEntity(quota.UserEntity(quota.Exact("alice")), quota.Exact("orders")) || r.Quota != 2000 || !r.Options.Shadow {
+	if r := q.ResolveTopic(model.ProducerByteRate, "alice", "app", "orders"); r.Entity != model.TopicEntity(model.UserEntity(model.Exact("alice")), model.Exact("orders")) || r.Quota != 2000 || !r.Options.Shadow {
 		t.Errorf("alice on orders: %+v", r)
 	}
-	if r := q.ResolveTopic(quota.ConsumerByteRate, "bob", "etl-1", "logs-x"); r.Level != quota.LevelDefaultUserTopic || r.Quota != 3000 || !r.Options.HasBurst {
+	if r := q.ResolveTopic(model.ConsumerByteRate, "bob", "etl-1", "logs-x"); r.Level != model.LevelDefaultUserTopic || r.Quota != 3000 || !r.Options.HasBurst {
 		t.Errorf("bob on logs-x: %+v", r)
 	}
-	if r := q.Resolve(quota.ProducerByteRate, "alice", "app"); r.Quota != 5000 {
+	if r := q.Resolve(model.ProducerByteRate, "alice", "app"); r.Quota != 5000 {
 		t.Errorf("alice's client quota: %+v", r)
 	}
 	f.mustAlter(t, entry(ent(named("topic", "orders")), rm("producer_byte_rate")))

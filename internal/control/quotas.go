@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tollgate/tollgate/internal/audit"
-	"github.com/tollgate/tollgate/internal/quota"
 	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
@@ -39,7 +38,7 @@ type ClientQuotas struct {
 	// before its response is returned, with the quotas now in the store.
 	// Calls are serialised and the last one always reflects every commit
 	// before it.
-	OnChange func(quota.Quotas, IPQuotas)
+	OnChange func(model.Quotas, IPQuotas)
 
 	changeMu sync.Mutex
 	fixed    atomic.Pointer[[]store.EntityQuotas]
@@ -110,30 +109,30 @@ func (c *ClientQuotas) authorize(who Initiator, op Operation) bool {
 }
 
 // Quotas builds the quota engine's input from the store: the user and
-// client-id entities as a quota.Quotas, and the ip entities'
+// client-id entities as a model.Quotas, and the ip entities'
 // connection_creation_rate. Keys the engine does not know are skipped (as
 // Kafka's brokers skip them with a warning). An error lists the values
-// quota.Quotas refused; the rest is still returned.
-func (c *ClientQuotas) Quotas() (quota.Quotas, IPQuotas, error) {
+// model.Quotas refused; the rest is still returned.
+func (c *ClientQuotas) Quotas() (model.Quotas, IPQuotas, error) {
 	all, err := c.merged()
 	if err != nil {
-		return quota.Quotas{}, IPQuotas{}, err
+		return model.Quotas{}, IPQuotas{}, err
 	}
 	return BuildFrom(all)
 }
 
 // Build is ClientQuotas.Quotas for any store (without fixed quotas).
-func Build(s *store.Store) (quota.Quotas, IPQuotas, error) {
+func Build(s *store.Store) (model.Quotas, IPQuotas, error) {
 	all, err := s.ClientQuotas()
 	if err != nil {
-		return quota.Quotas{}, IPQuotas{}, err
+		return model.Quotas{}, IPQuotas{}, err
 	}
 	return BuildFrom(all)
 }
 
 // BuildFrom turns entities into the quota engine's input.
-func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
-	var q quota.Quotas
+func BuildFrom(all []store.EntityQuotas) (model.Quotas, IPQuotas, error) {
+	var q model.Quotas
 	ips := IPQuotas{}
 	var errs []error
 	for _, eq := range all {
@@ -152,13 +151,13 @@ func BuildFrom(all []store.EntityQuotas) (quota.Quotas, IPQuotas, error) {
 			errs = append(errs, fmt.Errorf("%v: %w", eq.Entity, err))
 			continue
 		}
-		if o := model.OptionsOf(eq.Values); o != (quota.Options{}) {
+		if o := model.OptionsOf(eq.Values); o != (model.Options{}) {
 			if err := q.SetOptions(e, o); err != nil {
 				errs = append(errs, fmt.Errorf("%v options: %w", eq.Entity, err))
 			}
 		}
 		for k, v := range eq.Values {
-			key, ok := quota.ParseKey(k)
+			key, ok := model.ParseKey(k)
 			if !ok {
 				continue
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate/tollgate/internal/audit"
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -127,8 +128,8 @@ func ValidateTenant(s TenantSpec) error {
 			bad("%s must be a whole number of bytes per second", k)
 		}
 	}
-	if b := s.BurstSeconds; b != nil && !(*b >= 0 && *b <= quota.MaxBurstSeconds) {
-		bad("burst_seconds must be from 0 to %d (0: none; absent: Kafka's, 10)", quota.MaxBurstSeconds)
+	if b := s.BurstSeconds; b != nil && !(*b >= 0 && *b <= model.MaxBurstSeconds) {
+		bad("burst_seconds must be from 0 to %d (0: none; absent: Kafka's, 10)", model.MaxBurstSeconds)
 	}
 	if b, err := json.Marshal(storeTenant(s)); err == nil && len(b) > maxTenantBytes {
 		bad("the tenant takes %d bytes, more than %d: use principal prefixes or rules rather than long lists", len(b), maxTenantBytes)
@@ -150,10 +151,10 @@ func compileRule(r string) (*auth.Mapper, error) {
 
 // quotaTenant is the engine's tenant of s (s valid).
 func quotaTenant(s TenantSpec) quota.Tenant {
-	t := quota.Tenant{Name: s.Name, Principals: s.Principals, Prefixes: s.PrincipalPrefixes, Ceilings: map[quota.Key]float64{},
-		Options: quota.Options{Shadow: s.Shadow}}
+	t := quota.Tenant{Name: s.Name, Principals: s.Principals, Prefixes: s.PrincipalPrefixes, Ceilings: map[model.Key]float64{},
+		Options: model.Options{Shadow: s.Shadow}}
 	for k, v := range s.Ceilings() {
-		key, _ := quota.ParseKey(k)
+		key, _ := model.ParseKey(k)
 		t.Ceilings[key] = v
 	}
 	if s.BurstSeconds != nil {

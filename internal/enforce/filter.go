@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -158,7 +159,7 @@ func (q *conn) Keys() []int16 { return q.f.Keys() }
 func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 	now := q.f.now()
 	cl := q.req.client(q.f.engine, c, r.ClientID)
-	held := cl.Hold(quota.RequestPercentage, now)
+	held := cl.Hold(model.RequestPercentage, now)
 	noteWait(r)
 	v := q.charge(cl, r, now, held)
 	v.Hold = max(v.Hold, held)
@@ -172,7 +173,7 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 	case int16(kmsg.Produce):
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
-			hold := max(cl.Hold(quota.ProducerByteRate, now), held)
+			hold := max(cl.Hold(model.ProducerByteRate, now), held)
 			hold, tt, fn := q.produceTopics(cl, r, now, hold)
 			return proxy.Verdict{Hold: hold, Throttle: max(cl.RecordProduce(r.Size, now.Add(hold)), tt), TopicBytes: fn}
 		}
@@ -181,7 +182,7 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 		hold, _, fn := q.produceTopics(cl, r, now, max(hold, held))
 		return proxy.Verdict{Hold: hold, TopicBytes: fn}
 	case int16(kmsg.Fetch):
-		hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
+		hold := max(cl.Hold(model.ConsumerByteRate, now), held)
 		hold, fn := q.fetchTopics(cl, r, now, hold)
 		req, ok := wire.FetchMaxBytes(r.Payload, r.BodyOffset, r.Version)
 		if !ok {
@@ -208,7 +209,7 @@ func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held ti
 // passes. Per-topic consumer quotas hold it and charge its topics as a
 // Fetch's (topic.go).
 func (q *conn) shareFetch(cl *quota.Client, r *proxy.Request, now time.Time, held time.Duration) proxy.Verdict {
-	hold := max(cl.Hold(quota.ConsumerByteRate, now), held)
+	hold := max(cl.Hold(model.ConsumerByteRate, now), held)
 	req, err := proxy.DecodeAs[*kmsg.ShareFetchRequest](r)
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
@@ -238,13 +239,13 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 	var t time.Duration
 	switch r.Key {
 	case int16(kmsg.Produce):
-		cl.Release(quota.ProducerByteRate, reservation(r), now)
+		cl.Release(model.ProducerByteRate, reservation(r), now)
 		t = max(cl.RecordProduce(r.Size, now), q.topicThrottle(r.Key, now))
 	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
 		if r.Key == int16(kmsg.Fetch) {
 			q.respCl = cl // a streamed response's topics are charged to it
 		}
-		cl.Release(quota.ConsumerByteRate, reservation(r), now)
+		cl.Release(model.ConsumerByteRate, reservation(r), now)
 		t = max(cl.RecordFetch(size, now), q.topicThrottle(r.Key, now))
 	}
 	// Recorded even when nothing is charged: as in Kafka, every response
@@ -260,9 +261,9 @@ func (q *conn) Dropped(c proxy.Conn, r *proxy.Request) {
 	if res == 0 {
 		return
 	}
-	k := quota.ConsumerByteRate // Fetch, ShareFetch
+	k := model.ConsumerByteRate // Fetch, ShareFetch
 	if r.Key == int16(kmsg.Produce) {
-		k = quota.ProducerByteRate
+		k = model.ProducerByteRate
 	}
 	q.f.engine.Client(c.Info().Principal.Name, r.ClientID).Release(k, res, q.f.now())
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/principal"
@@ -17,18 +19,18 @@ import (
 
 // benchPolicy is the quota policy with key configured for every client-id
 // and never reached.
-func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key) *Filter {
+func benchPolicy(b *testing.B, alg quota.ByteRateAlgorithm, key model.Key) *Filter {
 	return benchPolicyClock(b, alg, key, nil)
 }
 
 // benchPolicyClock is benchPolicy on the clock now (nil: time.Now).
-func benchPolicyClock(b *testing.B, alg quota.ByteRateAlgorithm, key quota.Key, now func() time.Time) *Filter {
+func benchPolicyClock(b *testing.B, alg quota.ByteRateAlgorithm, key model.Key, now func() time.Time) *Filter {
 	eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: alg})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var q quota.Quotas
-	if err := q.Set(quota.Entity{Client: quota.Default()}, key, 1e15); err != nil {
+	var q model.Quotas
+	if err := q.Set(model.Entity{Client: model.Default()}, key, 1e15); err != nil {
 		b.Fatal(err)
 	}
 	eng.SetQuotas(q)
@@ -60,7 +62,7 @@ func connOf(f *Filter) (*proxytest.Conn, *conn) {
 func BenchmarkPolicyProduce(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			benchProduce(b, benchPolicy(b, alg, quota.ProducerByteRate))
+			benchProduce(b, benchPolicy(b, alg, model.ProducerByteRate))
 		})
 	}
 }
@@ -69,7 +71,7 @@ func BenchmarkPolicyProduce(b *testing.B) {
 func BenchmarkPolicyProduceParallel(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			p := benchPolicy(b, alg, quota.ProducerByteRate)
+			p := benchPolicy(b, alg, model.ProducerByteRate)
 			var next atomic.Int64
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
@@ -96,7 +98,7 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 				// An explicit clock, 1 µs a request: no 30 s expiry sweep
 				// lands in the loop, and the numbers repeat.
 				now := time.UnixMilli(1_700_000_000_123)
-				p := benchPolicyClock(b, alg, quota.ProducerByteRate, func() time.Time { return now })
+				p := benchPolicyClock(b, alg, model.ProducerByteRate, func() time.Time { return now })
 				// One connection per client-id, each with its filter
 				// instance, as clients are.
 				ci := &proxytest.Conn{ConnInfo: principal.ConnInfo{Principal: principal.AnonymousPrincipal}}
@@ -117,7 +119,7 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 						now = now.Add(time.Microsecond)
 					}
 				}
-				if got := p.Engine().Stats()[quota.ProducerByteRate].Buckets; got != n {
+				if got := p.Engine().Stats()[model.ProducerByteRate].Buckets; got != n {
 					b.Fatalf("%d buckets, want %d", got, n)
 				}
 				b.ReportAllocs()
@@ -147,7 +149,7 @@ func BenchmarkPolicyProduceBuckets(b *testing.B) {
 func BenchmarkPolicyFetch(b *testing.B) {
 	for _, alg := range []quota.ByteRateAlgorithm{quota.ByteRateTokenBucket, quota.ByteRateSampled} {
 		b.Run("alg="+alg.String(), func(b *testing.B) {
-			benchFetch(b, benchPolicy(b, alg, quota.ConsumerByteRate))
+			benchFetch(b, benchPolicy(b, alg, model.ConsumerByteRate))
 		})
 	}
 }
@@ -189,7 +191,7 @@ func benchFetch(b *testing.B, p *Filter) {
 // check when it passes; the upstream time measured, recorded and the
 // throttle decided when its answer passes.
 func BenchmarkPolicyRequest(b *testing.B) {
-	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.RequestPercentage)
+	p := benchPolicy(b, quota.ByteRateTokenBucket, model.RequestPercentage)
 	ci, q := connOf(p)
 	r := &proxy.Request{Key: int16(kmsg.Metadata), Version: 12, ClientID: "bench"}
 	b.ReportAllocs()
@@ -211,7 +213,7 @@ func withTenants(b *testing.B, p *Filter) {
 	var ts []quota.Tenant
 	for i := range 10 {
 		t := quota.Tenant{Name: "tenant-" + strconv.Itoa(i),
-			Ceilings: map[quota.Key]float64{quota.ProducerByteRate: 1e15, quota.ConsumerByteRate: 1e15}}
+			Ceilings: map[model.Key]float64{model.ProducerByteRate: 1e15, model.ConsumerByteRate: 1e15}}
 		for j := range 10 {
 			t.Principals = append(t.Principals, "user-"+strconv.Itoa(i*10+j))
 		}
@@ -229,7 +231,7 @@ func withTenants(b *testing.B, p *Filter) {
 // configured and the client's principal in one: its own bucket and its
 // tenant's ceiling and share, both at the hold and at the record.
 func BenchmarkPolicyProduceTenant(b *testing.B) {
-	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.ProducerByteRate)
+	p := benchPolicy(b, quota.ByteRateTokenBucket, model.ProducerByteRate)
 	withTenants(b, p)
 	benchProduce(b, p)
 }
@@ -253,7 +255,7 @@ func benchProduce(b *testing.B, p *Filter) {
 // BenchmarkPolicyFetchTenant is BenchmarkPolicyFetch with the client's
 // principal in a tenant with a consumer_byte_rate ceiling.
 func BenchmarkPolicyFetchTenant(b *testing.B) {
-	p := benchPolicy(b, quota.ByteRateTokenBucket, quota.ConsumerByteRate)
+	p := benchPolicy(b, quota.ByteRateTokenBucket, model.ConsumerByteRate)
 	withTenants(b, p)
 	benchFetch(b, p)
 }
@@ -272,22 +274,22 @@ func BenchmarkPolicyTopics(b *testing.B) {
 	for _, api := range []string{"produce", "fetch"} {
 		for _, topics := range []string{"none", "on"} {
 			b.Run(api+"/topics="+topics, func(b *testing.B) {
-				key := quota.ProducerByteRate
+				key := model.ProducerByteRate
 				if api == "fetch" {
-					key = quota.ConsumerByteRate
+					key = model.ConsumerByteRate
 				}
 				eng, err := quota.NewEngine(quota.EngineConfig{SharedDeadline: true, ByteRate: quota.ByteRateTokenBucket})
 				if err != nil {
 					b.Fatal(err)
 				}
-				var qs quota.Quotas
-				if err := qs.Set(quota.Entity{Client: quota.Default()}, key, 1e15); err != nil {
+				var qs model.Quotas
+				if err := qs.Set(model.Entity{Client: model.Default()}, key, 1e15); err != nil {
 					b.Fatal(err)
 				}
 				if topics == "on" {
-					for _, e := range []quota.Entity{
-						quota.TopicEntity(quota.Entity{}, quota.Exact("orders")),
-						quota.TopicEntity(quota.UserEntity(quota.Default()), quota.Prefix("logs-")),
+					for _, e := range []model.Entity{
+						model.TopicEntity(model.Entity{}, model.Exact("orders")),
+						model.TopicEntity(model.UserEntity(model.Default()), model.Prefix("logs-")),
 					} {
 						if err := qs.Set(e, key, 1e15); err != nil {
 							b.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
@@ -29,13 +30,13 @@ func (c *clock) advance(d time.Duration) { c.now = c.now.Add(d) }
 
 // quotaSet is one quota to configure.
 type quotaSet struct {
-	entity quota.Entity
-	key    quota.Key
+	entity model.Entity
+	key    model.Key
 	value  float64
 }
 
-func defaultClient(k quota.Key, v float64) quotaSet {
-	return quotaSet{quota.Entity{Client: quota.Default()}, k, v}
+func defaultClient(k model.Key, v float64) quotaSet {
+	return quotaSet{model.Entity{Client: model.Default()}, k, v}
 }
 
 // newFilter is a quota filter on a fresh engine with Kafka's windows
@@ -58,7 +59,7 @@ func newFilterWith(t *testing.T, c Config, qs ...quotaSet) (*Filter, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
+	var q model.Quotas
 	for _, s := range qs {
 		if err := q.Set(s.entity, s.key, s.value); err != nil {
 			t.Fatal(err)
@@ -135,7 +136,7 @@ func dropped(f proxy.Filter, c proxy.Conn, r *proxy.Request) { f.(proxy.DropHook
 
 // usage is the rate of the bucket of (key, user, client-id) at now, and
 // whether the bucket exists.
-func usage(f *Filter, now time.Time, k quota.Key, user, clientID string) (float64, bool) {
+func usage(f *Filter, now time.Time, k model.Key, user, clientID string) (float64, bool) {
 	for _, u := range f.Engine().Usage(now) {
 		if u.Key == k && u.User == user && u.ClientID == clientID {
 			return u.Rate, true
@@ -151,13 +152,13 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 // passes, not when it is forwarded, and not the response's size.
 func TestProduceRecordedAtResponse(t *testing.T) {
 	// 100 B/s: a burst of 1000 bytes, then 10 ms per byte over it.
-	f, clk := newFilter(t, defaultClient(quota.ProducerByteRate, 100))
+	f, clk := newFilter(t, defaultClient(model.ProducerByteRate, 100))
 	c, q := newConn(f, anonymous)
 	r := produce(t, 1500, 1, "app")
 	if v := onRequest(q, c, r); !forwarded(v) {
 		t.Fatalf("the first request: verdict %+v, want forwarded", v)
 	}
-	if rate, _ := usage(f, clk.now, quota.ProducerByteRate, "", "app"); rate != 0 {
+	if rate, _ := usage(f, clk.now, model.ProducerByteRate, "", "app"); rate != 0 {
 		t.Fatalf("recorded %v B/s when the request was forwarded, want nothing before its response", rate)
 	}
 	if r.Reserved != 1500 {
@@ -167,7 +168,7 @@ func TestProduceRecordedAtResponse(t *testing.T) {
 	if got := throttle(q, c, r, 10); got != ms(5000) {
 		t.Errorf("throttle %v, want 5s: (1500-1000) bytes over at 100 B/s", got)
 	}
-	if rate, ok := usage(f, clk.now, quota.ProducerByteRate, "", "app"); !ok || rate == 0 {
+	if rate, ok := usage(f, clk.now, model.ProducerByteRate, "", "app"); !ok || rate == 0 {
 		t.Error("nothing recorded when the response passed")
 	}
 }
@@ -175,13 +176,13 @@ func TestProduceRecordedAtResponse(t *testing.T) {
 // Produce with acks=0 has no response: it is charged at once, and the
 // connection muted for the throttle (Verdict.Throttle).
 func TestProduceAcksZeroMuted(t *testing.T) {
-	f, clk := newFilter(t, defaultClient(quota.ProducerByteRate, 100))
+	f, clk := newFilter(t, defaultClient(model.ProducerByteRate, 100))
 	c, q := newConn(f, anonymous)
 	r := produce(t, 800, 0, "app")
 	if v := onRequest(q, c, r); v.Throttle != 0 || v.Hold != 0 {
 		t.Fatalf("within the burst: verdict %+v, want forwarded", v)
 	}
-	if rate, ok := usage(f, clk.now, quota.ProducerByteRate, "", "app"); !ok || rate == 0 {
+	if rate, ok := usage(f, clk.now, model.ProducerByteRate, "", "app"); !ok || rate == 0 {
 		t.Fatal("an acks=0 request was not recorded when forwarded")
 	}
 	r = produce(t, 800, 0, "app")
@@ -194,7 +195,7 @@ func TestProduceAcksZeroMuted(t *testing.T) {
 // A request for a bucket that is throttled waits (Verdict.Hold) for the
 // bucket's deadline — on any connection of the same user and client-id.
 func TestThrottledBucketHoldsNextRequest(t *testing.T) {
-	f, clk := newFilter(t, defaultClient(quota.ProducerByteRate, 100), defaultClient(quota.ConsumerByteRate, 100))
+	f, clk := newFilter(t, defaultClient(model.ProducerByteRate, 100), defaultClient(model.ConsumerByteRate, 100))
 	c1, q1 := newConn(f, anonymous)
 	c2, q2 := newConn(f, anonymous)
 	r := produce(t, 1500, 1, "app")
@@ -259,7 +260,7 @@ func maxBytesOf(t *testing.T, r *proxy.Request) int32 {
 func TestFetchClamped(t *testing.T) {
 	for v := int16(3); v <= kmsg.NewPtrFetchRequest().MaxVersion(); v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
-			f, _ := newFilter(t, defaultClient(quota.ConsumerByteRate, 100)) // burst 1000 bytes
+			f, _ := newFilter(t, defaultClient(model.ConsumerByteRate, 100)) // burst 1000 bytes
 			c, q := newConn(f, anonymous)
 			r1 := fetch(t, v, 50<<20, "app")
 			if vd := onRequest(q, c, r1); !forwarded(vd) {
@@ -304,7 +305,7 @@ func TestFetchClamped(t *testing.T) {
 // Fetch v0–v2 has no max_bytes; without a quota nothing is clamped or
 // reserved.
 func TestFetchNotClamped(t *testing.T) {
-	f, _ := newFilter(t, defaultClient(quota.ConsumerByteRate, 100))
+	f, _ := newFilter(t, defaultClient(model.ConsumerByteRate, 100))
 	c, q := newConn(f, anonymous)
 	for v := int16(0); v <= 2; v++ {
 		r := fetch(t, v, 0, "app")
@@ -325,7 +326,7 @@ func TestFetchNotClamped(t *testing.T) {
 
 // A Produce that will never be answered gives back its reservation.
 func TestProduceDroppedReleases(t *testing.T) {
-	f, _ := newFilter(t, defaultClient(quota.ProducerByteRate, 100)) // burst 1000
+	f, _ := newFilter(t, defaultClient(model.ProducerByteRate, 100)) // burst 1000
 	c, q := newConn(f, anonymous)
 	var inFlight []*proxy.Request
 	for range 2 {
@@ -355,8 +356,8 @@ func TestProduceDroppedReleases(t *testing.T) {
 func TestHandlesFollowPrincipalAndClientID(t *testing.T) {
 	alice := principal.Principal{Type: "User", Name: "alice"}
 	f, clk := newFilter(t,
-		quotaSet{quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 100},
-		quotaSet{quota.ClientEntity(quota.Exact("limited")), quota.ProducerByteRate, 100},
+		quotaSet{model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 100},
+		quotaSet{model.ClientEntity(model.Exact("limited")), model.ProducerByteRate, 100},
 	)
 	for _, acks := range []int16{0, 1} {
 		t.Run(fmt.Sprintf("acks=%d", acks), func(t *testing.T) {
@@ -382,7 +383,7 @@ func TestHandlesFollowPrincipalAndClientID(t *testing.T) {
 			if got := charge("free"); got == 0 {
 				t.Error("after alice logged in: not throttled")
 			}
-			if _, ok := usage(f, clk.now, quota.ProducerByteRate, "alice", ""); !ok {
+			if _, ok := usage(f, clk.now, model.ProducerByteRate, "alice", ""); !ok {
 				t.Error("alice's bucket was never charged")
 			}
 			clk.advance(time.Hour) // a fresh burst for the next run
@@ -440,7 +441,7 @@ func mutationFilter(t *testing.T) (*Filter, *topics) {
 	t.Helper()
 	tp := &topics{counts: map[string]int32{"a": 6, "b": 6, "c": 6, "d": 2}, dflt: 3,
 		byID: map[[16]byte]int32{{1, 2, 3}: 2, {4}: 6, {5}: 6, {6}: 6}}
-	f, _ := newFilterWith(t, Config{Topics: tp}, defaultClient(quota.ControllerMutationRate, 10))
+	f, _ := newFilterWith(t, Config{Topics: tp}, defaultClient(model.ControllerMutationRate, 10))
 	return f, tp
 }
 
@@ -725,7 +726,7 @@ func TestMutationCreateTopicsPartitionCount(t *testing.T) {
 // decoded.
 func TestMutationWithoutQuota(t *testing.T) {
 	tp := &topics{}
-	f, _ := newFilterWith(t, Config{Topics: tp}, defaultClient(quota.ProducerByteRate, 100))
+	f, _ := newFilterWith(t, Config{Topics: tp}, defaultClient(model.ProducerByteRate, 100))
 	v, fwd, _ := mutation(t, f, deleteTopics(5, "a", "b"))
 	if !forwarded(v) || len(fwd) != 2 || len(tp.asked) != 0 {
 		t.Errorf("verdict %+v forwarded %v, partitions asked %v", v, fwd, tp.asked)
@@ -760,7 +761,7 @@ func TestNoQuota(t *testing.T) {
 			t.Fatalf("throttled %v", got)
 		}
 	}
-	if got := f.Engine().Quotas(); got.Enabled(quota.ProducerByteRate) {
+	if got := f.Engine().Quotas(); got.Enabled(model.ProducerByteRate) {
 		t.Fatal("a producer quota is enabled")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Mutation is what a mutation request (CreateTopics, CreatePartitions,
@@ -127,7 +128,7 @@ func (p *Filter) mutation(cl *quota.Client, r *proxy.Request, now time.Time) pro
 // tenant ceiling is configured, so requests can skip decoding when none is.
 func (p *Filter) mutationsLimited() bool {
 	q := p.engine.Quotas()
-	return q.Enabled(quota.ControllerMutationRate) || p.engine.TenantsLimit(quota.ControllerMutationRate)
+	return q.Enabled(model.ControllerMutationRate) || p.engine.TenantsLimit(model.ControllerMutationRate)
 }
 
 // lookup reads a mutation request's topics' partition counts: one

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/wire"
 )
 
@@ -45,7 +45,7 @@ func passAnswered(t *testing.T, q proxy.Filter, c proxy.Conn, clk *clock, r *pro
 // requestRate is the client's request_percentage rate: percent of one
 // thread over the window.
 func requestRate(f *Filter, clk *clock, clientID string) float64 {
-	r, _ := usage(f, clk.now, quota.RequestPercentage, "", clientID)
+	r, _ := usage(f, clk.now, model.RequestPercentage, "", clientID)
 	return r
 }
 
@@ -77,7 +77,7 @@ func TestRequestQuotaKeys(t *testing.T) {
 // request quota, is never throttled.
 func TestRequestQuotaHoldsClientToItsShare(t *testing.T) {
 	const q = 10.0 // percent of one thread
-	f, clk := newFilter(t, quotaSet{quota.Entity{Client: quota.Exact("hammer")}, quota.RequestPercentage, q})
+	f, clk := newFilter(t, quotaSet{model.Entity{Client: model.Exact("hammer")}, model.RequestPercentage, q})
 	c, fc := newConn(f, anonymous)
 	oc, ofc := newConn(f, anonymous)
 	start := clk.now
@@ -187,7 +187,7 @@ func TestRequestQuotaCharges(t *testing.T) {
 		{"ShareFetch min_bytes 0: all of it", shareReq(0), 500 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, clk := newFilter(t, defaultClient(quota.RequestPercentage, 1000))
+			f, clk := newFilter(t, defaultClient(model.RequestPercentage, 1000))
 			c, q := newConn(f, anonymous)
 			// The connection's first answer is free (it waited for the
 			// upstream connection): spend it.
@@ -226,7 +226,7 @@ func TestRequestQuotaCharges(t *testing.T) {
 // connection (the gateway's shared deadline), and a Produce's response
 // carries the larger of its byte-rate and its request throttle.
 func TestRequestQuotaHoldsEveryConnection(t *testing.T) {
-	f, clk := newFilter(t, defaultClient(quota.RequestPercentage, 10), defaultClient(quota.ProducerByteRate, 1000))
+	f, clk := newFilter(t, defaultClient(model.RequestPercentage, 10), defaultClient(model.ProducerByteRate, 1000))
 	c1, q1 := newConn(f, anonymous)
 	c2, q2 := newConn(f, anonymous)
 	pass(t, q1, c1, clk, request(t, kmsg.NewPtrMetadataRequest(), "app"), 0)
@@ -256,7 +256,7 @@ func TestRequestQuotaHoldsEveryConnection(t *testing.T) {
 // A Produce with acks=all carries its wait and its reservation in
 // Reserved; a drop gives back the reservation alone.
 func TestRequestQuotaReservedKeepsReservation(t *testing.T) {
-	f, _ := newFilter(t, defaultClient(quota.ProducerByteRate, 100), defaultClient(quota.RequestPercentage, 10))
+	f, _ := newFilter(t, defaultClient(model.ProducerByteRate, 100), defaultClient(model.RequestPercentage, 10))
 	c, q := newConn(f, anonymous)
 	r := produce(t, 900, -1, "app")
 	r.MaxWait = 30 * time.Second

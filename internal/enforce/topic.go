@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
@@ -153,7 +155,7 @@ func (t *topicIDs) learn(pairs func(yield func(id [16]byte, name string) bool)) 
 type topicWalk struct {
 	q    *conn
 	cl   *quota.Client
-	key  quota.Key
+	key  model.Key
 	now  time.Time
 	mode walkMode
 	// out is the walk's result: the largest hold or throttle.
@@ -191,7 +193,7 @@ func (w *topicWalk) visit(name []byte, id [16]byte, records int) {
 		w.out = max(w.out, w.cl.RecordTopic(w.key, n, records, w.now))
 		if u := w.q.f.topicUsage; u != nil {
 			user, cid := w.cl.Names()
-			u(user, cid, n, w.key == quota.ProducerByteRate, records, w.now)
+			u(user, cid, n, w.key == model.ProducerByteRate, records, w.now)
 		}
 	}
 }
@@ -265,7 +267,7 @@ func (w *topicWalk) fetchResponse(p []byte, version int16, share bool) {
 	}
 }
 
-func (w *topicWalk) start(cl *quota.Client, key quota.Key, now time.Time, mode walkMode) *topicWalk {
+func (w *topicWalk) start(cl *quota.Client, key model.Key, now time.Time, mode walkMode) *topicWalk {
 	w.cl, w.key, w.now, w.mode, w.out = cl, key, now, mode, 0
 	return w
 }
@@ -275,10 +277,10 @@ func (w *topicWalk) start(cl *quota.Client, key quota.Key, now time.Time, mode w
 // whole, as it is forwarded when it is streamed (the returned TopicBytes).
 // It returns the request's hold and the per-topic throttle decided now.
 func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, hold time.Duration) (time.Duration, time.Duration, func([]byte, [16]byte, int)) {
-	if !q.f.engine.TopicQuotas(quota.ProducerByteRate) {
+	if !q.f.engine.TopicQuotas(model.ProducerByteRate) {
 		return hold, 0, nil
 	}
-	w := q.reqWalk.start(cl, quota.ProducerByteRate, now, walkHold)
+	w := q.reqWalk.start(cl, model.ProducerByteRate, now, walkHold)
 	w.produce(r)
 	hold = max(hold, w.out)
 	if len(r.Payload) < r.Size {
@@ -287,7 +289,7 @@ func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, 
 		return hold, 0, q.streamProduceFn
 	}
 	at := now.Add(hold)
-	w.start(cl, quota.ProducerByteRate, at, walkCharge).produce(r)
+	w.start(cl, model.ProducerByteRate, at, walkCharge).produce(r)
 	q.noteProduce(at, w.out)
 	return hold, w.out, nil
 }
@@ -296,7 +298,7 @@ func (q *conn) produceTopics(cl *quota.Client, r *proxy.Request, now time.Time, 
 // (proxy.Verdict.TopicBytes; the session's reader).
 func (q *conn) streamProduce(name []byte, id [16]byte, n int) {
 	now := q.f.now()
-	w := q.reqWalk.start(q.reqCl, quota.ProducerByteRate, now, walkCharge)
+	w := q.reqWalk.start(q.reqCl, model.ProducerByteRate, now, walkCharge)
 	w.visit(name, id, n)
 	q.noteProduce(now, w.out)
 }
@@ -322,13 +324,13 @@ func (q *conn) noteProduce(at time.Time, t time.Duration) {
 // returns the request's hold, and the TopicBytes that charges a streamed
 // response.
 func (q *conn) fetchTopics(cl *quota.Client, r *proxy.Request, now time.Time, hold time.Duration) (time.Duration, func([]byte, [16]byte, int)) {
-	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(model.ConsumerByteRate) {
 		return hold, nil
 	}
-	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
+	w := q.reqWalk.start(cl, model.ConsumerByteRate, now, walkHold)
 	w.fetch(r)
 	hold = max(hold, w.out)
-	w.start(cl, quota.ConsumerByteRate, now.Add(hold), walkClamp).fetch(r)
+	w.start(cl, model.ConsumerByteRate, now.Add(hold), walkClamp).fetch(r)
 	return hold, q.streamFetchFn
 }
 
@@ -348,7 +350,7 @@ func (q *conn) shareFetchResponseTopics(c proxy.Conn, r *proxy.Response) {
 }
 
 func (q *conn) responseTopics(c proxy.Conn, r *proxy.Response, share bool) {
-	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(model.ConsumerByteRate) {
 		return
 	}
 	p := r.Buf.B[4:]
@@ -363,7 +365,7 @@ func (q *conn) responseTopics(c proxy.Conn, r *proxy.Response, share bool) {
 		}
 	}
 	cl := q.resp.client(q.f.engine, c, r.Req.ClientID)
-	w := q.respWalk.start(cl, quota.ConsumerByteRate, q.f.now(), walkCharge)
+	w := q.respWalk.start(cl, model.ConsumerByteRate, q.f.now(), walkCharge)
 	w.fetchResponse(p[off:], r.Req.Version, share)
 	q.respTopic = max(q.respTopic, w.out)
 }
@@ -372,10 +374,10 @@ func (q *conn) responseTopics(c proxy.Conn, r *proxy.Response, share bool) {
 // its throttled per-topic buckets, given the client quota's hold. Its
 // answer is charged per topic by shareFetchResponseTopics.
 func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, now time.Time, hold time.Duration) time.Duration {
-	if !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(model.ConsumerByteRate) {
 		return hold
 	}
-	w := q.reqWalk.start(cl, quota.ConsumerByteRate, now, walkHold)
+	w := q.reqWalk.start(cl, model.ConsumerByteRate, now, walkHold)
 	for i := range req.Topics {
 		w.visit(nil, req.Topics[i].TopicID, -1)
 	}
@@ -387,7 +389,7 @@ func (q *conn) shareFetchTopics(cl *quota.Client, req *kmsg.ShareFetchRequest, n
 // written already: the debt throttles the connection's next Fetch.
 func (q *conn) streamFetch(name []byte, id [16]byte, n int) {
 	now := q.f.now()
-	w := q.respWalk.start(q.respCl, quota.ConsumerByteRate, now, walkCharge)
+	w := q.respWalk.start(q.respCl, model.ConsumerByteRate, now, walkCharge)
 	if w.cl == nil {
 		return
 	}
@@ -421,7 +423,7 @@ func (q *conn) topicThrottle(key int16, now time.Time) time.Duration {
 // learnTopicIDs learns the topic ids of a Metadata answer (OnResponse),
 // when some per-topic quota exists.
 func (q *conn) learnTopicIDs(r *proxy.Response) {
-	if !q.f.engine.TopicQuotas(quota.ProducerByteRate) && !q.f.engine.TopicQuotas(quota.ConsumerByteRate) {
+	if !q.f.engine.TopicQuotas(model.ProducerByteRate) && !q.f.engine.TopicQuotas(model.ConsumerByteRate) {
 		return
 	}
 	resp, ok := r.Decode()

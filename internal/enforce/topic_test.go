@@ -12,10 +12,10 @@ import (
 
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-func onTopic(t string) quota.Entity { return quota.TopicEntity(quota.Entity{}, quota.Exact(t)) }
+func onTopic(t string) model.Entity { return model.TopicEntity(model.Entity{}, model.Exact(t)) }
 
 // produceTopics is a Produce v9 (or v13: topics by id) carrying n record
 // bytes for each topic named.
@@ -43,8 +43,8 @@ func produceTopics(t *testing.T, version int16, acks int16, per map[string]int, 
 // its deadline, one for the other topic does not.
 func TestProducePerTopic(t *testing.T) {
 	// limited: 100 B/s, a burst of 1 000 B. The client quota is far away.
-	f, clk := newFilter(t, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100},
-		defaultClient(quota.ProducerByteRate, 1e9))
+	f, clk := newFilter(t, quotaSet{onTopic("limited"), model.ProducerByteRate, 100},
+		defaultClient(model.ProducerByteRate, 1e9))
 	c, q := newConn(f, anonymous)
 	r := produceTopics(t, 9, 1, map[string]int{"limited": 1500, "free": 50_000}, nil)
 	v := onRequest(q, c, r)
@@ -77,7 +77,7 @@ func TestProducePerTopic(t *testing.T) {
 
 // acks=0: the per-topic throttle mutes the connection (Verdict.Throttle).
 func TestProducePerTopicAcksZero(t *testing.T) {
-	f, _ := newFilter(t, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100})
+	f, _ := newFilter(t, quotaSet{onTopic("limited"), model.ProducerByteRate, 100})
 	c, q := newConn(f, anonymous)
 	v := onRequest(q, c, produceTopics(t, 9, 0, map[string]int{"limited": 1200}, nil))
 	if v.Throttle != ms(2000) {
@@ -88,7 +88,7 @@ func TestProducePerTopicAcksZero(t *testing.T) {
 // A streamed Produce (Payload is its head) is held for the topics of its
 // head and charged as it passes (Verdict.TopicBytes).
 func TestProducePerTopicStreamed(t *testing.T) {
-	f, clk := newFilter(t, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100})
+	f, clk := newFilter(t, quotaSet{onTopic("limited"), model.ProducerByteRate, 100})
 	c, q := newConn(f, anonymous)
 	r := produceTopics(t, 9, 1, map[string]int{"free": 30_000, "limited": 40_000}, nil)
 	r.Payload = r.Payload[:16<<10] // the head: "limited" is past it
@@ -170,7 +170,7 @@ func partitionMaxBytes(t *testing.T, r *proxy.Request) map[string][]int32 {
 // bucket holds, split over them), charged per topic when its response
 // passes (read whole: in OnResponse), held for the throttled topic only.
 func TestFetchPerTopic(t *testing.T) {
-	f, clk := newFilter(t, quotaSet{onTopic("limited"), quota.ConsumerByteRate, 100})
+	f, clk := newFilter(t, quotaSet{onTopic("limited"), model.ConsumerByteRate, 100})
 	c, q := newConn(f, anonymous)
 	r := fetchRequest(t, 12, nil, "limited", "free")
 	v := onRequest(q, c, r)
@@ -206,7 +206,7 @@ func TestFetchPerTopic(t *testing.T) {
 // throttle_time_ms is already written, so the debt throttles the next
 // Fetch response of the connection and holds the next fetch of the topic.
 func TestFetchPerTopicStreamed(t *testing.T) {
-	f, clk := newFilter(t, quotaSet{onTopic("limited"), quota.ConsumerByteRate, 100})
+	f, clk := newFilter(t, quotaSet{onTopic("limited"), model.ConsumerByteRate, 100})
 	c, q := newConn(f, anonymous)
 	r := fetchRequest(t, 12, nil, "limited")
 	v := onRequest(q, c, r)
@@ -242,7 +242,7 @@ func (n *names) TopicNames(context.Context) (map[[16]byte]string, error) {
 // most once a second whatever ids clients send.
 func TestPerTopicByID(t *testing.T) {
 	ids := map[string][16]byte{"limited": {'L'}, "free": {'F'}}
-	f, clk := newFilter(t, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100}, quotaSet{onTopic("limited"), quota.ConsumerByteRate, 100})
+	f, clk := newFilter(t, quotaSet{onTopic("limited"), model.ProducerByteRate, 100}, quotaSet{onTopic("limited"), model.ConsumerByteRate, 100})
 	n := &names{m: map[[16]byte]string{{'L'}: "limited", {'F'}: "free"}}
 	c, q := newConn(f, anonymous)
 
@@ -275,7 +275,7 @@ func TestPerTopicByID(t *testing.T) {
 	// Not learnt: resolved in the background (in a bubble, so that the
 	// test waits for it deterministically), at most once a second.
 	synctest.Test(t, func(t *testing.T) {
-		f2, clk2 := newFilterWith(t, Config{Names: n}, quotaSet{onTopic("limited"), quota.ProducerByteRate, 100})
+		f2, clk2 := newFilterWith(t, Config{Names: n}, quotaSet{onTopic("limited"), model.ProducerByteRate, 100})
 		c2, q2 := newConn(f2, anonymous)
 		for range 50 {
 			onRequest(q2, c2, produceTopics(t, 13, 1, map[string]int{"other": 10}, map[string][16]byte{"other": {'?'}}))
@@ -296,7 +296,7 @@ func TestPerTopicByID(t *testing.T) {
 // Without any per-topic quota nothing is read per topic: the verdict is
 // the client quota's alone and the request is not touched.
 func TestNoPerTopicQuotaTouchesNothing(t *testing.T) {
-	f, _ := newFilter(t, quotaSet{quota.UserEntity(quota.Exact("x")), quota.ProducerByteRate, 100})
+	f, _ := newFilter(t, quotaSet{model.UserEntity(model.Exact("x")), model.ProducerByteRate, 100})
 	c, q := newConn(f, anonymous)
 	r := fetchRequest(t, 12, nil, "limited")
 	before := bytes.Clone(r.Payload)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/api"
+	"github.com/tollgate/tollgate/internal/quota/model"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -117,21 +118,24 @@ func fail(w http.ResponseWriter, code int, msg string) { writeJSON(w, code, api.
 
 // num renders Kafka's "unlimited" (Long.MAX_VALUE) as null.
 func num(v float64) *float64 {
-	if v >= quota.Unlimited || math.IsInf(v, 0) || math.IsNaN(v) {
+	if v >= model.Unlimited || math.IsInf(v, 0) || math.IsNaN(v) {
 		return nil
 	}
 	return &v
 }
 
-func burstJSON(o quota.Options) *float64 {
-	if !o.HasBurst {
-		return nil
+// modeJSON is how a quota applies: shadow or not (with what its bucket
+// would have throttled), and the burst options o set.
+func modeJSON(shadow bool, s model.ShadowStats, o model.Options) api.QuotaMode {
+	m := api.QuotaMode{Shadow: shadow, Shadowed: shadowJSON(shadow, s)}
+	if o.HasBurst {
+		v := o.Burst
+		m.BurstSeconds = &v
 	}
-	v := o.Burst
-	return &v
+	return m
 }
 
-func shadowJSON(on bool, s quota.ShadowStats) *api.Shadow {
+func shadowJSON(on bool, s model.ShadowStats) *api.Shadow {
 	if !on {
 		return nil
 	}
@@ -164,9 +168,10 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 	for _, u := range usage {
 		b := api.Bucket{
 			Quota: u.Key.String(), User: u.User, ClientID: u.ClientID, Level: u.Level.String(),
-			Limit: num(u.Quota), Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization,
+			Limit: num(u.Quota), BucketRate: api.BucketRate{Rate: u.Rate, InstanceRate: u.InstanceRate, Utilization: u.Utilization},
 			Throttled: u.Throttles, ThrottleMs: u.ThrottleTotal.Milliseconds(),
 			LastActive: u.LastActive.UTC().Format(time.RFC3339Nano),
+			QuotaMode:  modeJSON(u.Shadow, u.Shadowed, u.Options),
 		}
 		if u.ClientIDPrefix {
 			b.ClientID, b.ClientIDPrefix = "", u.ClientID
@@ -176,9 +181,7 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 		} else {
 			b.Topic = u.Topic
 		}
-		b.Shadow, b.Shadowed = u.Shadow, shadowJSON(u.Shadow, u.Shadowed)
-		b.BurstSeconds = burstJSON(u.Options)
-		if u.Level != quota.LevelNone {
+		if u.Level != model.LevelNone {
 			b.Entity = entityJSON(u.Entity)
 		}
 		out = append(out, b)
@@ -190,9 +193,9 @@ func (s Sources) buckets(w http.ResponseWriter, r *http.Request) {
 // without a limit parameter.
 const DefaultBucketsLimit = 1000
 
-func entityJSON(e quota.Entity) []api.EntityPart {
+func entityJSON(e model.Entity) []api.EntityPart {
 	var out []api.EntityPart
-	add := func(typ string, n quota.Name) {
+	add := func(typ string, n model.Name) {
 		if !n.IsSet() {
 			return
 		}
@@ -207,12 +210,12 @@ func entityJSON(e quota.Entity) []api.EntityPart {
 	}
 	add("user", e.User)
 	if e.Client.IsPrefix() {
-		add("client-id-prefix", quota.Exact(e.Client.Value()))
+		add("client-id-prefix", model.Exact(e.Client.Value()))
 	} else {
 		add("client-id", e.Client)
 	}
 	if e.Topic.IsPrefix() {
-		add("topic-prefix", quota.Exact(e.Topic.Value()))
+		add("topic-prefix", model.Exact(e.Topic.Value()))
 	} else {
 		add("topic", e.Topic)
 	}
@@ -232,7 +235,7 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Now()
 	resp := api.Resolve{User: user, ClientID: cid}
-	for _, k := range quota.Keys() {
+	for _, k := range model.Keys() {
 		resp.Quotas = append(resp.Quotas, resolvedJSON(s.Engine.Resolve(k, user, cid, now)))
 	}
 	if name, ok := s.Engine.TenantOf(user); ok {
@@ -259,15 +262,13 @@ func (s Sources) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolvedJSON is the answer of one resolution.
-func resolvedJSON(res quota.Resolution) api.Resolved {
+func resolvedJSON(res model.Resolution) api.Resolved {
 	rv := api.Resolved{Quota: res.Key.String(), Level: res.Level.String(), Value: num(res.Quota),
-		BucketUser: res.UserTag, BucketCID: res.ClientTag, Rate: res.Rate, InstanceRate: res.InstanceRate,
-		Utilization: res.Utilization}
+		BucketUser: res.UserTag, BucketCID: res.ClientTag, QuotaMode: modeJSON(res.Options.Shadow, res.Shadowed, res.Options),
+		BucketRate: api.BucketRate{Rate: res.Rate, InstanceRate: res.InstanceRate, Utilization: res.Utilization}}
 	if res.ClientPrefix {
 		rv.BucketCID, rv.BucketPrefix = "", res.ClientTag
 	}
-	rv.Shadow, rv.Shadowed = res.Options.Shadow, shadowJSON(res.Options.Shadow, res.Shadowed)
-	rv.BurstSeconds = burstJSON(res.Options)
 	if res.Limited() {
 		rv.Entity = entityJSON(res.Entity)
 	}
@@ -277,7 +278,7 @@ func resolvedJSON(res quota.Resolution) api.Resolved {
 // resolveTopic is the per-topic quotas of a client on a topic.
 func (s Sources) resolveTopic(user, cid, topic string, now time.Time) []api.Resolved {
 	var tq []api.Resolved
-	for _, k := range []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate} {
+	for _, k := range []model.Key{model.ProducerByteRate, model.ConsumerByteRate} {
 		res := s.Engine.ResolveTopic(k, user, cid, topic, now)
 		rv := resolvedJSON(res)
 		if res.TopicPrefix {

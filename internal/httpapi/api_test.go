@@ -14,6 +14,7 @@ import (
 	"github.com/tollgate/tollgate/internal/admission"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // localRequest is a request as a client on the gateway's host sends it
@@ -26,6 +27,36 @@ func localRequest(method, target string, body io.Reader) *http.Request {
 
 // readable lets ANONYMOUS read, as allow_anonymous_describe does.
 var readable = Access{Authz: control.Admins{AllowAnonymousDescribe: true}}
+
+// engineWith is an engine of cfg holding q.
+func engineWith(t testing.TB, cfg quota.EngineConfig, q model.Quotas) *quota.Engine {
+	t.Helper()
+	eng, err := quota.NewEngine(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.SetQuotas(q)
+	return eng
+}
+
+// getCompact GETs path from h: the status and the body, JSON compacted.
+func getCompact(h http.Handler, path string) (int, string) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, localRequest("GET", path, nil))
+	var buf bytes.Buffer
+	json.Compact(&buf, rec.Body.Bytes())
+	return rec.Code, buf.String()
+}
+
+// expectIn checks that body, of path, has each of want.
+func expectIn(t *testing.T, path, body string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(body, w) {
+			t.Errorf("%s lacks %s:\n%s", path, w, body)
+		}
+	}
+}
 
 func get(t *testing.T, h http.Handler, path string) (int, map[string]any) {
 	t.Helper()
@@ -42,14 +73,10 @@ func get(t *testing.T, h http.Handler, path string) (int, map[string]any) {
 
 func TestHandlers(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Default()), quota.ConsumerByteRate, 5000)
-	eng.SetQuotas(q)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Default()), model.ConsumerByteRate, 5000)
+	eng := engineWith(t, quota.EngineConfig{}, q)
 	eng.Client("alice", "app").RecordProduce(20000, now) // twice the 10 s burst: throttled
 	as := admission.DefaultSettings()
 	as.Listeners = []admission.ListenerSettings{{Name: "PLAINTEXT", MaxConnections: 10}}
@@ -83,19 +110,11 @@ func TestHandlers(t *testing.T) {
 		{"/api/v1/connections", 200, []string{`"name":"PLAINTEXT"`, `"sessions":3`, `"max_connections":10`}},
 		{"/api/v1/audit", 200, []string{`"events":[]`}},
 	} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, localRequest("GET", tc.path, nil))
-		if rec.Code != tc.code {
-			t.Errorf("%s: status %d, want %d: %s", tc.path, rec.Code, tc.code, rec.Body.String())
+		code, body := getCompact(h, tc.path)
+		if code != tc.code {
+			t.Errorf("%s: status %d, want %d: %s", tc.path, code, tc.code, body)
 		}
-		var buf bytes.Buffer
-		json.Compact(&buf, rec.Body.Bytes())
-		compact := buf.String()
-		for _, w := range tc.want {
-			if !strings.Contains(compact, w) {
-				t.Errorf("%s: body lacks %s:\n%s", tc.path, w, rec.Body.String())
-			}
-		}
+		expectIn(t, tc.path, body, tc.want...)
 	}
 	// The bucket list is bounded (the busiest first): the throttled
 	// alice, then a quiet one, with limit=1 only alice and the total.

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -129,13 +127,8 @@ func decodeCreate(contentType string, body io.Reader) (identity string, code int
 		return "", http.StatusUnsupportedMediaType, errors.New(`send {"identity": "..."} as Content-Type: application/json`)
 	}
 	var req api.APIKeyCreate
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return "", http.StatusBadRequest, fmt.Errorf("request body: %w", err)
-	}
-	if dec.Decode(&struct{}{}) != io.EOF {
-		return "", http.StatusBadRequest, errors.New("request body: more than one JSON value")
+	if err := decodeOne(body, &req); err != nil {
+		return "", http.StatusBadRequest, err
 	}
 	if req.Identity == nil {
 		return "", http.StatusBadRequest, errors.New(`identity is required: {"identity": "..."}`)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/cluster"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // clusterEngine is a quota engine with 30 s of alice's producer traffic
@@ -16,13 +17,9 @@ import (
 // instance, so that this instance's part is a quarter of the rate.
 func clusterEngine(t *testing.T, inCluster bool, now time.Time) *quota.Engine {
 	t.Helper()
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1<<20)
-	eng.SetQuotas(q)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1<<20)
+	eng := engineWith(t, quota.EngineConfig{}, q)
 	at := now.Add(-30 * time.Second)
 	tick := quota.ClusterTick{Live: 2, Connected: true, Decided: true}
 	if inCluster {
@@ -34,7 +31,7 @@ func clusterEngine(t *testing.T, inCluster bool, now time.Time) *quota.Engine {
 		eng.Client("alice", "app").RecordProduce(1000, at)
 		if inCluster {
 			eng.DrainUsage(nil, at)
-			eng.ApplyRemote([]quota.Delta{{Key: quota.ProducerByteRate, User: "alice", Client: "other", Value: 3000}}, at)
+			eng.ApplyRemote([]quota.Delta{{Key: model.ProducerByteRate, User: "alice", Client: "other", Value: 3000}}, at)
 			eng.Tick(tick, at)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 )
 
@@ -182,13 +183,9 @@ func fuzzPortTenants(f *testing.F) (http.Handler, *control.Credentials, *control
 	if err != nil {
 		f.Fatal(err)
 	}
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
-	eng.SetQuotas(q)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1000)
+	eng := engineWith(f, quota.EngineConfig{}, q)
 	lim, err := admission.New(admission.DefaultSettings(), time.Now())
 	if err != nil {
 		f.Fatal(err)

@@ -1,28 +1,22 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // A client-id prefix group's bucket and resolution: client_id_prefix names
 // the group, apart from a client-id spelled the same.
 func TestPrefixBucketsAndResolve(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	q.Set(quota.ClientPrefixEntity("bar-"), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Exact("bar-")), quota.ProducerByteRate, 2000)
-	eng.SetQuotas(q)
+	var q model.Quotas
+	q.Set(model.ClientPrefixEntity("bar-"), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Exact("bar-")), model.ProducerByteRate, 2000)
+	eng := engineWith(t, quota.EngineConfig{}, q)
 	eng.Client("alice", "bar-1").RecordProduce(100, now)
 	eng.Client("alice", "bar-").RecordProduce(100, now)
 	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
@@ -41,15 +35,8 @@ func TestPrefixBucketsAndResolve(t *testing.T) {
 			`"level":"client-id","entity":[{"type":"client-id","name":"bar-"}],"value":2000,"bucket_user":"","bucket_client_id":"bar-","rate"`,
 		}},
 	} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, localRequest("GET", tc.path, nil))
-		var buf bytes.Buffer
-		json.Compact(&buf, rec.Body.Bytes())
-		for _, w := range tc.want {
-			if !strings.Contains(buf.String(), w) {
-				t.Errorf("%s lacks %s:\n%s", tc.path, w, buf.String())
-			}
-		}
+		_, body := getCompact(h, tc.path)
+		expectIn(t, tc.path, body, tc.want...)
 	}
 }
 
@@ -57,15 +44,11 @@ func TestPrefixBucketsAndResolve(t *testing.T) {
 // throttle counters stay 0.
 func TestShadowBucketsAndResolve(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	eng, err := quota.NewEngine(quota.EngineConfig{ByteRate: quota.ByteRateTokenBucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	u := quota.UserEntity(quota.Exact("alice"))
-	q.Set(u, quota.ProducerByteRate, 1000)
-	q.SetOptions(u, quota.Options{Shadow: true, Burst: 10, HasBurst: true})
-	eng.SetQuotas(q)
+	var q model.Quotas
+	u := model.UserEntity(model.Exact("alice"))
+	q.Set(u, model.ProducerByteRate, 1000)
+	q.SetOptions(u, model.Options{Shadow: true, Burst: 10, HasBurst: true})
+	eng := engineWith(t, quota.EngineConfig{ByteRate: quota.ByteRateTokenBucket}, q)
 	cl := eng.Client("alice", "app")
 	cl.RecordProduce(5000, now) // within the 10 000-byte burst
 	cl.RecordProduce(8000, now) // 3 000 over: 3 s
@@ -74,15 +57,10 @@ func TestShadowBucketsAndResolve(t *testing.T) {
 	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
 	want := `"shadow":true,"shadowed":{"records":4,"throttled":3,"throttled_percent":75,"throttle_ms_total":12000,"throttle_ms_max":5000},"burst_seconds":10`
 	for _, path := range []string{"/api/v1/buckets", "/api/v1/resolve?user=alice&client_id=x"} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, localRequest("GET", path, nil))
-		var buf bytes.Buffer
-		json.Compact(&buf, rec.Body.Bytes())
-		if !strings.Contains(buf.String(), want) {
-			t.Errorf("%s lacks %s:\n%s", path, want, buf.String())
-		}
-		if path == "/api/v1/buckets" && !strings.Contains(buf.String(), `"throttled":0,"throttle_ms_total":0`) {
-			t.Errorf("a shadow bucket counts throttles of its own:\n%s", buf.String())
+		_, body := getCompact(h, path)
+		expectIn(t, path, body, want)
+		if path == "/api/v1/buckets" && !strings.Contains(body, `"throttled":0,"throttle_ms_total":0`) {
+			t.Errorf("a shadow bucket counts throttles of its own:\n%s", body)
 		}
 	}
 }
@@ -91,16 +69,12 @@ func TestShadowBucketsAndResolve(t *testing.T) {
 // resolve answers for a topic asked with topic=.
 func TestTopicBucketsAndResolve(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	alice := quota.UserEntity(quota.Exact("alice"))
-	q.Set(quota.TopicEntity(alice, quota.Prefix("logs-")), quota.ProducerByteRate, 1000)
-	q.Set(quota.TopicEntity(quota.Entity{}, quota.Exact("orders")), quota.ConsumerByteRate, 2000)
-	eng.SetQuotas(q)
-	eng.Client("alice", "app").RecordTopic(quota.ProducerByteRate, []byte("logs-a"), 100, now)
+	var q model.Quotas
+	alice := model.UserEntity(model.Exact("alice"))
+	q.Set(model.TopicEntity(alice, model.Prefix("logs-")), model.ProducerByteRate, 1000)
+	q.Set(model.TopicEntity(model.Entity{}, model.Exact("orders")), model.ConsumerByteRate, 2000)
+	eng := engineWith(t, quota.EngineConfig{}, q)
+	eng.Client("alice", "app").RecordTopic(model.ProducerByteRate, []byte("logs-a"), 100, now)
 	h := Handler(Sources{Engine: eng, Now: func() time.Time { return now }, Access: readable})
 	for _, tc := range []struct {
 		path string
@@ -117,14 +91,7 @@ func TestTopicBucketsAndResolve(t *testing.T) {
 			`{"quota":"producer_byte_rate","level":"none","value":null`,
 		}},
 	} {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, localRequest("GET", tc.path, nil))
-		var buf bytes.Buffer
-		json.Compact(&buf, rec.Body.Bytes())
-		for _, w := range tc.want {
-			if !strings.Contains(buf.String(), w) {
-				t.Errorf("%s lacks %s:\n%s", tc.path, w, buf.String())
-			}
-		}
+		_, body := getCompact(h, tc.path)
+		expectIn(t, tc.path, body, tc.want...)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/telemetry"
 )
 
@@ -49,10 +50,10 @@ type TelemetryBucket struct {
 
 // telemetryKeys are the quotas shown next to the clients' own throttle
 // times: those that throttle produce and fetch requests.
-var telemetryKeys = []quota.Key{quota.ProducerByteRate, quota.ConsumerByteRate, quota.RequestPercentage}
+var telemetryKeys = []model.Key{model.ProducerByteRate, model.ConsumerByteRate, model.RequestPercentage}
 
 type bucketKey struct {
-	key            quota.Key
+	key            model.Key
 	user, client   string
 	clientIsPrefix bool
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/telemetry/telemetrytest"
 )
@@ -17,14 +17,10 @@ import (
 // Tollgate charges the same user and client-id to, with their throttles.
 func TestTelemetryEndpoint(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	eng, err := quota.NewEngine(quota.EngineConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var q quota.Quotas
-	q.Set(quota.UserEntity(quota.Exact("alice")), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Prefix("etl-")), quota.ConsumerByteRate, 5000)
-	eng.SetQuotas(q)
+	var q model.Quotas
+	q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Prefix("etl-")), model.ConsumerByteRate, 5000)
+	eng := engineWith(t, quota.EngineConfig{}, q)
 	eng.Client("alice", "app").RecordProduce(20000, now) // twice the 10 s burst: throttled
 	tm := telemetry.New(telemetry.Config{}.Options())
 	telemetrytest.PushGauges(t, tm, "alice", "app", now, map[string]float64{
@@ -81,12 +77,8 @@ func TestTelemetryEndpoint(t *testing.T) {
 
 	// Off: a clear 503.
 	off := Handler(Sources{Engine: eng, Access: readable})
-	rec = httptest.NewRecorder()
-	off.ServeHTTP(rec, localRequest("GET", EndpointTelemetry, nil))
-	var compact bytes.Buffer
-	json.Compact(&compact, rec.Body.Bytes())
-	if rec.Code != 503 || !strings.Contains(compact.String(), "telemetry.enabled: false") {
-		t.Errorf("off: %d %s", rec.Code, rec.Body.String())
+	if code, body := getCompact(off, EndpointTelemetry); code != 503 || !strings.Contains(body, "telemetry.enabled: false") {
+		t.Errorf("off: %d %s", code, body)
 	}
 }
 

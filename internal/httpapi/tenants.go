@@ -157,29 +157,18 @@ func (t tenants) answer(w http.ResponseWriter, code int, name string) {
 }
 
 func (t tenants) create(w http.ResponseWriter, r *http.Request) {
-	if !t.ok(w) {
-		return
-	}
 	var s api.TenantSpec
-	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &s); err != nil {
-		fail(w, code, err.Error())
+	if !t.body(w, r, &s) {
 		return
 	}
-	who := initiatorOf(r)
-	if err := t.m.CreateTenant(r.Context(), who, s); err != nil {
-		controlError(w, who, "change tenants", err)
-		return
-	}
-	t.answer(w, http.StatusCreated, s.Name)
+	t.change(w, r, http.StatusCreated, s.Name, func(ctx context.Context, who control.Initiator) error {
+		return t.m.CreateTenant(ctx, who, s)
+	})
 }
 
 func (t tenants) replace(w http.ResponseWriter, r *http.Request) {
-	if !t.ok(w) {
-		return
-	}
 	var s api.TenantSpec
-	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &s); err != nil {
-		fail(w, code, err.Error())
+	if !t.body(w, r, &s) {
 		return
 	}
 	name := r.PathValue("name")
@@ -190,30 +179,20 @@ func (t tenants) replace(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("the body names tenant %q, the path %q (a tenant cannot be renamed)", s.Name, name))
 		return
 	}
-	who := initiatorOf(r)
-	if err := t.m.ReplaceTenant(r.Context(), who, s); err != nil {
-		controlError(w, who, "change tenants", err)
-		return
-	}
-	t.answer(w, http.StatusOK, name)
+	t.change(w, r, http.StatusOK, name, func(ctx context.Context, who control.Initiator) error {
+		return t.m.ReplaceTenant(ctx, who, s)
+	})
 }
 
 func (t tenants) alter(w http.ResponseWriter, r *http.Request) {
-	if !t.ok(w) {
-		return
-	}
 	var a api.TenantAlter
-	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), &a); err != nil {
-		fail(w, code, err.Error())
+	if !t.body(w, r, &a) {
 		return
 	}
 	name := r.PathValue("name")
-	who := initiatorOf(r)
-	if err := t.m.AlterTenant(r.Context(), who, name, a); err != nil {
-		controlError(w, who, "change tenants", err)
-		return
-	}
-	t.answer(w, http.StatusOK, name)
+	t.change(w, r, http.StatusOK, name, func(ctx context.Context, who control.Initiator) error {
+		return t.m.AlterTenant(ctx, who, name, a)
+	})
 }
 
 func (t tenants) delete(w http.ResponseWriter, r *http.Request) {
@@ -221,12 +200,40 @@ func (t tenants) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	who := initiatorOf(r)
-	if err := t.m.DeleteTenant(r.Context(), who, name); err != nil {
-		controlError(w, who, "change tenants", err)
-		return
+	if t.do(w, r, func(ctx context.Context, who control.Initiator) error { return t.m.DeleteTenant(ctx, who, name) }) {
+		writeJSON(w, http.StatusOK, api.TenantDeleted{Name: name, Deleted: true})
 	}
-	writeJSON(w, http.StatusOK, api.TenantDeleted{Name: name, Deleted: true})
+}
+
+// body reads a change's request body into v, once the tenants are known
+// to be managed here; false: it has answered.
+func (t tenants) body(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !t.ok(w) {
+		return false
+	}
+	if code, err := decodeJSON(r.Header.Get("Content-Type"), http.MaxBytesReader(w, r.Body, maxTenantBody), v); err != nil {
+		fail(w, code, err.Error())
+		return false
+	}
+	return true
+}
+
+// do makes a change as the request's initiator; false: it failed, and
+// has been answered.
+func (t tenants) do(w http.ResponseWriter, r *http.Request, change func(context.Context, control.Initiator) error) bool {
+	who := initiatorOf(r)
+	if err := change(r.Context(), who); err != nil {
+		controlError(w, who, "change tenants", err)
+		return false
+	}
+	return true
+}
+
+// change makes a change and answers with tenant name as it now is.
+func (t tenants) change(w http.ResponseWriter, r *http.Request, code int, name string, change func(context.Context, control.Initiator) error) {
+	if t.do(w, r, change) {
+		t.answer(w, code, name)
+	}
 }
 
 // decodeJSON reads a request body: Content-Type application/json, one
@@ -235,17 +242,26 @@ func decodeJSON(contentType string, body io.Reader, v any) (int, error) {
 	if mt, _, err := mime.ParseMediaType(contentType); err != nil || mt != "application/json" {
 		return http.StatusUnsupportedMediaType, errors.New("send the body as Content-Type: application/json")
 	}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeOne(body, v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", mbe.Limit)
 		}
-		return http.StatusBadRequest, fmt.Errorf("request body: %w", err)
-	}
-	if dec.Decode(&struct{}{}) != io.EOF {
-		return http.StatusBadRequest, errors.New("request body: more than one JSON value")
+		return http.StatusBadRequest, err
 	}
 	return 0, nil
+}
+
+// decodeOne reads one JSON object, no unknown field, and nothing after it
+// from body into v.
+func decodeOne(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("request body: %w", err)
+	}
+	if dec.Decode(&struct{}{}) != io.EOF {
+		return errors.New("request body: more than one JSON value")
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // DescribeClientQuotas and AlterClientQuotas
@@ -73,7 +73,7 @@ func TestClientQuotasAnswered(t *testing.T) {
 				t.Fatalf("%d changes reached the quota engine, want 1", n)
 			}
 			q := cp.lastQuotas.Load()
-			if r := q.Resolve(quota.ProducerByteRate, "alice", "any"); r.Quota != 1024 {
+			if r := q.Resolve(model.ProducerByteRate, "alice", "any"); r.Quota != 1024 {
 				t.Errorf("the engine's quotas give alice %v, want 1024", r.Quota)
 			}
 

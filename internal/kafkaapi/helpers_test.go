@@ -13,7 +13,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
-	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/tollgate/tollgate/internal/wire"
 )
@@ -159,7 +159,7 @@ type controlPlane struct {
 	brokers *control.BrokerConfigs
 	// quotaChanges and brokerChanges count the OnChange calls.
 	quotaChanges, brokerChanges atomic.Int32
-	lastQuotas                  atomic.Pointer[quota.Quotas]
+	lastQuotas                  atomic.Pointer[model.Quotas]
 }
 
 func newControlPlane(t *testing.T) *controlPlane {
@@ -173,7 +173,7 @@ func newControlPlane(t *testing.T) *controlPlane {
 	authz := control.Admins{Principals: []string{"User:admin"}}
 	cp.quotas = &control.ClientQuotas{
 		Store: st, Audit: cp.audit, Authz: authz,
-		OnChange: func(q quota.Quotas, _ control.IPQuotas) {
+		OnChange: func(q model.Quotas, _ control.IPQuotas) {
 			cp.quotaChanges.Add(1)
 			cp.lastQuotas.Store(&q)
 		},

@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // lookups is the gateway's metadata as the mutation lookups see it,
@@ -82,8 +83,8 @@ func newUsageChain(t *testing.T, lk *lookups, l *ledger, limited bool) *usageCha
 		t.Fatal(err)
 	}
 	if limited {
-		var q quota.Quotas
-		if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ControllerMutationRate, 100); err != nil {
+		var q model.Quotas
+		if err := q.Set(model.Entity{Client: model.Default()}, model.ControllerMutationRate, 100); err != nil {
 			t.Fatal(err)
 		}
 		eng.SetQuotas(q)
@@ -136,7 +137,7 @@ func (u *usageChain) pass(t *testing.T, req kmsg.Request, resp kmsg.Response) {
 func (u *usageChain) tokens(t *testing.T) float64 {
 	t.Helper()
 	for _, b := range u.eng.Usage(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)) {
-		if b.Key == quota.ControllerMutationRate {
+		if b.Key == model.ControllerMutationRate {
 			return b.Tokens
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // sample reads one series from the registry: the value of the metric
@@ -149,15 +150,15 @@ func TestQuotaCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	if err := q.Set(quota.ClientEntity(quota.Exact("app")), quota.ProducerByteRate, 1000); err != nil {
+	var q model.Quotas
+	if err := q.Set(model.ClientEntity(model.Exact("app")), model.ProducerByteRate, 1000); err != nil {
 		t.Fatal(err)
 	}
 	eng.SetQuotas(q)
 	m := metrics.New()
 	m.RegisterQuotas(eng, 1000)
 	reg := m.Registry
-	for _, k := range quota.Keys() {
+	for _, k := range model.Keys() {
 		expect(t, reg, 0, "tollgate_quota_buckets", "quota", k.String())
 	}
 	if n, _ := testutil.GatherAndCount(reg, "tollgate_quota_rate"); n != 0 {

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // quotaCollector reads the quota engine's live buckets at scrape time.
@@ -86,7 +87,7 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	top, live := c.eng.Busiest(c.now(), c.maxBuckets)
-	exported := map[quota.Key]int{}
+	exported := map[model.Key]int{}
 	for _, u := range top {
 		exported[u.Key]++
 		lv := []string{u.Key.String(), u.User, u.ClientID, "", u.Topic, ""}
@@ -98,7 +99,7 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, u.Rate, lv...)
 		ch <- prometheus.MustNewConstMetric(c.instanceRate, prometheus.GaugeValue, u.InstanceRate, lv...)
-		if u.Level != quota.LevelNone {
+		if u.Level != model.LevelNone {
 			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, u.Quota, lv...)
 			ch <- prometheus.MustNewConstMetric(c.util, prometheus.GaugeValue, u.Utilization, lv...)
 		}

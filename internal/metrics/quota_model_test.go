@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // A client-id prefix group and a client-id spelled like its prefix are two
@@ -15,9 +16,9 @@ func TestQuotaPrefixLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	q.Set(quota.ClientPrefixEntity("bar-"), quota.ProducerByteRate, 1000)
-	q.Set(quota.ClientEntity(quota.Exact("bar-")), quota.ProducerByteRate, 2000)
+	var q model.Quotas
+	q.Set(model.ClientPrefixEntity("bar-"), model.ProducerByteRate, 1000)
+	q.Set(model.ClientEntity(model.Exact("bar-")), model.ProducerByteRate, 2000)
 	eng.SetQuotas(q)
 	m := metrics.New()
 	m.RegisterQuotas(eng, 10)
@@ -34,11 +35,11 @@ func TestQuotaShadowMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	u := quota.UserEntity(quota.Exact("alice"))
-	q.Set(u, quota.ProducerByteRate, 1000)
-	q.Set(quota.UserEntity(quota.Exact("bob")), quota.ProducerByteRate, 1000)
-	q.SetOptions(u, quota.Options{Shadow: true})
+	var q model.Quotas
+	u := model.UserEntity(model.Exact("alice"))
+	q.Set(u, model.ProducerByteRate, 1000)
+	q.Set(model.UserEntity(model.Exact("bob")), model.ProducerByteRate, 1000)
+	q.SetOptions(u, model.Options{Shadow: true})
 	eng.SetQuotas(q)
 	m := metrics.New()
 	m.RegisterQuotas(eng, 10)
@@ -66,19 +67,19 @@ func TestQuotaTopicLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var q quota.Quotas
-	alice := quota.UserEntity(quota.Exact("alice"))
-	q.Set(alice, quota.ProducerByteRate, 1000)
-	q.Set(quota.TopicEntity(alice, quota.Exact("orders")), quota.ProducerByteRate, 2000)
-	q.Set(quota.TopicEntity(alice, quota.Prefix("logs-")), quota.ProducerByteRate, 3000)
+	var q model.Quotas
+	alice := model.UserEntity(model.Exact("alice"))
+	q.Set(alice, model.ProducerByteRate, 1000)
+	q.Set(model.TopicEntity(alice, model.Exact("orders")), model.ProducerByteRate, 2000)
+	q.Set(model.TopicEntity(alice, model.Prefix("logs-")), model.ProducerByteRate, 3000)
 	eng.SetQuotas(q)
 	m := metrics.New()
 	m.RegisterQuotas(eng, 10)
 	now := time.Now()
 	cl := eng.Client("alice", "app")
 	cl.RecordProduce(10, now)
-	cl.RecordTopic(quota.ProducerByteRate, []byte("orders"), 10, now)
-	cl.RecordTopic(quota.ProducerByteRate, []byte("logs-a"), 10, now)
+	cl.RecordTopic(model.ProducerByteRate, []byte("orders"), 10, now)
+	cl.RecordTopic(model.ProducerByteRate, []byte("logs-a"), 10, now)
 	expect(t, m.Registry, 1000, "tollgate_quota_limit", "user", "alice", "topic", "", "topic_prefix", "")
 	expect(t, m.Registry, 2000, "tollgate_quota_limit", "user", "alice", "topic", "orders", "topic_prefix", "")
 	expect(t, m.Registry, 3000, "tollgate_quota_limit", "user", "alice", "topic", "", "topic_prefix", "logs-")

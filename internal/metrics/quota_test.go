@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // gather returns the tollgate_quota_* families of m by name.
@@ -54,8 +55,8 @@ func clientQuotaEngine(tb testing.TB, cfg quota.EngineConfig, q float64) *quota.
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var qs quota.Quotas
-	if err := qs.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, q); err != nil {
+	var qs model.Quotas
+	if err := qs.Set(model.Entity{Client: model.Default()}, model.ProducerByteRate, q); err != nil {
 		tb.Fatal(err)
 	}
 	eng.SetQuotas(qs)

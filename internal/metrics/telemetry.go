@@ -26,6 +26,9 @@ type telemetryCollector struct {
 	instances, lastPush            *prometheus.Desc
 	series, clientInstances        *prometheus.Desc
 	evictions, expired, requests   *prometheus.Desc
+
+	// families is where each chosen metric goes, by telemetry.Metric.
+	families [telemetry.NumMetrics]telemetryFamily
 }
 
 // telemetryFamily is the family a chosen metric is exported as, and its
@@ -39,7 +42,7 @@ type telemetryFamily struct {
 func (m *Metrics) RegisterTelemetry(tm *telemetry.Manager, now func() time.Time) {
 	labels := []string{"user", "client_id"}
 	withAPI := []string{"user", "client_id", "api"}
-	m.Registry.MustRegister(&telemetryCollector{
+	c := &telemetryCollector{
 		m:   tm,
 		now: now,
 		throttleAvg: prometheus.NewDesc("tollgate_client_throttle_time_avg_seconds",
@@ -72,7 +75,16 @@ func (m *Metrics) RegisterTelemetry(tm *telemetry.Manager, now func() time.Time)
 			"Client instances forgotten after sending nothing for the longer of a minute and three push intervals, as Kafka expires them.", nil, nil),
 		requests: prometheus.NewDesc("tollgate_client_telemetry_requests_total",
 			"GetTelemetrySubscriptions and PushTelemetry requests answered, per API and Kafka error (NONE when accepted).", []string{"api", "error"}, nil),
-	})
+	}
+	c.families = [telemetry.NumMetrics]telemetryFamily{
+		telemetry.ProduceThrottleAvg: {c.throttleAvg, "produce"}, telemetry.ProduceThrottleMax: {c.throttleMax, "produce"},
+		telemetry.FetchThrottleAvg: {c.throttleAvg, "fetch"}, telemetry.FetchThrottleMax: {c.throttleMax, "fetch"},
+		telemetry.ProduceLatencyAvg: {c.latencyAvg, "produce"}, telemetry.ProduceLatencyMax: {c.latencyMax, "produce"},
+		telemetry.FetchLatencyAvg: {c.latencyAvg, "fetch"}, telemetry.FetchLatencyMax: {c.latencyMax, "fetch"},
+		telemetry.NodeLatencyAvg: {c.nodeLatencyAvg, ""}, telemetry.NodeLatencyMax: {c.nodeLatencyMax, ""},
+		telemetry.QueueTimeAvg: {c.queueAvg, ""}, telemetry.QueueTimeMax: {c.queueMax, ""},
+	}
+	m.Registry.MustRegister(c)
 }
 
 func (c *telemetryCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -80,36 +92,6 @@ func (c *telemetryCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.nodeLatencyAvg, c.nodeLatencyMax, c.queueAvg, c.queueMax, c.instances, c.lastPush,
 		c.series, c.clientInstances, c.evictions, c.expired, c.requests} {
 		ch <- d
-	}
-}
-
-// family is where each chosen metric goes.
-func (c *telemetryCollector) family(m telemetry.Metric) telemetryFamily {
-	switch m {
-	case telemetry.ProduceThrottleAvg:
-		return telemetryFamily{c.throttleAvg, "produce"}
-	case telemetry.ProduceThrottleMax:
-		return telemetryFamily{c.throttleMax, "produce"}
-	case telemetry.FetchThrottleAvg:
-		return telemetryFamily{c.throttleAvg, "fetch"}
-	case telemetry.FetchThrottleMax:
-		return telemetryFamily{c.throttleMax, "fetch"}
-	case telemetry.ProduceLatencyAvg:
-		return telemetryFamily{c.latencyAvg, "produce"}
-	case telemetry.ProduceLatencyMax:
-		return telemetryFamily{c.latencyMax, "produce"}
-	case telemetry.FetchLatencyAvg:
-		return telemetryFamily{c.latencyAvg, "fetch"}
-	case telemetry.FetchLatencyMax:
-		return telemetryFamily{c.latencyMax, "fetch"}
-	case telemetry.NodeLatencyAvg:
-		return telemetryFamily{c.nodeLatencyAvg, ""}
-	case telemetry.NodeLatencyMax:
-		return telemetryFamily{c.nodeLatencyMax, ""}
-	case telemetry.QueueTimeAvg:
-		return telemetryFamily{c.queueAvg, ""}
-	default:
-		return telemetryFamily{c.queueMax, ""}
 	}
 }
 
@@ -127,7 +109,7 @@ func (c *telemetryCollector) Collect(ch chan<- prometheus.Metric) {
 			if !ok {
 				continue
 			}
-			f := c.family(mt)
+			f := c.families[mt]
 			if f.api != "" {
 				gauge(f.desc, ms/1000, s.User, s.ClientID, f.api)
 			} else {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/metrics"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // A tenant's ceilings are series by tenant and key: rate, limit, active
@@ -17,8 +18,8 @@ func TestTenantMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	set, err := quota.NewTenantSet([]quota.Tenant{
-		{Name: "team-a", Principals: []string{"a1", "a2"}, Ceilings: map[quota.Key]float64{quota.ProducerByteRate: 1000}},
-		{Name: "team-s", Principals: []string{"s1"}, Ceilings: map[quota.Key]float64{quota.ProducerByteRate: 1000}, Options: quota.Options{Shadow: true}},
+		{Name: "team-a", Principals: []string{"a1", "a2"}, Ceilings: map[model.Key]float64{model.ProducerByteRate: 1000}},
+		{Name: "team-s", Principals: []string{"s1"}, Ceilings: map[model.Key]float64{model.ProducerByteRate: 1000}, Options: model.Options{Shadow: true}},
 	})
 	if err != nil {
 		t.Fatal(err)

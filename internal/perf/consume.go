@@ -16,44 +16,20 @@ import (
 // consume runs `tollgate perf consume`. It returns whether the run was
 // interrupted, and an error that makes the command fail.
 func consume(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, error) {
-	opts, clientID, err := baseOpts(cfg, "perf-consumer-client", stderr)
-	if err != nil {
-		return false, err
+	s, interrupted, err := startSession(ctx, cfg, "perf-consumer-client", stderr, consumerOpts, topicExists)
+	if s == nil {
+		return interrupted, err
 	}
-	st := newStats(time.Now())
-	cl, err := kgo.NewClient(consumerOpts(opts, cfg, st)...)
-	if err != nil {
-		return false, err
-	}
-	defer cl.Close()
-	if err := connect(ctx, cl, cfg); err != nil {
-		if ctx.Err() != nil {
-			return true, nil
-		}
-		return false, err
-	}
-	if err := topicExists(ctx, cl, cfg); err != nil {
-		if ctx.Err() != nil {
-			return true, nil
-		}
-		return false, err
-	}
+	defer s.cl.Close()
+	cl, st := s.cl, s.st
 
-	runCtx, cancelRun := context.WithCancel(ctx)
-	defer cancelRun()
-	if cfg.duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeoutCause(runCtx, cfg.duration, errDuration)
-		defer cancel()
-	}
+	runCtx, cancel := withDuration(ctx, cfg)
+	defer cancel()
 
-	start := time.Now()
-	st.roll(start)
-	rep := startReporter(cfg, st, stdout, start)
-	p := pacer{start: start, rate: cfg.throughput}
+	w := s.open(cfg, stdout)
 	var got int64
 	var runErr error
-	last := start // of the last record
+	last := w.start // of the last record
 	for (cfg.numRecords == 0 || got < cfg.numRecords) && runCtx.Err() == nil {
 		maxRecs := 0 // all that are buffered
 		if cfg.numRecords > 0 {
@@ -79,16 +55,11 @@ func consume(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 			warnIdle(stderr, cfg, got)
 			break
 		}
-		if runErr != nil || !p.wait(runCtx, got) {
+		if runErr != nil || !w.pace.wait(runCtx, got) {
 			break
 		}
 	}
-	rep.stop()
-	st.freeze()
-	elapsed := time.Since(start)
-	interrupted := ctx.Err() != nil && runErr == nil
-	printSummary(stdout, cfg, clientID, st, elapsed, interrupted, runErr)
-	return interrupted, runErr
+	return s.summary(ctx, cfg, stdout, s.close(w), runErr)
 }
 
 // consumerOpts adds to opts what the consumer of cfg reads and how, its

@@ -212,32 +212,27 @@ func (cfg *config) check(set map[string]bool) error {
 	return nil
 }
 
-func acksOpt(s string) (kgo.Acks, error) {
-	switch strings.ToLower(s) {
-	case "all", "-1":
-		return kgo.AllISRAcks(), nil
-	case "1":
-		return kgo.LeaderAck(), nil
-	case "0":
-		return kgo.NoAck(), nil
-	}
-	return kgo.Acks{}, fmt.Errorf("--acks %q: want all, 1 or 0", s)
-}
+// ackValues and compressionValues are what --acks and --compression take.
+var (
+	ackValues         = map[string]kgo.Acks{"all": kgo.AllISRAcks(), "-1": kgo.AllISRAcks(), "1": kgo.LeaderAck(), "0": kgo.NoAck()}
+	compressionValues = map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
+		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
+)
+
+func acksOpt(s string) (kgo.Acks, error) { return flagValue(ackValues, "--acks", s, "all, 1 or 0") }
 
 func compressionOpt(s string) (kgo.CompressionCodec, error) {
-	switch strings.ToLower(s) {
-	case "none":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
+	return flagValue(compressionValues, "--compression", s, "none, gzip, snappy, lz4 or zstd")
+}
+
+// flagValue is the value s of flag name in values, case-insensitively;
+// want lists them for the error.
+func flagValue[V any](values map[string]V, name, s, want string) (V, error) {
+	if v, ok := values[strings.ToLower(s)]; ok {
+		return v, nil
 	}
-	return kgo.CompressionCodec{}, fmt.Errorf("--compression %q: want none, gzip, snappy, lz4 or zstd", s)
+	var zero V
+	return zero, fmt.Errorf("%s %q: want %s", name, s, want)
 }
 
 // baseOpts are the client options both roles share.
@@ -271,6 +266,79 @@ func baseOpts(cfg *config, defaultClientID string, stderr io.Writer) ([]kgo.Opt,
 		clientID = defaultClientID
 	}
 	return append(opts, kgo.ClientID(clientID)), clientID, nil
+}
+
+// session is a run's client, its client id and the stats it counts.
+type session struct {
+	cl       *kgo.Client
+	clientID string
+	st       *stats
+}
+
+// startSession makes a run's client, with the options both roles share
+// (defaultClientID unless cfg names another) and then roleOpts', connects
+// it and runs checks on it. No session: interrupted, ctx ended first, or
+// err.
+func startSession(ctx context.Context, cfg *config, defaultClientID string, stderr io.Writer,
+	roleOpts func([]kgo.Opt, *config, *stats) []kgo.Opt, checks ...func(context.Context, *kgo.Client, *config) error) (s *session, interrupted bool, err error) {
+	opts, clientID, err := baseOpts(cfg, defaultClientID, stderr)
+	if err != nil {
+		return nil, false, err
+	}
+	st := newStats(time.Now())
+	cl, err := kgo.NewClient(roleOpts(opts, cfg, st)...)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, check := range append([]func(context.Context, *kgo.Client, *config) error{connect}, checks...) {
+		if err := check(ctx, cl, cfg); err != nil {
+			cl.Close()
+			if ctx.Err() != nil {
+				return nil, true, nil
+			}
+			return nil, false, err
+		}
+	}
+	return &session{cl: cl, clientID: clientID, st: st}, false, nil
+}
+
+// withDuration is ctx ended, with errDuration, after --duration if set.
+func withDuration(ctx context.Context, cfg *config) (context.Context, context.CancelFunc) {
+	if cfg.duration > 0 {
+		return context.WithTimeoutCause(ctx, cfg.duration, errDuration)
+	}
+	return context.WithCancel(ctx)
+}
+
+// window is the measured part of a run: from start, a progress line each
+// --interval, records paced to --throughput.
+type window struct {
+	start time.Time
+	rep   *reporter
+	pace  pacer
+}
+
+// open starts the run's window now.
+func (s *session) open(cfg *config, stdout io.Writer) window {
+	start := time.Now()
+	s.st.roll(start)
+	return window{start: start, rep: startReporter(cfg, s.st, stdout, start), pace: pacer{start: start, rate: cfg.throughput}}
+}
+
+// close ends the window (no more progress, the stats frozen) and returns
+// how long it was.
+func (s *session) close(w window) time.Duration {
+	w.rep.stop()
+	s.st.freeze()
+	return time.Since(w.start)
+}
+
+// summary prints the run's summary and returns whether the run was
+// interrupted, and runErr.
+func (s *session) summary(ctx context.Context, cfg *config, stdout io.Writer, elapsed time.Duration, runErr error) (bool, error) {
+	interrupted := ctx.Err() != nil && runErr == nil
+	printSummary(stdout, cfg, s.clientID, s.st, elapsed, interrupted, runErr)
+	return interrupted, runErr
 }
 
 // connect makes sure a bootstrap server answers (and authenticates us)

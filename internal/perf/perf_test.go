@@ -28,6 +28,17 @@ func perfRun(t *testing.T, ctx context.Context, args ...string) (code int, stdou
 	return code, out.String(), errb.String()
 }
 
+// perfOK runs `tollgate perf args...` to its end, which must be success,
+// and returns its stdout.
+func perfOK(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, _ := perfRun(t, context.Background(), args...)
+	if code != 0 {
+		t.Fatalf("%s: exit %d", args[0], code)
+	}
+	return out
+}
+
 // jsonLines parses every stdout line as a JSON object; the last must be the
 // summary.
 func jsonLines(t *testing.T, out string) (progress []map[string]any, sum map[string]any) {
@@ -67,9 +78,15 @@ func num(t *testing.T, m map[string]any, k string) float64 {
 
 var anonymous = "ANONYMOUS"
 
-func fastWindows(c *app.Config) {
-	c.Quota.WindowNum = 3
-	c.Quota.WindowSize = 250 * time.Millisecond
+// startQuota starts a gateway, with short quota windows, where ANONYMOUS
+// has the quota of e.
+func startQuota(t *testing.T, e app.QuotaEntry) *testkit.Env {
+	e.User = &anonymous
+	return testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quota.WindowNum = 3
+		c.Quota.WindowSize = 250 * time.Millisecond
+		c.Quotas = []app.QuotaEntry{e}
+	})
 }
 
 // A producer at full speed under a producer_byte_rate quota is told to back
@@ -77,16 +94,10 @@ func fastWindows(c *app.Config) {
 // achieves is about the quota.
 func TestProduceThrottledByQuota(t *testing.T) {
 	const q = 256 << 10
-	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
-		fastWindows(c)
-		rate := float64(q)
-		c.Quotas = []app.QuotaEntry{{User: &anonymous, ProducerByteRate: &rate}}
-	})
-	code, out, _ := perfRun(t, context.Background(), "produce", "--bootstrap-server", env.Bootstrap,
+	limit := float64(q)
+	env := startQuota(t, app.QuotaEntry{ProducerByteRate: &limit})
+	out := perfOK(t, "produce", "--bootstrap-server", env.Bootstrap,
 		"--topic", "quota", "--record-size", "1024", "--duration", "4s", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
 	progress, sum := jsonLines(t, out)
 	avg, mx := num(t, sum, "produce-throttle-time-avg"), num(t, sum, "produce-throttle-time-max")
 	if avg <= 0 || mx <= 0 || avg > mx {
@@ -122,11 +133,8 @@ func TestProduceThrottledByQuota(t *testing.T) {
 // output has Kafka's shape.
 func TestProduceNoQuota(t *testing.T) {
 	env := testkit.Start(t, app.Options{})
-	code, out, _ := perfRun(t, context.Background(), "produce", "--bootstrap-server", env.Bootstrap,
+	out := perfOK(t, "produce", "--bootstrap-server", env.Bootstrap,
 		"--topic", "free", "--record-size", "512", "--duration", "1500ms", "--interval", "500ms", "--throughput", "2000")
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	progressRe := regexp.MustCompile(`^\d+ records sent, \d+\.\d records/sec \(\d+\.\d\d MB/sec\), \d+\.\d ms avg latency, \d+\.\d ms max latency, throttle 0 \(max 0 ms\)$`)
 	sumRe := regexp.MustCompile(`^(\d+) records sent, \d+\.\d records/sec \(\d+\.\d\d MB/sec\), \d+\.\d\d ms avg latency, \d+\.\d\d ms max latency, \d+\.\d ms 50th, \d+\.\d ms 95th, \d+\.\d ms 99th, \d+\.\d ms 99\.9th\.$`)
@@ -151,22 +159,13 @@ func TestProduceNoQuota(t *testing.T) {
 // A consumer under a consumer_byte_rate quota sees fetch throttles.
 func TestConsumeThrottledByQuota(t *testing.T) {
 	const q = 256 << 10
-	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
-		fastWindows(c)
-		rate := float64(q)
-		c.Quotas = []app.QuotaEntry{{User: &anonymous, ConsumerByteRate: &rate}}
-	})
+	limit := float64(q)
+	env := startQuota(t, app.QuotaEntry{ConsumerByteRate: &limit})
 	// 3 MiB, unthrottled (the quota is on consuming only).
-	code, _, _ := perfRun(t, context.Background(), "produce", "--bootstrap-server", env.Bootstrap,
+	perfOK(t, "produce", "--bootstrap-server", env.Bootstrap,
 		"--topic", "cq", "--record-size", "1024", "--num-records", "3072", "--json")
-	if code != 0 {
-		t.Fatalf("produce: exit %d", code)
-	}
-	code, out, _ := perfRun(t, context.Background(), "consume", "--bootstrap-server", env.Bootstrap,
+	out := perfOK(t, "consume", "--bootstrap-server", env.Bootstrap,
 		"--topic", "cq", "--from-beginning", "--duration", "3s", "--json")
-	if code != 0 {
-		t.Fatalf("consume: exit %d", code)
-	}
 	progress, sum := jsonLines(t, out)
 	if mx := num(t, sum, "fetch-throttle-time-max"); mx <= 0 {
 		t.Fatalf("fetch-throttle-time-max=%v: want > 0", mx)
@@ -195,12 +194,9 @@ func TestConsumeThrottledByQuota(t *testing.T) {
 func TestNumRecordsExactAndJSON(t *testing.T) {
 	env := testkit.Start(t, app.Options{})
 	const n = 1234
-	code, out, _ := perfRun(t, context.Background(), "produce", "--bootstrap-server", env.Bootstrap,
+	out := perfOK(t, "produce", "--bootstrap-server", env.Bootstrap,
 		"--topic", "exact", "--record-size", "100", "--num-records", "1234", "--throughput", "2000",
 		"--interval", "200ms", "--acks", "1", "--compression", "lz4", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d", code)
-	}
 	progress, sum := jsonLines(t, out)
 	if got := num(t, sum, "records"); got != n {
 		t.Fatalf("sent %v records, want %d", got, n)
@@ -225,11 +221,8 @@ func TestNumRecordsExactAndJSON(t *testing.T) {
 		t.Fatalf("summary %v", sum)
 	}
 
-	code, out, _ = perfRun(t, context.Background(), "consume", "--bootstrap-server", env.Bootstrap,
+	out = perfOK(t, "consume", "--bootstrap-server", env.Bootstrap,
 		"--topic", "exact", "--from-beginning", "--num-records", "1000", "--group", "g1", "--client-id", "c1", "--json")
-	if code != 0 {
-		t.Fatalf("consume: exit %d", code)
-	}
 	_, sum = jsonLines(t, out)
 	if got := num(t, sum, "records"); got != 1000 {
 		t.Fatalf("consumed %v records, want 1000", got)

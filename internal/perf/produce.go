@@ -21,31 +21,18 @@ var errDuration = errors.New("--duration reached")
 // produce runs `tollgate perf produce`. It returns whether the run was
 // interrupted, and an error that makes the command fail.
 func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, error) {
-	opts, clientID, err := baseOpts(cfg, "perf-producer-client", stderr)
-	if err != nil {
-		return false, err
+	s, interrupted, err := startSession(ctx, cfg, "perf-producer-client", stderr, producerOpts)
+	if s == nil {
+		return interrupted, err
 	}
-	st := newStats(time.Now())
-	cl, err := kgo.NewClient(producerOpts(opts, cfg, st)...)
-	if err != nil {
-		return false, err
-	}
-	defer cl.Close()
-	if err := connect(ctx, cl, cfg); err != nil {
-		if ctx.Err() != nil {
-			return true, nil
-		}
-		return false, err
-	}
+	defer s.cl.Close()
+	cl, st := s.cl, s.st
 	payload := randomPayload(cfg.recordSize)
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
-	if cfg.duration > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeoutCause(runCtx, cfg.duration, errDuration)
-		defer cancel()
-	}
+	runCtx, cancel := withDuration(runCtx, cfg)
+	defer cancel()
 	var (
 		failOnce sync.Once
 		runErr   error
@@ -70,12 +57,9 @@ func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 		}
 	}
 
-	start := time.Now()
-	st.roll(start)
-	rep := startReporter(cfg, st, stdout, start)
-	p := pacer{start: start, rate: cfg.throughput}
+	w := s.open(cfg, stdout)
 	for sent := int64(0); cfg.numRecords == 0 || sent < cfg.numRecords; sent++ {
-		if !p.wait(runCtx, sent) {
+		if !w.pace.wait(runCtx, sent) {
 			break
 		}
 		cl.Produce(runCtx, &kgo.Record{Value: payload}, onAck(time.Now()))
@@ -88,14 +72,10 @@ func produce(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, 
 	// The window ends here. Records still buffered or in flight (the run
 	// was cut short by --duration, SIGINT or an error) are failed by Close
 	// and not counted; waiting for them could take as long as a throttle.
-	rep.stop()
-	st.freeze()
-	elapsed := time.Since(start)
+	elapsed := s.close(w)
 
 	failOnce.Do(func() {}) // settles runErr: no fail takes effect after this
-	interrupted := ctx.Err() != nil && runErr == nil
-	printSummary(stdout, cfg, clientID, st, elapsed, interrupted, runErr)
-	return interrupted, runErr
+	return s.summary(ctx, cfg, stdout, elapsed, runErr)
 }
 
 // producerOpts adds to opts how the producer of cfg writes, its produce

@@ -8,6 +8,7 @@ import (
 	"github.com/tollgate/tollgate/internal/kafkaapi"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // BenchmarkSessionProduceQuotas is BenchmarkSessionProduce through the
@@ -28,8 +29,8 @@ func BenchmarkSessionProduceQuotas(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var q quota.Quotas
-			if err := q.Set(quota.Entity{Client: quota.Default()}, quota.ProducerByteRate, 1e12); err != nil {
+			var q model.Quotas
+			if err := q.Set(model.Entity{Client: model.Default()}, model.ProducerByteRate, 1e12); err != nil {
 				b.Fatal(err)
 			}
 			eng.SetQuotas(q)
@@ -37,7 +38,7 @@ func BenchmarkSessionProduceQuotas(b *testing.B) {
 			// The requests went through a live, bounded bucket.
 			var bounded bool
 			for _, u := range eng.Usage(time.Now()) {
-				bounded = bounded || (u.Key == quota.ProducerByteRate && u.Level != quota.LevelNone && u.Rate > 0)
+				bounded = bounded || (u.Key == model.ProducerByteRate && u.Level != model.LevelNone && u.Rate > 0)
 			}
 			if !bounded {
 				b.Fatal("no producer_byte_rate bucket with a quota recorded the requests")
@@ -55,9 +56,9 @@ func BenchmarkSessionProduceTopics(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var q quota.Quotas
-	for _, e := range []quota.Entity{{Client: quota.Default()}, quota.TopicEntity(quota.Entity{}, quota.Exact("bench"))} {
-		if err := q.Set(e, quota.ProducerByteRate, 1e12); err != nil {
+	var q model.Quotas
+	for _, e := range []model.Entity{{Client: model.Default()}, model.TopicEntity(model.Entity{}, model.Exact("bench"))} {
+		if err := q.Set(e, model.ProducerByteRate, 1e12); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -66,7 +66,7 @@ type routeSlot struct {
 
 // KeyStats is the size of one key's state and what bounding it cost.
 type KeyStats struct {
-	Key Key
+	Key model.Key
 	// Buckets and Routes are held in memory now: buckets live or idle
 	// until the next sweep, cached (user, client-id) resolutions.
 	Buckets, Routes int
@@ -86,7 +86,7 @@ type KeyStats struct {
 func (e *Engine) Stats() []KeyStats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]KeyStats, numKeys)
+	out := make([]KeyStats, model.NumKeys)
 	for i := range e.mgr {
 		m := &e.mgr[i]
 		s := &out[m.key]
@@ -129,10 +129,10 @@ func (m *manager) ensureDirty() {
 // b.mu must be held.
 func (b *bucket) throttleLeft(nowMs int64) int64 {
 	t := max(b.until-nowMs, 0)
-	if b.level == LevelNone {
+	if b.level == model.LevelNone {
 		return t
 	}
-	if b.useTokens || b.key == ControllerMutationRate {
+	if b.useTokens || b.key == model.ControllerMutationRate {
 		if tok := b.tokens.Peek(nowMs); tok < 0 {
 			t = max(t, rate.TokenThrottleTime(tok, b.tokens.Quota()))
 		}

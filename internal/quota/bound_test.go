@@ -6,10 +6,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // counts returns the buckets and routes e holds for k.
-func counts(e *Engine, k Key) (buckets, routes int) {
+func counts(e *Engine, k model.Key) (buckets, routes int) {
 	s := e.Stats()[k]
 	return s.Buckets, s.Routes
 }
@@ -20,14 +22,14 @@ func counts(e *Engine, k Key) (buckets, routes int) {
 func TestEngineMaxBucketsManyClientIDs(t *testing.T) {
 	const maxBuckets, clients = 100, 3000
 	e := newTestEngine(t, EngineConfig{MaxBuckets: maxBuckets, MaxRoutes: 1000})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 	for i := range clients {
 		e.Client("mallory", fmt.Sprintf("id-%d", i)).RecordProduce(100, at(int64(i)))
-		if b, r := counts(e, ProducerByteRate); b > maxBuckets || r > maxBuckets {
+		if b, r := counts(e, model.ProducerByteRate); b > maxBuckets || r > maxBuckets {
 			t.Fatalf("after %d client-ids: %d buckets, %d routes; cap %d", i+1, b, r, maxBuckets)
 		}
 	}
-	s := e.Stats()[ProducerByteRate]
+	s := e.Stats()[model.ProducerByteRate]
 	// A cap of 100 evicts one bucket at a time (1/64 of the cap, at least
 	// one), and each evicted bucket takes its one route with it.
 	if s.Buckets != maxBuckets || s.EvictedBuckets != clients-maxBuckets || s.EvictedRoutes != clients-maxBuckets {
@@ -45,7 +47,7 @@ func TestEngineMaxBucketsManyClientIDs(t *testing.T) {
 	}
 	// Only the ProducerByteRate key has a quota: nothing else grew.
 	for _, s := range e.Stats() {
-		if s.Key != ProducerByteRate && (s.Buckets != 0 || s.Routes != 0) {
+		if s.Key != model.ProducerByteRate && (s.Buckets != 0 || s.Routes != 0) {
 			t.Errorf("%v: %+v", s.Key, s)
 		}
 	}
@@ -56,14 +58,14 @@ func TestEngineMaxBucketsManyClientIDs(t *testing.T) {
 func TestEngineMaxRoutesManyClientIDs(t *testing.T) {
 	const maxRoutes, clients = 50, 2000
 	e := newTestEngine(t, EngineConfig{MaxRoutes: maxRoutes})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1e9}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1e9}))
 	for i := range clients {
 		e.Client("mallory", fmt.Sprintf("id-%d", i)).RecordProduce(100, at(int64(i)*1000))
-		if b, r := counts(e, ProducerByteRate); b != 1 || r > maxRoutes {
+		if b, r := counts(e, model.ProducerByteRate); b != 1 || r > maxRoutes {
 			t.Fatalf("after %d client-ids: %d buckets, %d routes; cap %d", i+1, b, r, maxRoutes)
 		}
 	}
-	s := e.Stats()[ProducerByteRate]
+	s := e.Stats()[model.ProducerByteRate]
 	if s.Routes != maxRoutes || s.EvictedRoutes != clients-maxRoutes || s.EvictedBuckets != 0 {
 		t.Errorf("stats %+v, want %d routes, %d route evictions, no bucket evicted", s, maxRoutes, clients-maxRoutes)
 	}
@@ -73,7 +75,7 @@ func TestEngineMaxRoutesManyClientIDs(t *testing.T) {
 	}
 	// The read-only view never holds more than the cap either.
 	e.mu.Lock()
-	v := len(e.mgr[ProducerByteRate].view.Load().routes)
+	v := len(e.mgr[model.ProducerByteRate].view.Load().routes)
 	e.mu.Unlock()
 	if v > maxRoutes {
 		t.Errorf("published view holds %d routes, cap %d", v, maxRoutes)
@@ -86,7 +88,7 @@ func TestEngineEvictionKeepsThrottledBuckets(t *testing.T) {
 	for _, alg := range []ByteRateAlgorithm{ByteRateSampled, ByteRateTokenBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
 			e := newTestEngine(t, EngineConfig{MaxBuckets: 10, ByteRate: alg, SharedDeadline: true, MaxThrottle: time.Minute})
-			e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+			e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 			// 40 000 B at 1000 B/s over the 10 s burst: throttled for 30 s.
 			if d := e.Client("u", "victim").RecordProduce(40_000, at(0)); d != 30*time.Second {
 				t.Fatalf("victim throttle %v, want 30s", d)
@@ -94,12 +96,12 @@ func TestEngineEvictionKeepsThrottledBuckets(t *testing.T) {
 			for i := range 1000 {
 				e.Client("u", fmt.Sprintf("one-off-%d", i)).RecordProduce(1, at(int64(i)))
 			}
-			s := e.Stats()[ProducerByteRate]
+			s := e.Stats()[model.ProducerByteRate]
 			if s.Buckets != 10 || s.EvictedBuckets != 991 || s.EvictedThrottledBuckets != 0 {
 				t.Fatalf("stats %+v, want 10 buckets, 991 evictions, no throttled one", s)
 			}
 			// Still throttled, on its old history: 1 s later 29 s remain.
-			if d := e.Client("u", "victim").Hold(ProducerByteRate, at(1000)); d != 29*time.Second {
+			if d := e.Client("u", "victim").Hold(model.ProducerByteRate, at(1000)); d != 29*time.Second {
 				t.Errorf("victim hold after the flood %v, want 29s", d)
 			}
 		})
@@ -110,7 +112,7 @@ func TestEngineEvictionKeepsThrottledBuckets(t *testing.T) {
 // throttle ends first goes, and the eviction is counted as throttled.
 func TestEngineEvictionAllThrottled(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxBuckets: 3, SharedDeadline: true, MaxThrottle: time.Minute})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 	// Throttles of 10 s, 5 s and 20 s.
 	for _, c := range []struct {
 		id    string
@@ -121,7 +123,7 @@ func TestEngineEvictionAllThrottled(t *testing.T) {
 		}
 	}
 	e.Client("u", "d").RecordProduce(1, at(100))
-	s := e.Stats()[ProducerByteRate]
+	s := e.Stats()[model.ProducerByteRate]
 	if s.Buckets != 3 || s.EvictedBuckets != 1 || s.EvictedThrottledBuckets != 1 {
 		t.Fatalf("stats %+v, want one throttled eviction", s)
 	}
@@ -138,7 +140,7 @@ func TestEngineEvictionAllThrottled(t *testing.T) {
 func TestEngineEvictionLRU(t *testing.T) {
 	for _, alg := range []ByteRateAlgorithm{ByteRateSampled, ByteRateTokenBucket} {
 		e := newTestEngine(t, EngineConfig{MaxBuckets: 3, ByteRate: alg})
-		e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+		e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 		e.Client("u", "a").RecordProduce(100, at(0))
 		e.Client("u", "b").RecordProduce(100, at(1000))
 		e.Client("u", "c").RecordProduce(100, at(2000))
@@ -157,14 +159,14 @@ func TestEngineEvictionLRU(t *testing.T) {
 // A handle whose bucket was evicted records into a fresh bucket.
 func TestEngineEvictedClientHandle(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxBuckets: 1})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 	c := e.Client("u", "first")
 	c.RecordProduce(5000, at(0))
 	e.Client("u", "second").RecordProduce(1, at(1)) // evicts first
 	if d := c.RecordProduce(6000, at(2)); d != 0 {
 		t.Errorf("the evicted bucket's history throttled the handle: %v", d)
 	}
-	if b, _ := counts(e, ProducerByteRate); b != 1 {
+	if b, _ := counts(e, model.ProducerByteRate); b != 1 {
 		t.Errorf("%d buckets, cap 1", b)
 	}
 }
@@ -173,29 +175,29 @@ func TestEngineEvictedClientHandle(t *testing.T) {
 // itself once it is due (explicit clock, no Expire call).
 func TestEngineRouteExpiry(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{Expiry: time.Minute})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1e9}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1e9}))
 	e.Client("u", "gone").RecordProduce(1, at(0))
 	e.Client("u", "kept").RecordProduce(1, at(0))
 	for range 3 { // publish the routes to the read-only view
 		e.Client("u", "kept").RecordProduce(1, at(0))
 	}
 	e.Client("u", "kept").RecordProduce(1, at(40_000)) // sweep clock started at 0: not due until 30 s; it runs here
-	if s := e.Stats()[ProducerByteRate]; s.Routes != 2 || s.ExpiredRoutes != 0 {
+	if s := e.Stats()[model.ProducerByteRate]; s.Routes != 2 || s.ExpiredRoutes != 0 {
 		t.Fatalf("at 40 s: %+v, want both routes", s)
 	}
 	// At 60 s "gone" has been idle a minute; the next sweep is due at 70 s.
 	e.Client("u", "kept").RecordProduce(1, at(69_999))
-	if s := e.Stats()[ProducerByteRate]; s.Routes != 2 {
+	if s := e.Stats()[model.ProducerByteRate]; s.Routes != 2 {
 		t.Fatalf("before the sweep is due: %+v", s)
 	}
 	e.Client("u", "kept").RecordProduce(1, at(70_000))
-	s := e.Stats()[ProducerByteRate]
+	s := e.Stats()[model.ProducerByteRate]
 	if s.Routes != 1 || s.ExpiredRoutes != 1 || s.Buckets != 1 || s.ExpiredBuckets != 0 {
 		t.Fatalf("at 70 s: %+v, want the idle route expired and the shared bucket kept", s)
 	}
 	// Then the bucket goes too, a minute after its last record.
 	e.Client("v", "other").RecordProduce(1, at(200_000))
-	if s := e.Stats()[ProducerByteRate]; s.ExpiredBuckets != 1 || s.Buckets != 1 {
+	if s := e.Stats()[model.ProducerByteRate]; s.ExpiredBuckets != 1 || s.Buckets != 1 {
 		t.Errorf("at 200 s: %+v, want u's bucket expired and v's alone", s)
 	}
 }
@@ -203,12 +205,12 @@ func TestEngineRouteExpiry(t *testing.T) {
 // Busiest keeps the n busiest buckets, ordered like Usage, and counts all.
 func TestEngineBusiest(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 	for i := range 20 {
 		e.Client("u", fmt.Sprintf("c%02d", i)).RecordProduce(100*(i+1), at(0))
 	}
 	top, live := e.Busiest(at(0), 3)
-	if live[ProducerByteRate] != 20 || live[ConsumerByteRate] != 0 {
+	if live[model.ProducerByteRate] != 20 || live[model.ConsumerByteRate] != 0 {
 		t.Errorf("live %v", live)
 	}
 	if len(top) != 3 || top[0].ClientID != "c17" || top[1].ClientID != "c18" || top[2].ClientID != "c19" {
@@ -227,7 +229,7 @@ func TestEngineBusiest(t *testing.T) {
 func TestEngineCapsConcurrent(t *testing.T) {
 	const maxBuckets = 64
 	e := newTestEngine(t, EngineConfig{MaxBuckets: maxBuckets, MaxRoutes: maxBuckets})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1e9}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1e9}))
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -238,7 +240,7 @@ func TestEngineCapsConcurrent(t *testing.T) {
 				e.Client("u", "steady").RecordProduce(10, at(int64(i)))
 				if i%200 == 0 {
 					e.Busiest(at(int64(i)), 5)
-					if b, r := counts(e, ProducerByteRate); b > maxBuckets || r > maxBuckets {
+					if b, r := counts(e, model.ProducerByteRate); b > maxBuckets || r > maxBuckets {
 						t.Errorf("%d buckets, %d routes over the cap %d", b, r, maxBuckets)
 					}
 				}
@@ -246,7 +248,7 @@ func TestEngineCapsConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if b, r := counts(e, ProducerByteRate); b > maxBuckets || r > maxBuckets {
+	if b, r := counts(e, model.ProducerByteRate); b > maxBuckets || r > maxBuckets {
 		t.Errorf("%d buckets, %d routes over the cap %d", b, r, maxBuckets)
 	}
 }
@@ -259,22 +261,22 @@ func checkClock(t *testing.T, e *Engine) {
 	for k := range e.mgr {
 		m := &e.mgr[k]
 		if len(m.buckets) > e.cfg.MaxBuckets {
-			t.Fatalf("%v: %d buckets, cap %d", Key(k), len(m.buckets), e.cfg.MaxBuckets)
+			t.Fatalf("%v: %d buckets, cap %d", model.Key(k), len(m.buckets), e.cfg.MaxBuckets)
 		}
 		if len(m.clk.ring) != len(m.buckets) {
-			t.Fatalf("%v: ring %d, buckets %d", Key(k), len(m.clk.ring), len(m.buckets))
+			t.Fatalf("%v: ring %d, buckets %d", model.Key(k), len(m.clk.ring), len(m.buckets))
 		}
 		for i, b := range m.clk.ring {
 			if int(b.slot) != i || m.buckets[b.tags()] != b || b.dead {
-				t.Fatalf("%v: ring slot %d holds %q/%q (slot %d, dead %v)", Key(k), i, b.user, b.client, b.slot, b.dead)
+				t.Fatalf("%v: ring slot %d holds %q/%q (slot %d, dead %v)", model.Key(k), i, b.user, b.client, b.slot, b.dead)
 			}
 		}
 		routes := m.routes()
 		if len(routes) > e.cfg.MaxRoutes {
-			t.Fatalf("%v: %d routes, cap %d", Key(k), len(routes), e.cfg.MaxRoutes)
+			t.Fatalf("%v: %d routes, cap %d", model.Key(k), len(routes), e.cfg.MaxRoutes)
 		}
 		if v := len(m.view.Load().routes); v > e.cfg.MaxRoutes {
-			t.Fatalf("%v: view holds %d routes, cap %d", Key(k), v, e.cfg.MaxRoutes)
+			t.Fatalf("%v: view holds %d routes, cap %d", model.Key(k), v, e.cfg.MaxRoutes)
 		}
 		n := 0
 		for i, rs := range m.clk.rring {
@@ -283,11 +285,11 @@ func checkClock(t *testing.T, e *Engine) {
 			}
 			n++
 			if rs.r.slot != i || routes[rs.id] != rs.r {
-				t.Fatalf("%v: route ring slot %d holds %v (slot %d)", Key(k), i, rs.id, rs.r.slot)
+				t.Fatalf("%v: route ring slot %d holds %v (slot %d)", model.Key(k), i, rs.id, rs.r.slot)
 			}
 		}
 		if n != len(routes) {
-			t.Fatalf("%v: route ring %d, routes %d", Key(k), n, len(routes))
+			t.Fatalf("%v: route ring %d, routes %d", model.Key(k), n, len(routes))
 		}
 	}
 }
@@ -297,10 +299,10 @@ func checkClock(t *testing.T, e *Engine) {
 // request loops on a dead one.
 func TestEngineCapsRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	sets := []Quotas{
-		quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}),
-		quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}),
-		quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1000}, entry{ent(ex("u1"), none), 500}),
+	sets := []model.Quotas{
+		quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}),
+		quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}),
+		quotasOf(t, model.ProducerByteRate, entry{ent(deflt, deflt), 1000}, entry{ent(ex("u1"), none), 500}),
 	}
 	for _, alg := range []ByteRateAlgorithm{ByteRateSampled, ByteRateTokenBucket} {
 		e := newTestEngine(t, EngineConfig{MaxBuckets: 7, MaxRoutes: 11, Expiry: 20 * time.Second, ByteRate: alg, SharedDeadline: true})
@@ -320,7 +322,7 @@ func TestEngineCapsRandom(t *testing.T) {
 					handles[user+"/"+client] = h
 				}
 				hold, res := h.HoldProduce(1+rng.IntN(3000), at(now))
-				h.Release(ProducerByteRate, res, at(now+hold.Milliseconds()))
+				h.Release(model.ProducerByteRate, res, at(now+hold.Milliseconds()))
 			case x < 88:
 				e.SetQuotas(sets[rng.IntN(len(sets))])
 			case x < 90:
@@ -333,7 +335,7 @@ func TestEngineCapsRandom(t *testing.T) {
 				t.Fatalf("%v step %d", alg, step)
 			}
 		}
-		if s := e.Stats()[ProducerByteRate]; s.EvictedBuckets == 0 || s.EvictedRoutes == 0 {
+		if s := e.Stats()[model.ProducerByteRate]; s.EvictedBuckets == 0 || s.EvictedRoutes == 0 {
 			t.Errorf("%v: the caps were never reached: %+v", alg, s)
 		}
 	}
@@ -344,14 +346,14 @@ func TestEngineCapsRandom(t *testing.T) {
 // and a request through one of them gets a fresh bucket, not a dead one.
 func TestEngineStaleRouteAfterEviction(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxBuckets: 1, ByteRate: ByteRateSampled})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	e.Client("a", "c1").RecordProduce(5000, at(0))
 	e.Client("a", "c2").RecordProduce(5000, at(0)) // a's bucket is full: 10 000 B
 	for range 3 {                                  // publish both routes to the view
 		e.Client("a", "c2").RecordProduce(0, at(0))
 	}
 	e.Client("b", "c1").RecordProduce(1, at(1000)) // evicts a's bucket
-	if s := e.Stats()[ProducerByteRate]; s.EvictedBuckets != 1 || s.Buckets != 1 {
+	if s := e.Stats()[model.ProducerByteRate]; s.EvictedBuckets != 1 || s.Buckets != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 	// a starts afresh: 10 000 B pass, as for a new client.

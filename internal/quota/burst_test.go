@@ -4,13 +4,15 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-func burstQuotas(t *testing.T, k Key, e Entity, v float64, burst float64, has bool) Quotas {
+func burstQuotas(t *testing.T, k model.Key, e model.Entity, v float64, burst float64, has bool) model.Quotas {
 	t.Helper()
-	var q Quotas
+	var q model.Quotas
 	must(t, q.Set(e, k, v))
-	must(t, q.SetOptions(e, Options{Burst: burst, HasBurst: has}))
+	must(t, q.SetOptions(e, model.Options{Burst: burst, HasBurst: has}))
 	return q
 }
 
@@ -46,8 +48,8 @@ func TestBurstPerEntity(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-			u := UserEntity(Exact("alice"))
-			e.SetQuotas(burstQuotas(t, ProducerByteRate, u, q, tc.burst, tc.has))
+			u := model.UserEntity(model.Exact("alice"))
+			e.SetQuotas(burstQuotas(t, model.ProducerByteRate, u, q, tc.burst, tc.has))
 			secs := fullSpeed(e.Client("alice", "app"), size, 20)
 			if secs[0] > tc.firstMax || secs[0] < tc.firstMin {
 				t.Errorf("first second carried %d bytes, want %d–%d (%v)", secs[0], tc.firstMin, tc.firstMax, secs)
@@ -72,8 +74,8 @@ func TestBurstMutations(t *testing.T) {
 		accepted int
 	}{{0, true, 1}, {2, true, 3}, {0, false, 12}} {
 		e := newTestEngine(t, EngineConfig{})
-		c := ClientEntity(Exact("c"))
-		e.SetQuotas(burstQuotas(t, ControllerMutationRate, c, 1, tc.burst, tc.has))
+		c := model.ClientEntity(model.Exact("c"))
+		e.SetQuotas(burstQuotas(t, model.ControllerMutationRate, c, 1, tc.burst, tc.has))
 		cl := e.Client("u", "c")
 		n := 0
 		for i := 0; i < 20; i++ {
@@ -91,8 +93,8 @@ func TestBurstMutations(t *testing.T) {
 // never carries more than the bucket may hold (with burst 0, one batch).
 func TestBurstFetchClamp(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket})
-	c := ClientEntity(Exact("c"))
-	e.SetQuotas(burstQuotas(t, ConsumerByteRate, c, 1000, 2, true))
+	c := model.ClientEntity(model.Exact("c"))
+	e.SetQuotas(burstQuotas(t, model.ConsumerByteRate, c, 1000, 2, true))
 	cl := e.Client("u", "c")
 	if m := cl.FetchMaxBytes(at(0)); m != 2000 {
 		t.Errorf("FetchMaxBytes %d, want 2000", m)
@@ -100,7 +102,7 @@ func TestBurstFetchClamp(t *testing.T) {
 	if clamp, _ := cl.ReserveFetch(1<<20, at(0)); clamp != 2000 {
 		t.Errorf("clamp %d, want 2000", clamp)
 	}
-	e.SetQuotas(burstQuotas(t, ConsumerByteRate, c, 1000, 0, true))
+	e.SetQuotas(burstQuotas(t, model.ConsumerByteRate, c, 1000, 0, true))
 	if clamp, _ := e.Client("u", "c").ReserveFetch(1<<20, at(0)); clamp != 1 {
 		t.Errorf("burst 0: clamp %d, want 1 (one batch)", clamp)
 	}
@@ -110,8 +112,8 @@ func TestBurstFetchClamp(t *testing.T) {
 // burst is its window: the entity's burst does not apply there.
 func TestBurstSampledKeepsKafkasWindow(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateSampled})
-	u := UserEntity(Exact("alice"))
-	e.SetQuotas(burstQuotas(t, ProducerByteRate, u, 1000, 0, true))
+	u := model.UserEntity(model.Exact("alice"))
+	e.SetQuotas(burstQuotas(t, model.ProducerByteRate, u, 1000, 0, true))
 	if d := e.Client("alice", "app").RecordProduce(10_000, at(0)); d != 0 {
 		t.Errorf("sampled: Q·(N−1)·W at once throttled %v", d)
 	}
@@ -124,27 +126,27 @@ func TestBurstSampledKeepsKafkasWindow(t *testing.T) {
 // value is validated.
 func TestBurstChangeAndValidation(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket})
-	u := UserEntity(Exact("alice"))
-	e.SetQuotas(burstQuotas(t, ProducerByteRate, u, 1000, 0, false))
+	u := model.UserEntity(model.Exact("alice"))
+	e.SetQuotas(burstQuotas(t, model.ProducerByteRate, u, 1000, 0, false))
 	cl := e.Client("alice", "app")
 	if d := cl.RecordProduce(1000, at(0)); d != 0 { // 9 000 tokens left
 		t.Fatalf("throttled %v", d)
 	}
-	e.SetQuotas(burstQuotas(t, ProducerByteRate, u, 1000, 2, true)) // at most 2 000 kept
+	e.SetQuotas(burstQuotas(t, model.ProducerByteRate, u, 1000, 2, true)) // at most 2 000 kept
 	if d := cl.RecordProduce(3000, at(0)); d != time.Second {
 		t.Errorf("after lowering the burst to 2 s: throttle %v, want 1s", d)
 	}
 	if u := e.Usage(at(0))[0]; !u.Options.HasBurst || u.Options.Burst != 2 {
 		t.Errorf("usage options %+v", u.Options)
 	}
-	var q Quotas
-	for _, b := range []float64{-1, MaxBurstSeconds + 1, math.NaN(), math.Inf(1)} {
-		if err := q.SetOptions(u, Options{Burst: b, HasBurst: true}); err == nil {
+	var q model.Quotas
+	for _, b := range []float64{-1, model.MaxBurstSeconds + 1, math.NaN(), math.Inf(1)} {
+		if err := q.SetOptions(u, model.Options{Burst: b, HasBurst: true}); err == nil {
 			t.Errorf("burst %v accepted", b)
 		}
 	}
-	must(t, q.SetOptions(u, Options{Burst: 5})) // not set: ignored
-	if o := q.Options(u); o != (Options{}) {
+	must(t, q.SetOptions(u, model.Options{Burst: 5})) // not set: ignored
+	if o := q.Options(u); o != (model.Options{}) {
 		t.Errorf("a burst without HasBurst kept: %+v", o)
 	}
 }

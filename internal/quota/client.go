@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/rate"
 )
 
@@ -16,11 +17,11 @@ import (
 type Client struct {
 	e              *Engine
 	user, clientID string
-	cache          [numKeys]cachedBucket
+	cache          [model.NumKeys]cachedBucket
 	tn             tenantRef // the tenant of user (tenantstate.go)
 	// tcache is the per-topic buckets of the byte rates, by topic
 	// (topic.go).
-	tcache [ConsumerByteRate + 1]map[string]topicCached
+	tcache [model.ConsumerByteRate + 1]map[string]topicCached
 
 	// The layers (layer.go) and the Client's two pipelines of them: a
 	// key's (its own bucket, then its tenant: the order of their locks,
@@ -57,7 +58,7 @@ func (c *Client) User() string { return c.user }
 func (c *Client) ClientID() string { return c.clientID }
 
 // bucket returns the client's bucket for key k, nil when k is disabled.
-func (c *Client) bucket(k Key, nowMs int64) *bucket {
+func (c *Client) bucket(k model.Key, nowMs int64) *bucket {
 	c.e.maybeSweep(nowMs)
 	m := &c.e.mgr[k]
 	g := m.gen.Load()
@@ -109,7 +110,7 @@ func (b *bucket) shareDeadline(t, nowMs, capMs int64) int64 {
 // body, everything after the length prefix; acks=0 included) and returns how
 // long to mute the connection, 0 for not at all.
 func (c *Client) RecordProduce(bytes int, now time.Time) time.Duration {
-	return ms(recordAll(c.keyed[:], ProducerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
+	return ms(recordAll(c.keyed[:], model.ProducerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
 }
 
 // RecordFetch records a consumer fetch response of the given size (4 + the
@@ -117,12 +118,12 @@ func (c *Client) RecordProduce(bytes int, now time.Time) time.Duration {
 // this quota or another, the gateway sends an empty response and must call
 // Unrecord with the same size, as Kafka does.
 func (c *Client) RecordFetch(bytes int, now time.Time) time.Duration {
-	return ms(recordAll(c.keyed[:], ConsumerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
+	return ms(recordAll(c.keyed[:], model.ConsumerByteRate, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs))
 }
 
 // Unrecord records −v for key k without any quota check (a fetch that was
 // throttled and answered empty is taken back).
-func (c *Client) Unrecord(k Key, v float64, now time.Time) {
+func (c *Client) Unrecord(k model.Key, v float64, now time.Time) {
 	if k.Valid() {
 		unrecordAll(c.keyed[:], k, v, now.UnixMilli())
 	}
@@ -137,7 +138,7 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 		capMs = min(capMs, c.e.maxThrottleMs)
 	}
 	v := float64(d.Nanoseconds()) * (100.0 / 1e9)
-	return ms(recordAll(c.keyed[:], RequestPercentage, v, now.UnixMilli(), capMs))
+	return ms(recordAll(c.keyed[:], model.RequestPercentage, v, now.UnixMilli(), capMs))
 }
 
 // FetchMaxBytes returns the largest fetch the consumer's quota window can
@@ -147,7 +148,7 @@ func (c *Client) RecordRequest(d time.Duration, now time.Time) time.Duration {
 // fetch more than the window allows and stay throttled forever. Without a
 // quota it returns math.MaxInt32. A tenant's ceiling clamps it too.
 func (c *Client) FetchMaxBytes(now time.Time) int32 {
-	return int32(fetchMaxAll(c.keyed[:], ConsumerByteRate, now.UnixMilli()))
+	return int32(fetchMaxAll(c.keyed[:], model.ConsumerByteRate, now.UnixMilli()))
 }
 
 // Hold returns how long a request for key k must wait before it is
@@ -157,7 +158,7 @@ func (c *Client) FetchMaxBytes(now time.Time) int32 {
 // carried the throttle (each connection's own throttle was computed before
 // the others' requests were recorded). The client's tenant holds it too,
 // until its principal's or its ceiling's deadline.
-func (c *Client) Hold(k Key, now time.Time) time.Duration {
+func (c *Client) Hold(k model.Key, now time.Time) time.Duration {
 	if !c.e.cfg.SharedDeadline || !k.Valid() {
 		return 0
 	}
@@ -186,7 +187,7 @@ func (c *Client) HoldProduce(size int, now time.Time) (time.Duration, int64) {
 
 // Release takes a request HoldProduce (k producer_byte_rate) or
 // ReserveFetch (consumer_byte_rate) counted in flight out of flight.
-func (c *Client) Release(k Key, reserved int64, now time.Time) {
+func (c *Client) Release(k model.Key, reserved int64, now time.Time) {
 	if reserved > 0 && k.Valid() {
 		releaseAll(c.keyed[:], k, float64(reserved), now.UnixMilli())
 	}
@@ -203,7 +204,7 @@ func (c *Client) Release(k Key, reserved int64, now time.Time) {
 // until Release. Without a quota it returns (requested, 0). The
 // client's tenant clamps it too and counts it in flight.
 func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, reserved int64) {
-	v, ok := clampAll(c.keyed[:], ConsumerByteRate, float64(requested), now.UnixMilli(), true)
+	v, ok := clampAll(c.keyed[:], model.ConsumerByteRate, float64(requested), now.UnixMilli(), true)
 	if clamp = int32(v); ok {
 		reserved = int64(clamp)
 	}
@@ -216,7 +217,7 @@ func (c *Client) Mutation(strict bool, now time.Time) Mutation {
 	// lock rather than bucket: a cached bucket that expired must be
 	// replaced here, or the whole request would charge a dropped bucket.
 	var b *bucket
-	if c.own.lock(ControllerMutationRate, now.UnixMilli(), false) {
+	if c.own.lock(model.ControllerMutationRate, now.UnixMilli(), false) {
 		b = c.own.b
 		c.own.unlock()
 	}
@@ -228,7 +229,7 @@ func (c *Client) Mutation(strict bool, now time.Time) Mutation {
 // exactly when this reports exceeded.
 func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
 	nowMs := now.UnixMilli()
-	if !c.own.lock(ControllerMutationRate, nowMs, false) {
+	if !c.own.lock(model.ControllerMutationRate, nowMs, false) {
 		return 0, false
 	}
 	b := c.own.b

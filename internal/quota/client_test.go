@@ -3,13 +3,15 @@ package quota
 import (
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // TV9 through long-lived Client handles: each cached bucket must follow the
 // quota changes exactly as the per-call lookups do.
 func TestClientTV9Precedence(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	q := quotasOf(t, ProducerByteRate, tv9Initial...)
+	q := quotasOf(t, model.ProducerByteRate, tv9Initial...)
 	e.SetQuotas(q)
 	clients := map[[2]string]*Client{}
 	for i, s := range tv9Steps {
@@ -32,7 +34,7 @@ func TestClientTV9Precedence(t *testing.T) {
 // disabled stops recording.
 func TestClientExpiryAndDisable(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 1000}))
 	c := e.Client("u", "c")
 	if d := c.RecordFetch(20000, at(0)); d != 10*time.Second {
 		t.Fatalf("throttle %v", d)
@@ -50,7 +52,7 @@ func TestClientExpiryAndDisable(t *testing.T) {
 	if got := c.FetchMaxBytes(at(hour)); got != 10000 {
 		t.Errorf("FetchMaxBytes %d", got)
 	}
-	e.SetQuotas(Quotas{})
+	e.SetQuotas(model.Quotas{})
 	if d := c.RecordFetch(1e9, at(hour)); d != 0 {
 		t.Errorf("disabled key throttled %v", d)
 	}

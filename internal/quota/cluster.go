@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Delta is usage one instance of a Tollgate cluster recorded for one bucket
@@ -18,7 +20,7 @@ import (
 // ceiling (User and Client empty) or one principal's fair share in it
 // (User the principal).
 type Delta struct {
-	Key    Key
+	Key    model.Key
 	User   string
 	Client string
 	// Topic names a per-topic bucket by one topic of it ("" for a client
@@ -210,7 +212,7 @@ func (e *Engine) leaseFor(b *bucket, nowMs int64) float64 {
 		return math.Inf(1)
 	}
 	var headroom float64
-	if b.useTokens || b.key == ControllerMutationRate {
+	if b.useTokens || b.key == model.ControllerMutationRate {
 		headroom = b.tokens.Peek(nowMs)
 	} else {
 		r, w := b.rate.Peek(nowMs)
@@ -253,7 +255,7 @@ func (e *Engine) standIn(b *bucket, nowMs int64) {
 	span := min(nowMs-from, int64(b.rate.Samples())*b.rate.SampleMs())
 	v := r * float64(span) / 1000
 	b.rate.Record(v, nowMs)
-	if b.useTokens || b.key == ControllerMutationRate {
+	if b.useTokens || b.key == model.ControllerMutationRate {
 		b.tokens.Record(v, nowMs)
 	}
 	b.share.synthMs = nowMs
@@ -323,7 +325,7 @@ func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 		m := &e.mgr[d.Key]
 		id := ident{d.User, d.Client, ""}
 		if d.Topic != "" {
-			m, id.topic = &e.mgr[numKeys+d.Key], d.Topic
+			m, id.topic = &e.mgr[model.NumKeys+d.Key], d.Topic
 		}
 		b := e.bucketFor(m, id, nowMs)
 		for b != nil {
@@ -345,7 +347,7 @@ func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 // and unlocks it.
 func (e *Engine) recordRemote(b *bucket, v float64, nowMs int64) {
 	b.rate.Record(v, nowMs)
-	if b.useTokens || b.key == ControllerMutationRate {
+	if b.useTokens || b.key == model.ControllerMutationRate {
 		b.tokens.Record(v, nowMs)
 	}
 	b.lastActive = nowMs
@@ -444,7 +446,7 @@ func (e *Engine) learnBucket(b *bucket, nowMs int64) {
 		e.cl.undecided = append(e.cl.undecided, b)
 		e.cl.mu.Unlock()
 	}
-	if b.useTokens || b.key == ControllerMutationRate {
+	if b.useTokens || b.key == model.ControllerMutationRate {
 		b.tokens.Empty(nowMs)
 		return
 	}
@@ -465,7 +467,7 @@ func (e *Engine) unlearnBucket(b *bucket, nowMs int64) {
 	if b.dead {
 		return
 	}
-	if b.useTokens || b.key == ControllerMutationRate {
+	if b.useTokens || b.key == model.ControllerMutationRate {
 		b.tokens.Record(-b.tokens.Burst(), nowMs) // capped at the burst
 		return
 	}

@@ -12,7 +12,7 @@
 //     user/client-id levels and Kafka's two-step precedence algorithm
 //     (model.Quotas: the enabled-levels bitmask as changed by KAFKA-19282,
 //     the empty client-id quirk; Entity, Quotas and the other model names
-//     are aliases here);
+//     are package model's, which the engine's callers import too);
 //   - the Engine the gateway calls on the hot path, which keeps one bucket
 //     per metric-tag pair exactly like Kafka keeps one sensor, expires idle
 //     buckets and reports usage for metrics, and the per-connection Client

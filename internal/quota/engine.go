@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"sync"
@@ -106,30 +107,15 @@ func ParseByteRateAlgorithm(s string) (ByteRateAlgorithm, error) {
 }
 
 func (c EngineConfig) normalize() (EngineConfig, error) {
-	if c.WindowNum == 0 {
-		c.WindowNum = DefaultWindowNum
-	}
-	if c.ControllerWindowNum == 0 {
-		c.ControllerWindowNum = DefaultWindowNum
-	}
-	if c.WindowSize == 0 {
-		c.WindowSize = DefaultWindowSize
-	}
-	if c.ControllerWindowSize == 0 {
-		c.ControllerWindowSize = DefaultWindowSize
-	}
-	if c.MaxThrottle == 0 {
-		c.MaxThrottle = DefaultMaxThrottle
-	}
-	if c.Expiry == 0 {
-		c.Expiry = DefaultExpiry
-	}
-	if c.MaxBuckets == 0 {
-		c.MaxBuckets = DefaultMaxBuckets
-	}
-	if c.MaxRoutes == 0 {
-		c.MaxRoutes = DefaultMaxRoutes
-	}
+	// Zero takes the default.
+	c.WindowNum = cmp.Or(c.WindowNum, DefaultWindowNum)
+	c.ControllerWindowNum = cmp.Or(c.ControllerWindowNum, DefaultWindowNum)
+	c.WindowSize = cmp.Or(c.WindowSize, DefaultWindowSize)
+	c.ControllerWindowSize = cmp.Or(c.ControllerWindowSize, DefaultWindowSize)
+	c.MaxThrottle = cmp.Or(c.MaxThrottle, DefaultMaxThrottle)
+	c.Expiry = cmp.Or(c.Expiry, DefaultExpiry)
+	c.MaxBuckets = cmp.Or(c.MaxBuckets, DefaultMaxBuckets)
+	c.MaxRoutes = cmp.Or(c.MaxRoutes, DefaultMaxRoutes)
 	switch {
 	case c.WindowNum < 1 || c.ControllerWindowNum < 1:
 		return c, fmt.Errorf("quota: window numbers must be ≥ 1")
@@ -166,10 +152,10 @@ type Engine struct {
 	// mgr holds one manager per key for the client quotas, then one per
 	// key for the per-topic quotas (mgr[numKeys+k]; only the byte rates
 	// ever have entities there).
-	mgr [2 * numKeys]manager
+	mgr [2 * model.NumKeys]manager
 
-	mu     sync.Mutex // serializes everything but the hot path
-	quotas Quotas     // guarded by mu
+	mu     sync.Mutex   // serializes everything but the hot path
+	quotas model.Quotas // guarded by mu
 	// nextSweepMs is when the expiry sweep is due; 0 until the first slow
 	// path. Written under mu, read without it by the hot path.
 	nextSweepMs atomic.Int64
@@ -180,7 +166,7 @@ type Engine struct {
 
 // manager is one Kafka quota manager: one key's buckets and route cache.
 type manager struct {
-	key   Key
+	key   model.Key
 	topic bool // the per-topic quotas of key
 	view  atomic.Pointer[view]
 	// gen counts the quota sets. A Client's cached bucket is good while
@@ -191,7 +177,7 @@ type manager struct {
 	// Guarded by Engine.mu.
 	dirty   map[ident]*route // superset of view.routes while not nil
 	misses  int
-	buckets map[tags]*bucket
+	buckets map[model.Tags]*bucket
 	clk     clock
 	ev      evictions
 }
@@ -230,7 +216,7 @@ type cacheLinePad [64]byte
 type bucket struct {
 	_            cacheLinePad
 	mu           sync.Mutex
-	key          Key
+	key          model.Key
 	user, client string // tags; user is raw, Kafka's tag is Sanitize(user)
 	prefix       bool   // a client-id prefix group: client is the prefix
 	topic        string // a per-topic bucket's topic (or topic prefix)
@@ -239,8 +225,8 @@ type bucket struct {
 	hasBurst     bool   // Options.HasBurst: burst is the entity's
 	burst        float64
 	sh           shadowCounters
-	level        Level
-	entity       Entity
+	level        model.Level
+	entity       model.Entity
 	quota        float64
 	rate         rate.Sampled
 	tokens       rate.TokenBucket // ControllerMutationRate; byte rates under ByteRateTokenBucket
@@ -267,8 +253,8 @@ type bucket struct {
 }
 
 // tags returns the bucket's tags, its key in the manager's bucket map.
-func (b *bucket) tags() tags {
-	return tags{User: b.user, Client: b.client, Prefix: b.prefix, Topic: b.topic, TopicPrefix: b.topicPrefix}
+func (b *bucket) tags() model.Tags {
+	return model.Tags{User: b.user, Client: b.client, Prefix: b.prefix, Topic: b.topic, TopicPrefix: b.topicPrefix}
 }
 
 func (b *bucket) noteThrottle(t int64) {
@@ -296,9 +282,9 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 	}
 	for i := range e.mgr {
 		m := &e.mgr[i]
-		m.key = Key(i % int(numKeys))
-		m.topic = i >= int(numKeys)
-		m.buckets = make(map[tags]*bucket)
+		m.key = model.Key(i % int(model.NumKeys))
+		m.topic = i >= int(model.NumKeys)
+		m.buckets = make(map[model.Tags]*bucket)
 		m.view.Store(&view{})
 	}
 	return e, nil
@@ -308,7 +294,7 @@ func NewEngine(cfg EngineConfig) (*Engine, error) {
 func (e *Engine) Config() EngineConfig { return e.cfg }
 
 // Quotas returns a copy of the quota set in force.
-func (e *Engine) Quotas() Quotas {
+func (e *Engine) Quotas() model.Quotas {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.quotas.Clone()
@@ -320,7 +306,7 @@ func (e *Engine) Quotas() Quotas {
 // client, its tags change and it moves to a fresh bucket, exactly like Kafka
 // ("Metrics tags changed, restart counter"). The old bucket lingers until it
 // expires.
-func (e *Engine) SetQuotas(q Quotas) {
+func (e *Engine) SetQuotas(q model.Quotas) {
 	c := q.Clone()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -354,7 +340,7 @@ func (e *Engine) SetQuotas(q Quotas) {
 // resolveLocked names the bucket of id in m under the quotas in force;
 // false when m is a per-topic manager and no per-topic quota applies.
 // Engine.mu must be held.
-func (e *Engine) resolveLocked(m *manager, id ident) (tags, bool) {
+func (e *Engine) resolveLocked(m *manager, id ident) (model.Tags, bool) {
 	if m.topic {
 		return e.quotas.TopicTable(m.key).Tags(id.user, id.client, id.topic)
 	}
@@ -363,7 +349,7 @@ func (e *Engine) resolveLocked(m *manager, id ident) (tags, bool) {
 
 // limitLocked is the bound of m's bucket with tags tg. Engine.mu must be
 // held.
-func (e *Engine) limitLocked(m *manager, tg tags) (Level, Entity, float64) {
+func (e *Engine) limitLocked(m *manager, tg model.Tags) (model.Level, model.Entity, float64) {
 	if m.topic {
 		return e.quotas.TopicTable(m.key).Limit(tg)
 	}
@@ -480,7 +466,7 @@ func (m *manager) miss(v *view) {
 	}
 }
 
-func (e *Engine) newBucket(m *manager, tg tags, nowMs int64) *bucket {
+func (e *Engine) newBucket(m *manager, tg model.Tags, nowMs int64) *bucket {
 	lvl, ent, v := e.limitLocked(m, tg)
 	b := &bucket{
 		key:         m.key,
@@ -505,7 +491,7 @@ func (e *Engine) newBucket(m *manager, tg tags, nowMs int64) *bucket {
 // initAccounting gives b the accounting state of a new bucket of its key
 // and quota: an empty window, and a token bucket that fills at first use.
 func (e *Engine) initAccounting(b *bucket) {
-	if b.key == ControllerMutationRate {
+	if b.key == model.ControllerMutationRate {
 		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
 		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {

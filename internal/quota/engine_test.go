@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // t0 is an arbitrary, unaligned wall-clock-like start: Kafka's MockTime
@@ -53,7 +55,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 // TV1 through the engine: default client-id quota 500 B/s.
 func TestEngineTV1(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 500}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 500}))
 	steps := []sensorStep{
 		{0, 400, 0}, {1000, 400, 0}, {2000, 400, 0}, {3000, 400, 0}, {4000, 400, 0},
 		{5000, 400, 0}, {6000, 400, 0}, {7000, 400, 0}, {8000, 400, 0}, {9000, 400, 0},
@@ -69,7 +71,7 @@ func TestEngineTV1(t *testing.T) {
 		}
 	}
 	u := e.Usage(at(22600))
-	if len(u) != 1 || u[0].User != "" || u[0].ClientID != "unknown" || u[0].Level != LevelDefaultClient ||
+	if len(u) != 1 || u[0].User != "" || u[0].ClientID != "unknown" || u[0].Level != model.LevelDefaultClient ||
 		u[0].Throttles != 10 || u[0].ThrottleTotal != (2100+8*1200+1700)*time.Millisecond {
 		t.Errorf("usage = %+v", u)
 	}
@@ -79,7 +81,7 @@ func TestEngineTV1(t *testing.T) {
 // throttles capped at the 1 s window.
 func TestEngineTV2RequestPercentage(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, RequestPercentage, entry{ent(ex("ANONYMOUS"), ex("test-client")), 1}))
+	e.SetQuotas(quotasOf(t, model.RequestPercentage, entry{ent(ex("ANONYMOUS"), ex("test-client")), 1}))
 	steps := []struct {
 		at       int64
 		thread   time.Duration
@@ -99,14 +101,14 @@ func TestEngineTV2RequestPercentage(t *testing.T) {
 // TV9 through the engine: all 25 checks, quotas replaced live in between.
 func TestEngineTV9Precedence(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	q := quotasOf(t, ProducerByteRate, tv9Initial...)
+	q := quotasOf(t, model.ProducerByteRate, tv9Initial...)
 	e.SetQuotas(q)
 	for i, s := range tv9Steps {
 		if s.set != nil || s.remove != nil {
 			applyStep(t, &q, s)
 			e.SetQuotas(q)
 		}
-		r := e.Resolve(ProducerByteRate, s.user, s.client, at(0))
+		r := e.Resolve(model.ProducerByteRate, s.user, s.client, at(0))
 		if r.Quota != s.bound || r.UserTag != s.userTag || r.ClientTag != s.cTag {
 			t.Errorf("step %d %s/%s: bound %v tags (%q, %q), want %v (%q, %q)",
 				i+1, s.user, s.client, r.Quota, r.UserTag, r.ClientTag, s.bound, s.userTag, s.cTag)
@@ -123,16 +125,16 @@ func TestEngineTV10FetchMaxBytes(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  EngineConfig
-		q    Quotas
+		q    model.Quotas
 		want int32
 	}{
-		{"defaults, Q=5000", EngineConfig{}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 5000}), 50000},
-		{"N=4 W=1s, default user 10", EngineConfig{WindowNum: 4}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 10}), 30},
-		{"no quota at all", EngineConfig{}, Quotas{}, math.MaxInt32},
-		{"producer quota only", EngineConfig{}, quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 10}), math.MaxInt32},
-		{"another user's quota", EngineConfig{}, quotasOf(t, ConsumerByteRate, entry{ent(ex("bob"), none), 10}), math.MaxInt32},
-		{"huge quota saturates", EngineConfig{}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1e12}), math.MaxInt32},
-		{"fraction floors", EngineConfig{WindowNum: 2}, quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 10.9}), 10},
+		{"defaults, Q=5000", EngineConfig{}, quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 5000}), 50000},
+		{"N=4 W=1s, default user 10", EngineConfig{WindowNum: 4}, quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 10}), 30},
+		{"no quota at all", EngineConfig{}, model.Quotas{}, math.MaxInt32},
+		{"producer quota only", EngineConfig{}, quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 10}), math.MaxInt32},
+		{"another user's quota", EngineConfig{}, quotasOf(t, model.ConsumerByteRate, entry{ent(ex("bob"), none), 10}), math.MaxInt32},
+		{"huge quota saturates", EngineConfig{}, quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 1e12}), math.MaxInt32},
+		{"fraction floors", EngineConfig{WindowNum: 2}, quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 10.9}), 10},
 	}
 	for _, c := range cases {
 		e := newTestEngine(t, c.cfg)
@@ -146,8 +148,8 @@ func TestEngineTV10FetchMaxBytes(t *testing.T) {
 // Byte-rate throttles are capped at MaxThrottle; a negative MaxThrottle
 // restores Kafka's uncapped behaviour.
 func TestEngineMaxThrottle(t *testing.T) {
-	q := quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000})
-	_ = q.Set(ent(deflt, none), ConsumerByteRate, 1000)
+	q := quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000})
+	_ = q.Set(ent(deflt, none), model.ConsumerByteRate, 1000)
 	// 1e6 B: rate 100 000/s over 10 s, uncapped (100 000−1000)/1000 × 10 000.
 	cases := []struct {
 		max  time.Duration
@@ -174,7 +176,7 @@ func TestEngineMaxThrottle(t *testing.T) {
 // bucket, and back again to the old one while it lives.
 func TestEngineQuotaChanges(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	set := func(entries ...entry) { e.SetQuotas(quotasOf(t, ProducerByteRate, entries...)) }
+	set := func(entries ...entry) { e.SetQuotas(quotasOf(t, model.ProducerByteRate, entries...)) }
 	alice := ent(ex("alice"), none)
 	aliceApp := ent(ex("alice"), ex("app"))
 	steps := []struct {
@@ -205,7 +207,7 @@ func TestEngineQuotaChanges(t *testing.T) {
 // kept, and the slow path sweeps by itself.
 func TestEngineExpiry(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, deflt), 1000}))
 	hour := time.Hour.Milliseconds()
 	e.Client("idle", "c").RecordProduce(20000, at(0))
 	e.Client("busy", "c").RecordProduce(20000, at(0))
@@ -226,7 +228,7 @@ func TestEngineExpiry(t *testing.T) {
 			t.Errorf("idle bucket came back with history: %+v", u)
 		}
 	}
-	if n := len(e.mgr[ProducerByteRate].view.Load().routes); n != 2 {
+	if n := len(e.mgr[model.ProducerByteRate].view.Load().routes); n != 2 {
 		t.Errorf("%d cached routes, want 2", n)
 	}
 
@@ -239,7 +241,7 @@ func TestEngineExpiry(t *testing.T) {
 	if u := e.Usage(at(3*hour + 30_000)); len(u) != 1 || u[0].User != "late" {
 		t.Errorf("after the automatic sweep: %d buckets", len(u))
 	}
-	m := &e.mgr[ProducerByteRate]
+	m := &e.mgr[model.ProducerByteRate]
 	e.mu.Lock()
 	nb, nr := len(m.buckets), len(m.view.Load().routes)+len(m.dirty)
 	e.mu.Unlock()
@@ -252,17 +254,17 @@ func TestEngineExpiry(t *testing.T) {
 // creates nothing.
 func TestEngineResolve(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(ex("alice"), none), 4000}, entry{ent(deflt, none), 1000}))
-	r := e.Resolve(ProducerByteRate, "bob", "app", at(0))
-	if r.Level != LevelDefaultUser || r.Quota != 1000 || r.UserTag != "bob" || r.ClientTag != "" || r.Rate != 0 {
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(ex("alice"), none), 4000}, entry{ent(deflt, none), 1000}))
+	r := e.Resolve(model.ProducerByteRate, "bob", "app", at(0))
+	if r.Level != model.LevelDefaultUser || r.Quota != 1000 || r.UserTag != "bob" || r.ClientTag != "" || r.Rate != 0 {
 		t.Errorf("before traffic: %+v", r)
 	}
 	if u := e.Usage(at(0)); len(u) != 0 {
 		t.Errorf("Resolve created buckets: %+v", u)
 	}
 	e.Client("alice", "app").RecordProduce(20000, at(0))
-	r = e.Resolve(ProducerByteRate, "alice", "other", at(0))
-	if r.Level != LevelUser || r.Entity != ent(ex("alice"), none) || r.Rate != 2000 || r.Utilization != 0.5 {
+	r = e.Resolve(model.ProducerByteRate, "alice", "other", at(0))
+	if r.Level != model.LevelUser || r.Entity != ent(ex("alice"), none) || r.Rate != 2000 || r.Utilization != 0.5 {
 		t.Errorf("alice: %+v", r)
 	}
 	u := e.Usage(at(0))
@@ -275,11 +277,11 @@ func TestEngineResolve(t *testing.T) {
 // fetches.
 func TestEngineUnrecordFetch(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 1000}))
 	if d := e.Client("u", "c").RecordFetch(15000, at(0)); d != 5*time.Second {
 		t.Fatalf("throttle %v", d)
 	}
-	e.Client("u", "c").Unrecord(ConsumerByteRate, 15000, at(0))
+	e.Client("u", "c").Unrecord(model.ConsumerByteRate, 15000, at(0))
 	if d := e.Client("u", "c").RecordFetch(10000, at(0)); d != 0 {
 		t.Errorf("after unrecord: throttle %v", d)
 	}
@@ -290,11 +292,11 @@ func TestEngineUnrecordFetch(t *testing.T) {
 // the same tags sees their history.
 func TestEngineUnlimitedBucketsRecord(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, ex("C1")), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, ex("C1")), 1000}))
 	if d := e.Client("u", "C2").RecordProduce(30000, at(0)); d != 0 {
 		t.Fatalf("unlimited client throttled %v", d)
 	}
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, ex("C1")), 1000}, entry{ent(none, ex("C2")), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, ex("C1")), 1000}, entry{ent(none, ex("C2")), 1000}))
 	if d := e.Client("u", "C2").RecordProduce(0, at(0)); d != 20*time.Second {
 		t.Errorf("history not kept: throttle %v", d)
 	}
@@ -304,7 +306,7 @@ func TestEngineUnlimitedBucketsRecord(t *testing.T) {
 // recorded at one instant is accounted for. Run with -race.
 func TestEngineConcurrent(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{MaxThrottle: -1})
-	q := quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1e12})
+	q := quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1e12})
 	e.SetQuotas(q)
 	const workers, perWorker = 8, 2000
 	var wg sync.WaitGroup
@@ -325,7 +327,7 @@ func TestEngineConcurrent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range 50 {
-			_ = q.Set(ent(deflt, none), ProducerByteRate, 1e12+float64(i))
+			_ = q.Set(ent(deflt, none), model.ProducerByteRate, 1e12+float64(i))
 			e.SetQuotas(q)
 			e.Expire(at(0))
 		}
@@ -340,7 +342,7 @@ func TestEngineConcurrent(t *testing.T) {
 // The read-only route map takes over new clients after enough misses.
 func TestEngineRoutePromotion(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 1e9}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, deflt), 1e9}))
 	for i := range 100 {
 		e.Client("u", fmt.Sprintf("c%d", i)).RecordProduce(1, at(0))
 	}
@@ -349,7 +351,7 @@ func TestEngineRoutePromotion(t *testing.T) {
 	for range 13 {
 		e.Client("u", "c99").RecordProduce(1, at(0))
 	}
-	m := &e.mgr[ProducerByteRate]
+	m := &e.mgr[model.ProducerByteRate]
 	if n := len(m.view.Load().routes); n != 100 {
 		t.Errorf("%d routes published, want 100 (dirty %d)", n, len(m.dirty))
 	}
@@ -359,21 +361,21 @@ func TestEngineRoutePromotion(t *testing.T) {
 // only the routes whose new bucket does not exist yet.
 func TestEngineSetQuotasKeepsRoutes(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	for i := range 10 {
 		e.Client(fmt.Sprintf("u%d", i), "c").RecordProduce(1, at(0))
 	}
 	routes := func() int {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		m := &e.mgr[ProducerByteRate]
+		m := &e.mgr[model.ProducerByteRate]
 		return len(m.view.Load().routes) + len(m.dirty)
 	}
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 2000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 2000}))
 	if n := routes(); n != 10 {
 		t.Errorf("value change kept %d routes, want 10", n)
 	}
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, deflt), 2000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, deflt), 2000}))
 	if n := routes(); n != 0 {
 		t.Errorf("level change kept %d routes, want 0", n)
 	}
@@ -382,13 +384,13 @@ func TestEngineSetQuotasKeepsRoutes(t *testing.T) {
 // Without any explicit Expire the slow path sweeps every 30 s.
 func TestEngineAutomaticSweep(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{Expiry: time.Minute})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	for i := range 100 {
 		e.Client(fmt.Sprintf("u%d", i), "c").RecordProduce(1, at(0))
 	}
 	e.Client("late", "c").RecordProduce(1, at(61_000))
 	e.mu.Lock()
-	n := len(e.mgr[ProducerByteRate].buckets)
+	n := len(e.mgr[model.ProducerByteRate].buckets)
 	e.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d buckets after the sweep, want 1", n)
@@ -399,19 +401,19 @@ func TestEngineAutomaticSweep(t *testing.T) {
 func TestEngineOddNames(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
 	user, client := "<default>", "a/b=c d:ü"
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(ex(user), ex(client)), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(ex(user), ex(client)), 1000}))
 	if d := e.Client(user, client).RecordProduce(20000, at(0)); d != 10*time.Second {
 		t.Errorf("throttle %v", d)
 	}
 	if d := e.Client("someone", client).RecordProduce(20000, at(0)); d != 0 {
 		t.Errorf("literal <default> acted as the default: %v", d)
 	}
-	r := e.Resolve(ProducerByteRate, user, client, at(0))
+	r := e.Resolve(model.ProducerByteRate, user, client, at(0))
 	if r.Entity.User.Value() != user || r.Entity.Client.Value() != client || r.UserTag != user || r.ClientTag != client {
 		t.Errorf("resolution %+v", r)
 	}
 	for _, u := range e.Usage(at(0)) {
-		if u.Quota == 1000 && (u.User != user || u.ClientID != client || Sanitize(u.User) != "%3Cdefault%3E") {
+		if u.Quota == 1000 && (u.User != user || u.ClientID != client || model.Sanitize(u.User) != "%3Cdefault%3E") {
 			t.Errorf("usage %+v", u)
 		}
 	}
@@ -422,7 +424,7 @@ func TestEngineOddNames(t *testing.T) {
 // cannot keep sending while the first one waits.
 func TestEngineSharedDeadline(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{SharedDeadline: true})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	// The first response takes the bucket 5 s into debt.
 	if d := e.Client("u", "a").RecordProduce(15000, at(0)); d != 5*time.Second {
 		t.Fatalf("first throttle %v", d)
@@ -447,7 +449,7 @@ func TestEngineReserveFetch(t *testing.T) {
 	if c, r := e.Client("u", "c").ReserveFetch(50<<20, at(0)); c != 50<<20 || r != 0 {
 		t.Fatalf("no quota: clamp %d reserved %d", c, r)
 	}
-	e.SetQuotas(quotasOf(t, ConsumerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ConsumerByteRate, entry{ent(deflt, none), 1000}))
 	c1, r1 := e.Client("u", "c").ReserveFetch(50<<20, at(0))
 	if c1 != 10000 || r1 != 10000 {
 		t.Fatalf("first fetch: clamp %d reserved %d, want Kafka's Q·(N−1)·W = 10000", c1, r1)
@@ -455,7 +457,7 @@ func TestEngineReserveFetch(t *testing.T) {
 	if c2, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0)); c2 != 1 {
 		t.Fatalf("second parallel fetch: clamp %d, want 1 (the window is reserved)", c2)
 	}
-	e.Client("u", "c").Release(ConsumerByteRate, r1, at(10))
+	e.Client("u", "c").Release(model.ConsumerByteRate, r1, at(10))
 	e.Client("u", "c").RecordFetch(4000, at(10))
 	if c3, _ := e.Client("u", "c").ReserveFetch(50<<20, at(10)); c3 < 5000 || c3 > 6000 {
 		t.Fatalf("after 4000 B were used: clamp %d, want the rest of the window", c3)
@@ -468,8 +470,8 @@ func TestEngineReserveFetch(t *testing.T) {
 func TestEngineHold(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		e := newTestEngine(t, EngineConfig{SharedDeadline: shared})
-		e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
-		if d := e.Client("u", "c").Hold(ProducerByteRate, at(0)); d != 0 {
+		e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
+		if d := e.Client("u", "c").Hold(model.ProducerByteRate, at(0)); d != 0 {
 			t.Fatalf("hold before any traffic: %v", d)
 		}
 		e.Client("u", "c").RecordProduce(15000, at(0)) // 5 s of debt
@@ -477,13 +479,13 @@ func TestEngineHold(t *testing.T) {
 		if shared {
 			want = 4 * time.Second
 		}
-		if d := e.Client("u", "c").Hold(ProducerByteRate, at(1000)); d != want {
+		if d := e.Client("u", "c").Hold(model.ProducerByteRate, at(1000)); d != want {
 			t.Fatalf("shared=%v: hold %v, want %v", shared, d, want)
 		}
-		if d := e.Client("u", "c").Hold(ProducerByteRate, at(6000)); d != 0 {
+		if d := e.Client("u", "c").Hold(model.ProducerByteRate, at(6000)); d != 0 {
 			t.Fatalf("hold after the deadline: %v", d)
 		}
-		if d := e.Client("u", "c").Hold(ConsumerByteRate, at(1000)); d != 0 {
+		if d := e.Client("u", "c").Hold(model.ConsumerByteRate, at(1000)); d != 0 {
 			t.Fatalf("another key's hold: %v", d)
 		}
 	}
@@ -494,7 +496,7 @@ func TestEngineHold(t *testing.T) {
 // window's worth more than the quota before the first throttle returns.
 func TestEngineHoldProduceCountsInFlight(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{SharedDeadline: true})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	// A fresh bucket: the first request is not held.
 	h1, r1 := e.Client("u", "c").HoldProduce(15000, at(0))
 	if h1 != 0 || r1 != 15000 {
@@ -506,17 +508,17 @@ func TestEngineHoldProduceCountsInFlight(t *testing.T) {
 	if h2 != 5*time.Second {
 		t.Fatalf("pipelined: hold %v, want 5s", h2)
 	}
-	e.Client("u", "c").Release(ProducerByteRate, r1, at(10))
-	e.Client("u", "c").Release(ProducerByteRate, r2, at(10))
+	e.Client("u", "c").Release(model.ProducerByteRate, r1, at(10))
+	e.Client("u", "c").Release(model.ProducerByteRate, r2, at(10))
 	// Nothing in flight and nothing recorded: no hold.
 	if h, r := e.Client("u", "c").HoldProduce(1, at(20)); h != 0 {
 		t.Fatalf("after release: hold %v", h)
 	} else {
-		e.Client("u", "c").Release(ProducerByteRate, r, at(20))
+		e.Client("u", "c").Release(model.ProducerByteRate, r, at(20))
 	}
 	// Without SharedDeadline (Kafka's arithmetic alone) nothing is held.
 	k := newTestEngine(t, EngineConfig{})
-	k.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	k.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	k.Client("u", "c").HoldProduce(15000, at(0))
 	if h, _ := k.Client("u", "c").HoldProduce(1, at(0)); h != 0 {
 		t.Fatalf("without SharedDeadline: hold %v", h)
@@ -527,13 +529,13 @@ func TestEngineHoldProduceCountsInFlight(t *testing.T) {
 // a client-id quota is Produce-:client@#$%, user tag empty, client raw.
 func TestEngineClientIDNotSanitized(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(none, deflt), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(none, deflt), 1000}))
 	e.Client("ANONYMOUS", "client@#$%").RecordProduce(100, at(0))
 	u := e.Usage(at(0))
 	if len(u) != 1 {
 		t.Fatalf("usage %+v", u)
 	}
-	if name := "Produce-" + Sanitize(u[0].User) + ":" + u[0].ClientID; name != "Produce-:client@#$%" {
+	if name := "Produce-" + model.Sanitize(u[0].User) + ":" + u[0].ClientID; name != "Produce-:client@#$%" {
 		t.Errorf("sensor name %q", name)
 	}
 }

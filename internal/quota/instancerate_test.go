@@ -3,6 +3,8 @@ package quota
 import (
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Resolve reports a bucket's rate and this instance's part of it exactly as
@@ -16,8 +18,8 @@ func TestResolveInstanceRateMatchesUsage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var q Quotas
-		q.Set(UserEntity(Exact("alice")), ProducerByteRate, 1<<20)
+		var q model.Quotas
+		q.Set(model.UserEntity(model.Exact("alice")), model.ProducerByteRate, 1<<20)
 		eng.SetQuotas(q)
 		if inCluster {
 			eng.JoinCluster(500*time.Millisecond, now)
@@ -30,14 +32,14 @@ func TestResolveInstanceRateMatchesUsage(t *testing.T) {
 			eng.Client("alice", "app").RecordProduce(1000, at)
 			if inCluster {
 				eng.DrainUsage(nil, at)
-				eng.ApplyRemote([]Delta{{Key: ProducerByteRate, User: "alice", Client: "other", Value: 3000}}, at)
+				eng.ApplyRemote([]Delta{{Key: model.ProducerByteRate, User: "alice", Client: "other", Value: 3000}}, at)
 				eng.Tick(ClusterTick{Live: 2, Connected: true, Decided: true}, at)
 			}
 		}
-		res := eng.Resolve(ProducerByteRate, "alice", "app", at)
+		res := eng.Resolve(model.ProducerByteRate, "alice", "app", at)
 		var u Usage
 		for _, x := range eng.Usage(at) {
-			if x.Key == ProducerByteRate && x.User == "alice" {
+			if x.Key == model.ProducerByteRate && x.User == "alice" {
 				u = x
 			}
 		}

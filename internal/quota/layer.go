@@ -3,6 +3,7 @@ package quota
 import (
 	"math"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/rate"
 )
 
@@ -19,7 +20,7 @@ import (
 // active. Every other method runs between lock and unlock. A layer is a
 // part of its Client, so not safe for concurrent use either.
 type layer interface {
-	lock(k Key, nowMs int64, record bool) bool
+	lock(k model.Key, nowMs int64, record bool) bool
 	unlock()
 	// record adds v at nowMs and returns the throttle in ms, capped at
 	// capMs > 0 (Kafka records first and checks second; 0 for a shadow
@@ -45,7 +46,7 @@ type layer interface {
 }
 
 // recordAll records v for k through the layers: the tightest throttle.
-func recordAll(ls []layer, k Key, v float64, nowMs, capMs int64) int64 {
+func recordAll(ls []layer, k model.Key, v float64, nowMs, capMs int64) int64 {
 	var t int64
 	for _, l := range ls {
 		if l.lock(k, nowMs, true) {
@@ -57,7 +58,7 @@ func recordAll(ls []layer, k Key, v float64, nowMs, capMs int64) int64 {
 }
 
 // unrecordAll takes v back from every layer of k.
-func unrecordAll(ls []layer, k Key, v float64, nowMs int64) {
+func unrecordAll(ls []layer, k model.Key, v float64, nowMs int64) {
 	for _, l := range ls {
 		if l.lock(k, nowMs, false) {
 			l.unrecord(v, nowMs)
@@ -67,7 +68,7 @@ func unrecordAll(ls []layer, k Key, v float64, nowMs int64) {
 }
 
 // holdAll is the longest hold of the layers of k.
-func holdAll(ls []layer, k Key, nowMs int64) int64 {
+func holdAll(ls []layer, k model.Key, nowMs int64) int64 {
 	var h int64
 	for _, l := range ls {
 		if l.lock(k, nowMs, false) {
@@ -84,7 +85,7 @@ func joinAll(ls []layer, size float64, nowMs, capMs int64) (int64, bool) {
 	var h int64
 	joined := false
 	for _, l := range ls {
-		if l.lock(ProducerByteRate, nowMs, false) {
+		if l.lock(model.ProducerByteRate, nowMs, false) {
 			t, ok := l.join(size, nowMs, capMs)
 			l.unlock()
 			h, joined = max(h, t), joined || ok
@@ -94,7 +95,7 @@ func joinAll(ls []layer, size float64, nowMs, capMs int64) (int64, bool) {
 }
 
 // releaseAll takes v of k out of flight in every layer.
-func releaseAll(ls []layer, k Key, v float64, nowMs int64) {
+func releaseAll(ls []layer, k model.Key, v float64, nowMs int64) {
 	for _, l := range ls {
 		if l.lock(k, nowMs, false) {
 			l.addInflight(-v)
@@ -104,7 +105,7 @@ func releaseAll(ls []layer, k Key, v float64, nowMs int64) {
 }
 
 // fetchMaxAll is the smallest fetchMax of the layers of k.
-func fetchMaxAll(ls []layer, k Key, nowMs int64) float64 {
+func fetchMaxAll(ls []layer, k model.Key, nowMs int64) float64 {
 	v := float64(math.MaxInt32)
 	for _, l := range ls {
 		if l.lock(k, nowMs, false) {
@@ -126,7 +127,7 @@ const maxLayers = 4
 // locks: a layer's lock may take the engine's, so a pipeline whose layers
 // are held together is ordered as the locks are, Engine.mu before a
 // client bucket before a tenant's ceiling before a share).
-func clampAll(ls []layer, k Key, requested float64, nowMs int64, reserve bool) (float64, bool) {
+func clampAll(ls []layer, k model.Key, requested float64, nowMs int64, reserve bool) (float64, bool) {
 	var locked, limits [maxLayers]bool
 	limited := false
 	for i, l := range ls {
@@ -157,7 +158,7 @@ type bucketLayer struct {
 
 // lock finds the bucket and locks it, replacing it first if it expired
 // since it was looked up.
-func (l *bucketLayer) lock(k Key, nowMs int64, _ bool) bool {
+func (l *bucketLayer) lock(k model.Key, nowMs int64, _ bool) bool {
 	c := l.c
 	var b *bucket
 	if !l.perTopic {
@@ -179,14 +180,14 @@ func (l *bucketLayer) lock(k Key, nowMs int64, _ bool) bool {
 
 // replaceBucket looks up again, past the Client's cache, a bucket lock
 // found expired.
-func (c *Client) replaceBucket(k Key, perTopic bool, topic []byte, nowMs int64) *bucket {
+func (c *Client) replaceBucket(k model.Key, perTopic bool, topic []byte, nowMs int64) *bucket {
 	if !perTopic {
 		b := c.e.slowBucket(&c.e.mgr[k], ident{c.user, c.clientID, ""}, nowMs)
 		c.cache[k].b = b
 		return b
 	}
 	name := string(topic)
-	m := &c.e.mgr[numKeys+k]
+	m := &c.e.mgr[model.NumKeys+k]
 	b := c.e.slowBucket(m, ident{c.user, c.clientID, name}, nowMs)
 	c.tcache[k][name] = topicCached{gen: m.gen.Load(), b: b}
 	return b
@@ -234,7 +235,7 @@ func (l *bucketLayer) unrecord(v float64, nowMs int64) {
 	b.rate.Record(-v, nowMs)
 	l.c.e.noteLocal(b, -v, nowMs)
 	b.until = 0 // the deadline may have come from what is taken back
-	if b.key == ControllerMutationRate || b.useTokens {
+	if b.key == model.ControllerMutationRate || b.useTokens {
 		b.tokens.Record(-v, nowMs)
 	}
 	b.lastActive = nowMs
@@ -259,16 +260,16 @@ func (l *bucketLayer) join(size float64, nowMs, capMs int64) (int64, bool) {
 	// In a Tollgate cluster: what the others have taken that has not
 	// reached this instance yet, and this instance's lease.
 	unseen := e.unseen(b, nowMs)
-	if b.level != LevelNone && (b.inflight > 0 || unseen > 0) && b.useTokens {
+	if b.level != model.LevelNone && (b.inflight > 0 || unseen > 0) && b.useTokens {
 		t := tokenThrottleMs(b.tokens.Peek(nowMs)-b.inflight-unseen, b.quota, capMs)
 		hold = max(hold, t)
-	} else if b.level != LevelNone && (b.inflight > 0 || unseen > 0) {
+	} else if b.level != model.LevelNone && (b.inflight > 0 || unseen > 0) {
 		r, w := b.rate.Peek(nowMs)
 		observed := (r*float64(w)/1000 + b.inflight + unseen) / (float64(w) / 1000)
 		t := int64(rate.ThrottleMs(observed, b.quota, w, capMs))
 		hold = max(hold, t)
 	}
-	if b.level != LevelNone {
+	if b.level != model.LevelNone {
 		hold = max(hold, e.leaseHold(b, size, nowMs))
 	}
 	b.inflight += size
@@ -284,7 +285,7 @@ func (l *bucketLayer) join(size float64, nowMs, capMs int64) (int64, bool) {
 // is throttled by the debt.
 func (l *bucketLayer) room(requested float64, nowMs int64) (float64, bool) {
 	b, e := l.b, l.c.e
-	if b.level == LevelNone || b.shadow {
+	if b.level == model.LevelNone || b.shadow {
 		return requested, false
 	}
 	static := b.quota * e.fetchWindowSeconds(b)

@@ -3,6 +3,7 @@ package quota
 import (
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/rate"
 )
 
@@ -75,7 +76,7 @@ func (m *Mutation) Record(n float64, now time.Time) bool {
 	if m.c != nil {
 		tl = &m.c.tnl
 	}
-	if tl != nil && m.strict && tl.lock(ControllerMutationRate, nowMs, false) {
+	if tl != nil && m.strict && tl.lock(model.ControllerMutationRate, nowMs, false) {
 		// The tenant's refusal first: a refused mutation is charged nowhere.
 		t, refused := tl.refuses(nowMs)
 		tl.unlock()
@@ -95,7 +96,7 @@ func (m *Mutation) Record(n float64, now time.Time) bool {
 			return false
 		}
 	}
-	if tl != nil && tl.lock(ControllerMutationRate, nowMs, true) {
+	if tl != nil && tl.lock(model.ControllerMutationRate, nowMs, true) {
 		t := tl.record(n, nowMs, 0)
 		tl.unlock()
 		if !m.strict && t > m.Throttle(now).Milliseconds() {

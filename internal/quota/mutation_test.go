@@ -3,6 +3,8 @@ package quota
 import (
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 func at(offsetMs int64) time.Time { return time.UnixMilli(t0 + offsetMs) }
@@ -15,8 +17,8 @@ func mutationEngine(t *testing.T, q float64) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var qs Quotas
-	if err := qs.Set(UserClientEntity(Exact("ANONYMOUS"), Exact("test-client")), ControllerMutationRate, q); err != nil {
+	var qs model.Quotas
+	if err := qs.Set(model.UserClientEntity(model.Exact("ANONYMOUS"), model.Exact("test-client")), model.ControllerMutationRate, q); err != nil {
 		t.Fatal(err)
 	}
 	e.SetQuotas(qs)
@@ -129,8 +131,8 @@ func TestMutationQuotaChangeKeepsTokens(t *testing.T) {
 	if _, ex := e.Client("ANONYMOUS", "test-client").RecordMutation(150, true, at(0)); ex {
 		t.Fatal("first mutation rejected")
 	}
-	var qs Quotas
-	_ = qs.Set(UserClientEntity(Exact("ANONYMOUS"), Exact("test-client")), ControllerMutationRate, 5)
+	var qs model.Quotas
+	_ = qs.Set(model.UserClientEntity(model.Exact("ANONYMOUS"), model.Exact("test-client")), model.ControllerMutationRate, 5)
 	e.SetQuotas(qs)
 	// −50 tokens at a refill of 5/s: 10 s of throttle.
 	if d, ex := e.Client("ANONYMOUS", "test-client").CheckMutation(at(0)); !ex || d != 10*time.Second {

@@ -1,13 +1,15 @@
 package quota
 
+import "github.com/tollgate/tollgate/internal/quota/model"
+
 // shadowCounters are a bucket's ShadowStats, in milliseconds. Guarded by
 // bucket.mu.
 type shadowCounters struct {
 	records, throttled, totalMs, maxMs int64
 }
 
-func (c shadowCounters) stats() ShadowStats {
-	return ShadowStats{Records: c.records, Throttled: c.throttled, Total: ms(c.totalMs), Max: ms(c.maxMs)}
+func (c shadowCounters) stats() model.ShadowStats {
+	return model.ShadowStats{Records: c.records, Throttled: c.throttled, Total: ms(c.totalMs), Max: ms(c.maxMs)}
 }
 
 // apply takes the throttle t computed for one record and returns the one
@@ -35,7 +37,7 @@ func (b *bucket) apply(t int64) int64 {
 // it up (hours of the maximum throttle after a day over the quota). Its
 // counters are kept. A changed burst keeps the tokens, up to the new burst.
 // Engine.mu and b.mu must be held.
-func (e *Engine) setOptions(b *bucket, o Options) {
+func (e *Engine) setOptions(b *bucket, o model.Options) {
 	burst := b.hasBurst != o.HasBurst || b.burst != o.Burst
 	b.hasBurst, b.burst = o.HasBurst, o.Burst
 	if b.shadow != o.Shadow {
@@ -44,7 +46,7 @@ func (e *Engine) setOptions(b *bucket, o Options) {
 		b.until = 0
 		return
 	}
-	if burst && (b.useTokens || b.key == ControllerMutationRate) {
+	if burst && (b.useTokens || b.key == model.ControllerMutationRate) {
 		b.tokens.SetBurst(e.burstSeconds(b))
 	}
 }
@@ -55,7 +57,7 @@ func (e *Engine) burstSeconds(b *bucket) float64 {
 	switch {
 	case b.hasBurst:
 		return b.burst
-	case b.key == ControllerMutationRate:
+	case b.key == model.ControllerMutationRate:
 		return float64(e.cfg.ControllerWindowNum) * float64(e.ctlWindowMs) / 1000
 	}
 	return float64(e.cfg.WindowNum-1) * float64(e.windowMs) / 1000

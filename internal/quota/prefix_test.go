@@ -4,9 +4,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
-func pfx(p string) Entity { return ClientPrefixEntity(p) }
+func pfx(p string) model.Entity { return model.ClientPrefixEntity(p) }
 
 // The precedence of client-id prefixes among Kafka's eight levels, as
 // docs/quotas.md states it: one row per rule, each with the entities
@@ -16,8 +18,8 @@ func TestPrefixPrecedenceTable(t *testing.T) {
 		rule         string
 		entries      []entry
 		user, client string
-		want         Entity // the entity whose value applies; zero: none
-		group        bool   // the bucket is the prefix group of want
+		want         model.Entity // the entity whose value applies; zero: none
+		group        bool         // the bucket is the prefix group of want
 		userTag      string
 		clientTag    string
 	}{
@@ -28,11 +30,11 @@ func TestPrefixPrecedenceTable(t *testing.T) {
 		{"a client-id equal to the prefix is in the group",
 			[]entry{{pfx("bar-"), 100}}, "alice", "bar-", pfx("bar-"), true, "", "bar-"},
 		{"a client-id that does not start with it is not",
-			[]entry{{pfx("bar-"), 100}}, "alice", "ba", Entity{}, false, "", "ba"},
+			[]entry{{pfx("bar-"), 100}}, "alice", "ba", model.Entity{}, false, "", "ba"},
 		{"matching is case-sensitive, byte for byte",
-			[]entry{{pfx("bar-"), 100}}, "alice", "BAR-1", Entity{}, false, "", "BAR-1"},
+			[]entry{{pfx("bar-"), 100}}, "alice", "BAR-1", model.Entity{}, false, "", "BAR-1"},
 		{"the empty client-id matches no prefix",
-			[]entry{{pfx("bar-"), 100}}, "alice", "", Entity{}, false, "", ""},
+			[]entry{{pfx("bar-"), 100}}, "alice", "", model.Entity{}, false, "", ""},
 		{"an exact client-id (level 7) beats a prefix",
 			[]entry{{pfx("bar-"), 100}, {ent(none, ex("bar-1")), 200}}, "alice", "bar-1", ent(none, ex("bar-1")), false, "", "bar-1"},
 		{"the other client-ids of the prefix keep the group",
@@ -66,12 +68,12 @@ func TestPrefixPrecedenceTable(t *testing.T) {
 		{"the default user (level 6) hides every prefix",
 			[]entry{{pfx("bar-"), 100}, {ent(deflt, none), 1100}}, "alice", "bar-1", ent(deflt, none), false, "alice", ""},
 		{"a literal client-id \"bar-*\" is only a name",
-			[]entry{{ent(none, ex("bar-*")), 100}}, "alice", "bar-1", Entity{}, false, "", "bar-1"},
+			[]entry{{ent(none, ex("bar-*")), 100}}, "alice", "bar-1", model.Entity{}, false, "", "bar-1"},
 	}
 	for _, c := range cases {
 		t.Run(c.rule, func(t *testing.T) {
-			q := quotasOf(t, ProducerByteRate, c.entries...)
-			r := q.Resolve(ProducerByteRate, c.user, c.client)
+			q := quotasOf(t, model.ProducerByteRate, c.entries...)
+			r := q.Resolve(model.ProducerByteRate, c.user, c.client)
 			if r.Entity != c.want || r.Level != c.want.Level() {
 				t.Errorf("%s/%s resolved to %v (%v), want %v", c.user, c.client, r.Entity, r.Level, c.want)
 			}
@@ -80,7 +82,7 @@ func TestPrefixPrecedenceTable(t *testing.T) {
 					r.UserTag, r.ClientTag, r.ClientPrefix, c.userTag, c.clientTag, c.group)
 			}
 			if isSet(c.want) {
-				if v, _ := q.Get(c.want, ProducerByteRate); v != r.Quota {
+				if v, _ := q.Get(c.want, model.ProducerByteRate); v != r.Quota {
 					t.Errorf("quota %v, the entity carries %v", r.Quota, v)
 				}
 			} else if r.Limited() {
@@ -90,15 +92,15 @@ func TestPrefixPrecedenceTable(t *testing.T) {
 	}
 }
 
-func isSet(e Entity) bool { return e.User.IsSet() || e.Client.IsSet() }
+func isSet(e model.Entity) bool { return e.User.IsSet() || e.Client.IsSet() }
 
 // Several client-ids of one prefix share one bucket in the engine: a burst
 // from one throttles the others; a client-id outside the prefix, or with an
 // exact entity, is not touched.
 func TestPrefixGroupSharesOneBucket(t *testing.T) {
-	var q Quotas
-	must(t, q.Set(pfx("bar-"), ProducerByteRate, 1000))
-	must(t, q.Set(ent(none, ex("bar-vip")), ProducerByteRate, 1000))
+	var q model.Quotas
+	must(t, q.Set(pfx("bar-"), model.ProducerByteRate, 1000))
+	must(t, q.Set(ent(none, ex("bar-vip")), model.ProducerByteRate, 1000))
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket})
 	e.SetQuotas(q)
 	// The burst is Q·(N−1)·W = 10 000 bytes: 3 clients of the group take
@@ -123,7 +125,7 @@ func TestPrefixGroupSharesOneBucket(t *testing.T) {
 	for _, u := range e.Usage(at(0)) {
 		if u.ClientIDPrefix {
 			groups++
-			if u.ClientID != "bar-" || u.User != "" || u.Level != LevelClientPrefix || u.Entity != pfx("bar-") {
+			if u.ClientID != "bar-" || u.User != "" || u.Level != model.LevelClientPrefix || u.Entity != pfx("bar-") {
 				t.Errorf("group bucket %+v", u)
 			}
 		}
@@ -133,7 +135,7 @@ func TestPrefixGroupSharesOneBucket(t *testing.T) {
 	}
 	// A client-id spelled like the prefix, with an exact entity, has a
 	// bucket apart from the group's.
-	must(t, q.Set(ent(none, ex("bar-")), ProducerByteRate, 1000))
+	must(t, q.Set(ent(none, ex("bar-")), model.ProducerByteRate, 1000))
 	e.SetQuotas(q)
 	if d := e.Client("u", "bar-").RecordProduce(4000, at(0)); d != 0 {
 		t.Errorf("client-id \"bar-\" shares the group's bucket: throttled %v", d)
@@ -144,21 +146,21 @@ func TestPrefixGroupSharesOneBucket(t *testing.T) {
 }
 
 func TestPrefixEntityValidation(t *testing.T) {
-	var q Quotas
-	for _, e := range []Entity{
-		{Client: Prefix("")},
-		{User: Exact("u"), Client: Prefix("p")},
-		{User: Default(), Client: Prefix("p")},
-		{User: Prefix("u")},
+	var q model.Quotas
+	for _, e := range []model.Entity{
+		{Client: model.Prefix("")},
+		{User: model.Exact("u"), Client: model.Prefix("p")},
+		{User: model.Default(), Client: model.Prefix("p")},
+		{User: model.Prefix("u")},
 	} {
-		if err := q.Set(e, ProducerByteRate, 1); err == nil {
+		if err := q.Set(e, model.ProducerByteRate, 1); err == nil {
 			t.Errorf("Set(%v) accepted", e)
 		}
 	}
 	if s := pfx("a\"b").String(); s != `client-id-prefix="a\"b"` {
 		t.Errorf("String = %s", s)
 	}
-	if l := pfx("x").Level(); l != LevelClientPrefix || l.String() != "client-id-prefix" {
+	if l := pfx("x").Level(); l != model.LevelClientPrefix || l.String() != "client-id-prefix" {
 		t.Errorf("Level = %v", l)
 	}
 }
@@ -166,10 +168,10 @@ func TestPrefixEntityValidation(t *testing.T) {
 // A client choosing a very long client-id costs one probe per distinct
 // prefix length, not one per byte.
 func TestPrefixLongClientID(t *testing.T) {
-	var q Quotas
-	must(t, q.Set(pfx("x"), ProducerByteRate, 1))
+	var q model.Quotas
+	must(t, q.Set(pfx("x"), model.ProducerByteRate, 1))
 	long := strings.Repeat("x", 32767)
-	if r := q.Resolve(ProducerByteRate, "u", long); r.Entity != pfx("x") {
+	if r := q.Resolve(model.ProducerByteRate, "u", long); r.Entity != pfx("x") {
 		t.Errorf("long client-id: %v", r.Entity)
 	}
 }

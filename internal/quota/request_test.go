@@ -3,6 +3,8 @@ package quota
 import (
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Kafka's ClientRequestQuotaManagerTest.testRequestPercentageQuotaViolation,
@@ -12,7 +14,7 @@ import (
 // bounded by the window.
 func TestRequestQuotaKafkaVector(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, RequestPercentage, entry{ent(ex("ANONYMOUS"), ex("test-client")), 1}))
+	e.SetQuotas(quotasOf(t, model.RequestPercentage, entry{ent(ex("ANONYMOUS"), ex("test-client")), 1}))
 	c := e.Client("ANONYMOUS", "test-client")
 	now := int64(0)
 	record := func(d time.Duration) time.Duration { return c.RecordRequest(d, at(now)) }
@@ -76,13 +78,13 @@ func TestRequestQuotaThrottleBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEngine(t, tc.cfg)
-			e.SetQuotas(quotasOf(t, RequestPercentage, entry{ent(none, deflt), 5}))
+			e.SetQuotas(quotasOf(t, model.RequestPercentage, entry{ent(none, deflt), 5}))
 			c := e.Client("u", "c")
 			// 10 s of thread time at once: 1000% over ≥ 10 s, 200 × Q.
 			if got := c.RecordRequest(10*time.Second, at(0)); got != tc.want {
 				t.Errorf("throttle %v, want %v", got, tc.want)
 			}
-			if got := c.Hold(RequestPercentage, at(1)); tc.cfg.SharedDeadline && got != tc.want-time.Millisecond {
+			if got := c.Hold(model.RequestPercentage, at(1)); tc.cfg.SharedDeadline && got != tc.want-time.Millisecond {
 				t.Errorf("hold %v, want the rest of the deadline", got)
 			} else if !tc.cfg.SharedDeadline && got != 0 {
 				t.Errorf("hold %v without a shared deadline", got)
@@ -96,7 +98,7 @@ func TestRequestQuotaThrottleBound(t *testing.T) {
 // violation); a millisecond more is.
 func TestRequestQuotaUnit(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{})
-	e.SetQuotas(quotasOf(t, RequestPercentage, entry{ent(none, deflt), 50}))
+	e.SetQuotas(quotasOf(t, model.RequestPercentage, entry{ent(none, deflt), 50}))
 	c := e.Client("u", "c")
 	// 50% of a thread over the first (N−1)·W = 10 s is 5 s.
 	if got := c.RecordRequest(5*time.Second, at(0)); got != 0 {

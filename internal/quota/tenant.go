@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Tenants nest over Kafka's levels (docs/quotas.md, "Tenants"): a tenant is
@@ -26,11 +28,11 @@ import (
 // TenantKeys are the keys a tenant may have a ceiling for: the byte rates
 // and the mutation rate. request_percentage has none (a principal's share
 // of broker time is its own quota's business).
-var TenantKeys = []Key{ProducerByteRate, ConsumerByteRate, ControllerMutationRate}
+var TenantKeys = []model.Key{model.ProducerByteRate, model.ConsumerByteRate, model.ControllerMutationRate}
 
 // tenantKey reports whether k may carry a tenant ceiling.
-func tenantKey(k Key) bool {
-	return k == ProducerByteRate || k == ConsumerByteRate || k == ControllerMutationRate
+func tenantKey(k model.Key) bool {
+	return k == model.ProducerByteRate || k == model.ConsumerByteRate || k == model.ControllerMutationRate
 }
 
 // Tenant is one tenant: who belongs and its ceilings.
@@ -49,12 +51,12 @@ type Tenant struct {
 	Match func(principal string) bool
 	// Ceilings are the tenant's shared quotas, per key of TenantKeys;
 	// an absent key has none.
-	Ceilings map[Key]float64
+	Ceilings map[model.Key]float64
 	// Options apply to the tenant as a whole: Shadow makes every ceiling
 	// shadow (computed, shown, not applied); Burst is the ceiling's
 	// start-up burst in seconds of ceiling (absent: Kafka's, as for a
 	// client bucket).
-	Options Options
+	Options model.Options
 }
 
 // MaxTenantName bounds a tenant's name (it is a store key and a label).
@@ -98,31 +100,21 @@ func NewTenantSet(ts []Tenant) (*TenantSet, error) {
 			continue
 		}
 		s.byName[t.Name] = i
-		for _, p := range t.Principals {
-			if p == "" {
-				bad("an empty principal")
-				continue
-			}
-			if j, dup := s.exact[p]; dup {
-				bad("principal %q is also listed by tenant %q: a principal belongs to one tenant", p, sorted[j].Name)
-				continue
-			}
-			s.exact[p] = i
-		}
-		for _, p := range t.Prefixes {
-			if p == "" {
-				bad("an empty principal prefix (it would take every principal)")
-				continue
-			}
-			if j, dup := s.prefix[p]; dup {
-				bad("principal prefix %q is also given by tenant %q", p, sorted[j].Name)
-				continue
-			}
-			s.prefix[p] = i
-			if !slices.Contains(s.plens, len(p)) {
-				s.plens = append(s.plens, len(p))
+		// claim gives the tenant each of ps in m: none may be empty, nor
+		// another's already (taken says so of it and the other tenant).
+		claim := func(m map[string]int, ps []string, empty, taken string) {
+			for _, p := range ps {
+				if p == "" {
+					bad("%s", empty)
+				} else if j, dup := m[p]; dup {
+					bad(taken, p, sorted[j].Name)
+				} else {
+					m[p] = i
+				}
 			}
 		}
+		claim(s.exact, t.Principals, "an empty principal", "principal %q is also listed by tenant %q: a principal belongs to one tenant")
+		claim(s.prefix, t.Prefixes, "an empty principal prefix (it would take every principal)", "principal prefix %q is also given by tenant %q")
 		if t.Match != nil {
 			s.ruled = append(s.ruled, i)
 		}
@@ -134,12 +126,12 @@ func NewTenantSet(ts []Tenant) (*TenantSet, error) {
 				bad("the %v ceiling must be greater than 0 and finite", k)
 			}
 		}
-		if o := t.Options; o.HasBurst && !(o.Burst >= 0 && o.Burst <= MaxBurstSeconds) {
-			bad("burst_seconds %v is not from 0 to %d", o.Burst, MaxBurstSeconds)
+		if o := t.Options; o.HasBurst && !(o.Burst >= 0 && o.Burst <= model.MaxBurstSeconds) {
+			bad("burst_seconds %v is not from 0 to %d", o.Burst, model.MaxBurstSeconds)
 		}
 		c := t
 		c.Principals, c.Prefixes = slices.Clone(t.Principals), slices.Clone(t.Prefixes)
-		c.Ceilings = make(map[Key]float64, len(t.Ceilings))
+		c.Ceilings = make(map[model.Key]float64, len(t.Ceilings))
 		for k, v := range t.Ceilings {
 			c.Ceilings[k] = v
 		}
@@ -147,6 +139,11 @@ func NewTenantSet(ts []Tenant) (*TenantSet, error) {
 			c.Options.Burst = 0
 		}
 		s.tenants = append(s.tenants, c)
+	}
+	for p := range s.prefix {
+		if !slices.Contains(s.plens, len(p)) {
+			s.plens = append(s.plens, len(p))
+		}
 	}
 	slices.SortFunc(s.plens, func(a, b int) int { return cmp.Compare(b, a) })
 	if err := errors.Join(errs...); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 func tenantSet(t testing.TB, ts ...Tenant) *TenantSet {
@@ -18,10 +20,10 @@ func tenantSet(t testing.TB, ts ...Tenant) *TenantSet {
 	return s
 }
 
-func ceilings(kv ...any) map[Key]float64 {
-	m := map[Key]float64{}
+func ceilings(kv ...any) map[model.Key]float64 {
+	m := map[model.Key]float64{}
 	for i := 0; i < len(kv); i += 2 {
-		m[kv[i].(Key)] = kv[i+1].(float64)
+		m[kv[i].(model.Key)] = kv[i+1].(float64)
 	}
 	return m
 }
@@ -68,11 +70,11 @@ func TestTenantSetRefuses(t *testing.T) {
 		{[]Tenant{{Name: "a", Principals: []string{""}}}, "empty principal"},
 		{[]Tenant{{Name: "a", Prefixes: []string{""}}}, "empty principal prefix"},
 		{[]Tenant{{Name: "a", Prefixes: []string{"p"}}, {Name: "b", Prefixes: []string{"p"}}}, "also given by tenant"},
-		{[]Tenant{{Name: "a", Ceilings: ceilings(RequestPercentage, 10.0)}}, "takes no tenant ceiling"},
-		{[]Tenant{{Name: "a", Ceilings: ceilings(ProducerByteRate, 0.0)}}, "greater than 0"},
-		{[]Tenant{{Name: "a", Ceilings: ceilings(ProducerByteRate, math.NaN())}}, "greater than 0"},
-		{[]Tenant{{Name: "a", Ceilings: ceilings(ProducerByteRate, math.Inf(1))}}, "greater than 0"},
-		{[]Tenant{{Name: "a", Options: Options{HasBurst: true, Burst: -1}}}, "burst_seconds"},
+		{[]Tenant{{Name: "a", Ceilings: ceilings(model.RequestPercentage, 10.0)}}, "takes no tenant ceiling"},
+		{[]Tenant{{Name: "a", Ceilings: ceilings(model.ProducerByteRate, 0.0)}}, "greater than 0"},
+		{[]Tenant{{Name: "a", Ceilings: ceilings(model.ProducerByteRate, math.NaN())}}, "greater than 0"},
+		{[]Tenant{{Name: "a", Ceilings: ceilings(model.ProducerByteRate, math.Inf(1))}}, "greater than 0"},
+		{[]Tenant{{Name: "a", Options: model.Options{HasBurst: true, Burst: -1}}}, "burst_seconds"},
 	} {
 		_, err := NewTenantSet(c.ts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -144,7 +146,7 @@ func (s *sim) run(untilMs int64) {
 			c.at += hold.Milliseconds() + s.rtt
 			c.phase = 1
 		case 1:
-			c.resp.Release(ProducerByteRate, c.reserved, now)
+			c.resp.Release(model.ProducerByteRate, c.reserved, now)
 			t := c.resp.RecordProduce(c.size, now)
 			sec := int(c.at / 1000)
 			b := s.bytes[c.user]
@@ -186,7 +188,7 @@ func nearly(t *testing.T, what string, got, want, tol float64) {
 	}
 }
 
-func tenantEngine(t testing.TB, q Quotas, ts ...Tenant) *Engine {
+func tenantEngine(t testing.TB, q model.Quotas, ts ...Tenant) *Engine {
 	t.Helper()
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
 	e.SetQuotas(q)
@@ -202,13 +204,13 @@ const tc = 1 << 20 // a tenant ceiling, B/s
 // principal gets its fair share C/10 (within ±10 %), never more than its
 // own quota.
 func TestTenantTenPrincipalsShareTheCeiling(t *testing.T) {
-	var q Quotas
-	must(t, q.Set(UserEntity(Default()), ProducerByteRate, 0.3*tc))
+	var q model.Quotas
+	must(t, q.Set(model.UserEntity(model.Default()), model.ProducerByteRate, 0.3*tc))
 	var users []string
 	for i := range 10 {
 		users = append(users, fmt.Sprintf("u%d", i))
 	}
-	e := tenantEngine(t, q, Tenant{Name: "t", Principals: users, Ceilings: ceilings(ProducerByteRate, float64(tc))})
+	e := tenantEngine(t, q, Tenant{Name: "t", Principals: users, Ceilings: ceilings(model.ProducerByteRate, float64(tc))})
 	s := newSim(e)
 	for i, u := range users {
 		// Uneven clients: 1 to 3 connections, 16 to 64 KiB requests.
@@ -235,11 +237,11 @@ func TestTenantTenPrincipalsShareTheCeiling(t *testing.T) {
 // quota of 0.4 C it gets 0.4 C; without one, C.
 func TestTenantAloneUsesTheCeiling(t *testing.T) {
 	for _, own := range []float64{0.4 * tc, 0} {
-		var q Quotas
+		var q model.Quotas
 		if own > 0 {
-			must(t, q.Set(UserEntity(Exact("solo")), ProducerByteRate, own))
+			must(t, q.Set(model.UserEntity(model.Exact("solo")), model.ProducerByteRate, own))
 		}
-		e := tenantEngine(t, q, Tenant{Name: "t", Principals: []string{"solo", "idle"}, Ceilings: ceilings(ProducerByteRate, float64(tc))})
+		e := tenantEngine(t, q, Tenant{Name: "t", Principals: []string{"solo", "idle"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc))})
 		s := newSim(e)
 		s.conn("solo", 32<<10, 0, 45_000, 0)
 		s.conn("solo", 32<<10, 0, 45_000, 0)
@@ -256,7 +258,7 @@ func TestTenantAloneUsesTheCeiling(t *testing.T) {
 // two heavy ones share; and the heavy one with four connections cannot
 // starve the one with one below the fair share.
 func TestTenantBorrowsIdleCapacity(t *testing.T) {
-	e := tenantEngine(t, Quotas{}, Tenant{Name: "t", Principals: []string{"light", "heavy", "greedy"}, Ceilings: ceilings(ProducerByteRate, float64(tc))})
+	e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"light", "heavy", "greedy"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc))})
 	s := newSim(e)
 	s.conn("light", 16<<10, 0, 45_000, 160) // 100 KiB/s: 0.1 C
 	s.conn("heavy", 32<<10, 0, 45_000, 0)
@@ -277,11 +279,11 @@ func TestTenantBorrowsIdleCapacity(t *testing.T) {
 // a principal outside every tenant is untouched by the ceilings, and a
 // shadow tenant throttles nothing but counts what it would have done.
 func TestTenantNestingAndShadow(t *testing.T) {
-	var q Quotas
-	must(t, q.Set(UserEntity(Exact("small")), ProducerByteRate, 0.1*tc))
+	var q model.Quotas
+	must(t, q.Set(model.UserEntity(model.Exact("small")), model.ProducerByteRate, 0.1*tc))
 	e := tenantEngine(t, q,
-		Tenant{Name: "t", Principals: []string{"small", "big"}, Ceilings: ceilings(ProducerByteRate, float64(tc))},
-		Tenant{Name: "s", Principals: []string{"shadowed"}, Ceilings: ceilings(ProducerByteRate, float64(tc)), Options: Options{Shadow: true}},
+		Tenant{Name: "t", Principals: []string{"small", "big"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc))},
+		Tenant{Name: "s", Principals: []string{"shadowed"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc)), Options: model.Options{Shadow: true}},
 	)
 	s := newSim(e)
 	s.conn("small", 16<<10, 0, 45_000, 0)
@@ -312,11 +314,11 @@ func TestTenantNestingAndShadow(t *testing.T) {
 // its first second; Kafka's burst otherwise.
 func TestTenantBurst(t *testing.T) {
 	for _, burst := range []*float64{nil, ptr(0.0)} {
-		o := Options{}
+		o := model.Options{}
 		if burst != nil {
-			o = Options{HasBurst: true, Burst: *burst}
+			o = model.Options{HasBurst: true, Burst: *burst}
 		}
-		e := tenantEngine(t, Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(ProducerByteRate, float64(tc)), Options: o})
+		e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc)), Options: o})
 		s := newSim(e)
 		s.conn("a", 16<<10, 0, 20_000, 0)
 		s.conn("b", 16<<10, 0, 20_000, 0)
@@ -337,7 +339,7 @@ func ptr[T any](v T) *T { return &v }
 // A changed ceiling applies to the tenant's history; removing the tenant
 // frees its principals; a principal moved to another tenant follows.
 func TestTenantChanges(t *testing.T) {
-	e := tenantEngine(t, Quotas{}, Tenant{Name: "t", Principals: []string{"a"}, Ceilings: ceilings(ProducerByteRate, float64(tc))})
+	e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"a"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc))})
 	c := e.Client("a", "x")
 	for ms := int64(0); ms < 12_000; ms += 100 {
 		c.RecordProduce(tc/10, at(ms)) // exactly C: the burst stays
@@ -345,14 +347,14 @@ func TestTenantChanges(t *testing.T) {
 	if th := c.RecordProduce(1, at(12_000)); th != 0 {
 		t.Fatalf("at C: throttled %v", th)
 	}
-	e.SetTenants(tenantSet(t, Tenant{Name: "t", Principals: []string{"a"}, Ceilings: ceilings(ProducerByteRate, tc/4.0)}), at(12_000))
+	e.SetTenants(tenantSet(t, Tenant{Name: "t", Principals: []string{"a"}, Ceilings: ceilings(model.ProducerByteRate, tc/4.0)}), at(12_000))
 	for ms := int64(12_000); ms < 30_000; ms += 100 {
 		c.RecordProduce(tc/10, at(ms))
 	}
 	if th := c.RecordProduce(1, at(30_000)); th == 0 {
 		t.Fatal("a lowered ceiling did not throttle at 4 × it")
 	}
-	e.SetTenants(tenantSet(t, Tenant{Name: "u", Principals: []string{"b"}, Ceilings: ceilings(ProducerByteRate, tc/4.0)}), at(30_000))
+	e.SetTenants(tenantSet(t, Tenant{Name: "u", Principals: []string{"b"}, Ceilings: ceilings(model.ProducerByteRate, tc/4.0)}), at(30_000))
 	if th := c.RecordProduce(tc, at(30_000)); th != 0 {
 		t.Fatalf("a principal of a removed tenant throttled %v", th)
 	}
@@ -369,9 +371,9 @@ func TestTenantChanges(t *testing.T) {
 // the tenant's ceiling binds and the principal has used its share, even
 // without a quota of its own.
 func TestTenantMutations(t *testing.T) {
-	e := tenantEngine(t, Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(ControllerMutationRate, 2.0)})
+	e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(model.ControllerMutationRate, 2.0)})
 	c := e.Client("a", "x")
-	if !e.TenantsLimit(ControllerMutationRate) || e.TenantsLimit(ProducerByteRate) {
+	if !e.TenantsLimit(model.ControllerMutationRate) || e.TenantsLimit(model.ProducerByteRate) {
 		t.Fatal("TenantsLimit")
 	}
 	// The burst: N·W·Q = 22 partitions, then a share of one window.
@@ -397,26 +399,26 @@ func TestTenantMutations(t *testing.T) {
 // Fetches: the tenant clamps max_bytes to what its principal may take
 // while the ceiling binds, and holds a throttled principal.
 func TestTenantFetchClampAndHold(t *testing.T) {
-	e := tenantEngine(t, Quotas{}, Tenant{Name: "t", Principals: []string{"a"}, Ceilings: ceilings(ConsumerByteRate, float64(tc))})
+	e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"a"}, Ceilings: ceilings(model.ConsumerByteRate, float64(tc))})
 	c := e.Client("a", "x")
 	clamp, res := c.ReserveFetch(math.MaxInt32, at(0))
 	if clamp != 10*tc || res != int64(clamp) {
 		t.Fatalf("first fetch: clamp %d reserved %d, want the ceiling's burst %d", clamp, res, 10*tc)
 	}
-	c.Release(ConsumerByteRate, res, at(1))
+	c.Release(model.ConsumerByteRate, res, at(1))
 	c.RecordFetch(int(clamp), at(1)) // the burst: borrowed, not throttled
 	th := c.RecordFetch(2*tc, at(2)) // two seconds past it
 	if th <= 0 {
 		t.Fatalf("past the ceiling: no throttle")
 	}
-	if h := c.Hold(ConsumerByteRate, at(3)); h <= 0 {
+	if h := c.Hold(model.ConsumerByteRate, at(3)); h <= 0 {
 		t.Fatalf("no hold while throttled")
 	}
 	clamp, res = c.ReserveFetch(math.MaxInt32, at(1000))
 	if clamp > tc || clamp < 1 {
 		t.Fatalf("fetch while the ceiling binds: clamp %d", clamp)
 	}
-	c.Release(ConsumerByteRate, res, at(5001))
+	c.Release(model.ConsumerByteRate, res, at(5001))
 	if got := c.FetchMaxBytes(at(5001)); got > 10*tc {
 		t.Fatalf("FetchMaxBytes %d", got)
 	}
@@ -426,7 +428,7 @@ func TestTenantFetchClampAndHold(t *testing.T) {
 // however many principals a prefix lets in.
 func TestTenantMembersBounded(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true, MaxBuckets: 100})
-	e.SetTenants(tenantSet(t, Tenant{Name: "t", Prefixes: []string{"svc-"}, Ceilings: ceilings(ProducerByteRate, float64(tc))}), at(0))
+	e.SetTenants(tenantSet(t, Tenant{Name: "t", Prefixes: []string{"svc-"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc))}), at(0))
 	for i := range 1000 {
 		e.Client(fmt.Sprintf("svc-%d", i), "x").RecordProduce(100, at(int64(i)))
 	}
@@ -446,7 +448,7 @@ func TestTenantMembersBounded(t *testing.T) {
 // both get C in total, and the report names the tenant's buckets.
 func TestTenantExchange(t *testing.T) {
 	mk := func() *Engine {
-		e := tenantEngine(t, Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(ProducerByteRate, float64(tc))})
+		e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(model.ProducerByteRate, float64(tc))})
 		e.JoinCluster(500*time.Millisecond, at(0))
 		e.Tick(ClusterTick{Live: 2, Connected: true, Decided: true}, at(0))
 		return e

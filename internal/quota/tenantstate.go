@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/rate"
 )
 
@@ -61,7 +62,7 @@ type tenantState struct {
 	name string
 	// ceil are the ceilings' buckets, one per tenant key (quota
 	// Unlimited where the tenant has none), nil for other keys.
-	ceil [numKeys]*bucket
+	ceil [model.NumKeys]*bucket
 	// shareBurst is a share's burst in seconds (shareBurstOf).
 	shareBurst float64
 	windowMs   int64 // the activity window, (N−1)·W
@@ -72,15 +73,15 @@ type tenantState struct {
 	mu         sync.Mutex // guards members and nextExpire
 	members    map[string]*member
 	nextExpire int64
-	limited    [numKeys]bool // keys with a ceiling, as members' shares were made
+	limited    [model.NumKeys]bool // keys with a ceiling, as members' shares were made
 }
 
 // member is one principal's part of a tenant.
 type member struct {
 	user   string
-	share  [numKeys]*bucket // nil for keys without a ceiling
-	lastMs atomic.Int64     // last record, ms
-	dead   atomic.Bool      // dropped from the tenant: resolve again
+	share  [model.NumKeys]*bucket // nil for keys without a ceiling
+	lastMs atomic.Int64           // last record, ms
+	dead   atomic.Bool            // dropped from the tenant: resolve again
 }
 
 // tenantRef is a Client's cached tenant, good while gen is unchanged and
@@ -148,7 +149,7 @@ func (e *Engine) newTenantState(t Tenant, nowMs int64) *tenantState {
 	for _, k := range TenantKeys {
 		q, ok := t.Ceilings[k]
 		if !ok {
-			q = Unlimited
+			q = model.Unlimited
 		}
 		b := &bucket{key: k, quota: q, created: nowMs, lastActive: nowMs, rslot: -1,
 			shadow: t.Options.Shadow, hasBurst: t.Options.HasBurst, burst: t.Options.Burst}
@@ -167,7 +168,7 @@ func (e *Engine) newTenantState(t Tenant, nowMs int64) *tenantState {
 // of a client running at its fair share, which a share without any would
 // lose. It bounds how far below zero the shares together take the
 // ceiling's bucket (slack).
-func (ts *tenantState) shareBurstOf(Options) float64 {
+func (ts *tenantState) shareBurstOf(model.Options) float64 {
 	return float64(ts.e.windowMs) / 5000
 }
 
@@ -175,7 +176,7 @@ func (ts *tenantState) shareBurstOf(Options) float64 {
 // fresh token bucket of burstSec seconds, whatever the client buckets'
 // algorithm, and the sampled rate its key's metrics use.
 func (e *Engine) initTenantAccounting(b *bucket, burstSec float64) {
-	if b.key == ControllerMutationRate {
+	if b.key == model.ControllerMutationRate {
 		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
 		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)
@@ -194,7 +195,7 @@ func (e *Engine) updateTenantState(ts *tenantState, t Tenant) {
 	for _, k := range TenantKeys {
 		q, ok := t.Ceilings[k]
 		if !ok {
-			q = Unlimited
+			q = model.Unlimited
 		}
 		if ok != ts.limited[k] {
 			keysChanged = true
@@ -203,7 +204,7 @@ func (e *Engine) updateTenantState(ts *tenantState, t Tenant) {
 		b := ts.ceil[k]
 		b.mu.Lock()
 		o := t.Options
-		reset := b.shadow != o.Shadow || (b.quota >= Unlimited) != (q >= Unlimited)
+		reset := b.shadow != o.Shadow || (b.quota >= model.Unlimited) != (q >= model.Unlimited)
 		burst := b.hasBurst != o.HasBurst || b.burst != o.Burst
 		if b.quota != q {
 			b.until = 0
@@ -416,7 +417,7 @@ func (c *Client) tenant(nowMs int64) (*tenantState, *member) {
 
 // lockCeil returns the tenant's bucket for k locked when k has a live
 // ceiling, nil otherwise.
-func (ts *tenantState) lockCeil(k Key) *bucket {
+func (ts *tenantState) lockCeil(k model.Key) *bucket {
 	if ts == nil || !k.Valid() {
 		return nil
 	}
@@ -425,7 +426,7 @@ func (ts *tenantState) lockCeil(k Key) *bucket {
 		return nil
 	}
 	b.mu.Lock()
-	if b.dead || b.quota >= Unlimited {
+	if b.dead || b.quota >= model.Unlimited {
 		b.mu.Unlock()
 		return nil
 	}
@@ -433,7 +434,7 @@ func (ts *tenantState) lockCeil(k Key) *bucket {
 }
 
 // lockShare returns m's share bucket for k locked, nil without one.
-func (m *member) lockShare(k Key) *bucket {
+func (m *member) lockShare(k model.Key) *bucket {
 	if m == nil {
 		return nil
 	}
@@ -461,7 +462,7 @@ type tenantLayer struct {
 // lock locks the ceiling's bucket of k, then the member's share: the
 // one order of the tenant's locks. A recording call counts its principal
 // active first, even when k has no ceiling.
-func (l *tenantLayer) lock(k Key, nowMs int64, record bool) bool {
+func (l *tenantLayer) lock(k model.Key, nowMs int64, record bool) bool {
 	ts, m := l.c.tenant(nowMs)
 	if ts == nil {
 		return false
@@ -754,7 +755,7 @@ func (e *Engine) applyTenantRemote(d Delta, nowMs int64) {
 
 // TenantsLimit reports whether some tenant has a ceiling for k (the quota
 // filter skips decoding mutations when nothing limits them).
-func (e *Engine) TenantsLimit(k Key) bool {
+func (e *Engine) TenantsLimit(k model.Key) bool {
 	for _, t := range e.Tenants().Tenants() {
 		if _, ok := t.Ceilings[k]; ok {
 			return true

@@ -4,13 +4,15 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // TenantUsage is one tenant's ceiling for one key, for metrics and the
 // admin API.
 type TenantUsage struct {
 	Tenant string
-	Key    Key
+	Key    model.Key
 	// Ceiling is the tenant's quota for Key; Rate its principals' rate
 	// together (Kafka's sampled rate), Utilization Rate ÷ Ceiling. In a
 	// Tollgate cluster, the whole cluster's, as this instance knows it.
@@ -29,14 +31,14 @@ type TenantUsage struct {
 	// Shadow: the tenant is in shadow mode; Shadowed is what it would
 	// have throttled.
 	Shadow   bool
-	Shadowed ShadowStats
-	Options  Options
+	Shadowed model.ShadowStats
+	Options  model.Options
 }
 
 // MemberUsage is one principal's part of a tenant's ceiling for one key.
 type MemberUsage struct {
 	Principal string
-	Key       Key
+	Key       model.Key
 	// Charged is the rate charged to the principal's fair share (what it
 	// sent while the ceiling bound), per second.
 	Charged float64
@@ -59,14 +61,14 @@ func (e *Engine) TenantUsage(now time.Time) []TenantUsage {
 		for _, k := range TenantKeys {
 			b := ts.ceil[k]
 			b.mu.Lock()
-			if b.quota >= Unlimited {
+			if b.quota >= model.Unlimited {
 				b.mu.Unlock()
 				continue
 			}
 			u := TenantUsage{Tenant: ts.name, Key: k, Ceiling: b.quota, Active: active,
 				FairShare: b.quota / float64(max(active, 1)), Tokens: b.tokens.Peek(nowMs),
 				Throttles: b.throttles, ThrottleTotal: ms(b.throttleMs), Shadow: b.shadow, Shadowed: b.sh.stats(),
-				Options: Options{Shadow: b.shadow, HasBurst: b.hasBurst, Burst: b.burst}}
+				Options: model.Options{Shadow: b.shadow, HasBurst: b.hasBurst, Burst: b.burst}}
 			u.Rate, _ = b.rate.Peek(nowMs)
 			u.Utilization = u.Rate / b.quota
 			b.mu.Unlock()

@@ -3,6 +3,8 @@ package quota
 import (
 	"testing"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 func TestParseByteRateAlgorithm(t *testing.T) {
@@ -24,7 +26,7 @@ func TestParseByteRateAlgorithm(t *testing.T) {
 // the deficit at −tokens/Q.
 func TestTokenBucketByteRateBurstAndThrottle(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket})
-	e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+	e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 	if d := e.Client("u", "c").RecordProduce(10000, at(0)); d != 0 {
 		t.Fatalf("the 10 000 B burst (Q·(N−1)·W) was throttled %v", d)
 	}
@@ -43,14 +45,14 @@ func TestTokenBucketByteRateBurstAndThrottle(t *testing.T) {
 		want time.Duration
 	}{{ByteRateTokenBucket, 0}, {ByteRateSampled, 2501 * time.Millisecond}} {
 		x := newTestEngine(t, EngineConfig{ByteRate: c.a})
-		x.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000}))
+		x.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000}))
 		x.Client("u", "c").RecordProduce(10001, at(0))
 		if d := x.Client("u", "c").RecordProduce(2500, at(5000)); d != c.want {
 			t.Fatalf("%v: throttle %v, want %v", c.a, d, c.want)
 		}
 	}
 	// Taking bytes back (a fetch answered empty) gives the tokens back.
-	e.Client("u", "c").Unrecord(ProducerByteRate, 2001, at(500))
+	e.Client("u", "c").Unrecord(model.ProducerByteRate, 2001, at(500))
 	if d := e.Client("u", "c").RecordProduce(1, at(500)); d != time.Millisecond {
 		t.Fatalf("after the unrecord: throttle %v, want 1ms", d)
 	}
@@ -89,7 +91,7 @@ func TestTokenBucketByteRateSteadyAfterStartUp(t *testing.T) {
 	const q = 100_000
 	for _, a := range []ByteRateAlgorithm{ByteRateTokenBucket, ByteRateSampled} {
 		e := newTestEngine(t, EngineConfig{ByteRate: a})
-		e.SetQuotas(quotasOf(t, ProducerByteRate, entry{ent(deflt, none), q}))
+		e.SetQuotas(quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), q}))
 		secs := greedy(e, 16<<10, 120*time.Second)
 		if got := secs[0]; got < 10*q {
 			t.Fatalf("%v: the first second carried %.0f B, want the Q·(N−1)·W burst", a, got)
@@ -136,8 +138,8 @@ func abs(x float64) float64 {
 // tokens, as they count against the window's room in the sampled mode.
 func TestTokenBucketByteRateInFlight(t *testing.T) {
 	e := newTestEngine(t, EngineConfig{ByteRate: ByteRateTokenBucket, SharedDeadline: true})
-	q := quotasOf(t, ProducerByteRate, entry{ent(deflt, none), 1000})
-	if err := q.Set(ent(deflt, none), ConsumerByteRate, 1000); err != nil {
+	q := quotasOf(t, model.ProducerByteRate, entry{ent(deflt, none), 1000})
+	if err := q.Set(ent(deflt, none), model.ConsumerByteRate, 1000); err != nil {
 		t.Fatal(err)
 	}
 	e.SetQuotas(q)
@@ -149,7 +151,7 @@ func TestTokenBucketByteRateInFlight(t *testing.T) {
 	if h2, _ := e.Client("u", "c").HoldProduce(1, at(0)); h2 != 5*time.Second {
 		t.Fatalf("pipelined: hold %v, want 5s", h2)
 	}
-	e.Client("u", "c").Release(ProducerByteRate, r1, at(0))
+	e.Client("u", "c").Release(model.ProducerByteRate, r1, at(0))
 
 	c1, _ := e.Client("u", "c").ReserveFetch(50<<20, at(0))
 	if c1 != 10000 {

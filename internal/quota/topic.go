@@ -3,23 +3,25 @@ package quota
 import (
 	"math"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // TopicQuotas reports whether some per-topic quota carries key k: only
 // then need a request's topics be read. It is one atomic load.
-func (e *Engine) TopicQuotas(k Key) bool {
-	return k.ByteRate() && e.mgr[numKeys+k].view.Load().enabled
+func (e *Engine) TopicQuotas(k model.Key) bool {
+	return k.ByteRate() && e.mgr[model.NumKeys+k].view.Load().enabled
 }
 
 // ResolveTopic is Resolve for a per-topic quota: the quota that applies to
 // (user, clientID) on topic, with its bucket's rate. It creates nothing.
-func (e *Engine) ResolveTopic(k Key, user, clientID, topic string, now time.Time) Resolution {
+func (e *Engine) ResolveTopic(k model.Key, user, clientID, topic string, now time.Time) model.Resolution {
 	if !k.Valid() {
-		return Resolution{Key: k, Quota: Unlimited}
+		return model.Resolution{Key: k, Quota: model.Unlimited}
 	}
 	e.mu.Lock()
 	r := e.quotas.ResolveTopic(k, user, clientID, topic)
-	b := e.mgr[numKeys+k].buckets[tags{User: r.UserTag, Client: r.ClientTag, Prefix: r.ClientPrefix,
+	b := e.mgr[model.NumKeys+k].buckets[model.Tags{User: r.UserTag, Client: r.ClientTag, Prefix: r.ClientPrefix,
 		Topic: r.TopicTag, TopicPrefix: r.TopicPrefix}]
 	e.mu.Unlock()
 	if b == nil || !r.Limited() {
@@ -45,12 +47,12 @@ type topicCached struct {
 // topicBucket returns the client's per-topic bucket of k for topic, nil
 // when no per-topic quota applies to it. Steady traffic is one map lookup
 // in the client's own cache, without allocating.
-func (c *Client) topicBucket(k Key, topic []byte, nowMs int64) *bucket {
+func (c *Client) topicBucket(k model.Key, topic []byte, nowMs int64) *bucket {
 	if !k.ByteRate() {
 		return nil
 	}
 	c.e.maybeSweep(nowMs)
-	m := &c.e.mgr[numKeys+k]
+	m := &c.e.mgr[model.NumKeys+k]
 	g := m.gen.Load()
 	cm := c.tcache[k]
 	if tc, ok := cm[string(topic)]; ok && tc.gen == g {
@@ -76,7 +78,7 @@ func (c *Client) topicLayers(topic []byte) []layer {
 // k (producer_byte_rate or consumer_byte_rate) and returns the throttle,
 // 0 when no per-topic quota applies to the topic. It records, and
 // throttles, as RecordProduce and RecordFetch do.
-func (c *Client) RecordTopic(k Key, topic []byte, bytes int, now time.Time) time.Duration {
+func (c *Client) RecordTopic(k model.Key, topic []byte, bytes int, now time.Time) time.Duration {
 	t := recordAll(c.topicLayers(topic), k, float64(bytes), now.UnixMilli(), c.e.maxThrottleMs)
 	c.top.topic = nil
 	return ms(t)
@@ -86,7 +88,7 @@ func (c *Client) RecordTopic(k Key, topic []byte, bytes int, now time.Time) time
 // is forwarded: the rest of its per-topic bucket's throttle, whichever
 // connection it came on (SharedDeadline); 0 when no per-topic quota
 // applies.
-func (c *Client) HoldTopic(k Key, topic []byte, now time.Time) time.Duration {
+func (c *Client) HoldTopic(k model.Key, topic []byte, now time.Time) time.Duration {
 	if !c.e.cfg.SharedDeadline {
 		return 0
 	}
@@ -102,7 +104,7 @@ func (c *Client) HoldTopic(k Key, topic []byte, now time.Time) time.Duration {
 // when no per-topic quota applies. Nothing is reserved: the fetch is
 // charged when its response passes.
 func (c *Client) TopicFetchMax(topic []byte, parts int, now time.Time) int32 {
-	v, ok := clampAll(c.topicLayers(topic), ConsumerByteRate, math.Inf(1), now.UnixMilli(), false)
+	v, ok := clampAll(c.topicLayers(topic), model.ConsumerByteRate, math.Inf(1), now.UnixMilli(), false)
 	c.top.topic = nil
 	if !ok {
 		return math.MaxInt32

@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/tollgate/tollgate/internal/quota/model"
 )
 
 // Usage is one live bucket, for metrics. Kafka's equivalent is the pair of
 // sensors <Type>-<userTag>:<clientTag> and <Type>ThrottleTime-….
 type Usage struct {
-	Key Key
+	Key model.Key
 	// User and ClientID are the bucket's tags; "" is an unused dimension.
 	// User is the raw name; Kafka's user tag is Sanitize(User).
 	User, ClientID string
@@ -23,8 +25,8 @@ type Usage struct {
 	TopicPrefix bool
 	// Level and Entity say which configured quota bounds the bucket;
 	// LevelNone with Quota = Unlimited when none does.
-	Level  Level
-	Entity Entity
+	Level  model.Level
+	Entity model.Entity
 	Quota  float64
 	// Rate is the current rate per second (bytes, percent, or partitions)
 	// and Utilization is Rate ÷ Quota, 0 when unlimited. In a Tollgate
@@ -44,10 +46,10 @@ type Usage struct {
 	// Shadow says the bucket's quota is in shadow mode (measured, not
 	// enforced) and Shadowed is what it would have throttled while it was.
 	Shadow   bool
-	Shadowed ShadowStats
+	Shadowed model.ShadowStats
 	// Options are the bucket's entity's options as the bucket applies them
 	// (Options.Shadow is Shadow).
-	Options Options
+	Options model.Options
 	// Created and LastActive are when the bucket was created and last
 	// recorded into.
 	Created, LastActive time.Time
@@ -69,7 +71,7 @@ func (b *bucket) snapshot(nowMs int64, inCluster bool) Usage {
 		Throttles:      b.throttles,
 		ThrottleTotal:  ms(b.throttleMs),
 		Shadow:         b.shadow,
-		Options:        Options{Shadow: b.shadow, Burst: b.burst, HasBurst: b.hasBurst},
+		Options:        model.Options{Shadow: b.shadow, Burst: b.burst, HasBurst: b.hasBurst},
 		Shadowed:       b.sh.stats(),
 		Created:        time.UnixMilli(b.created),
 		LastActive:     time.UnixMilli(b.lastActive),
@@ -79,10 +81,10 @@ func (b *bucket) snapshot(nowMs int64, inCluster bool) Usage {
 	if inCluster {
 		u.InstanceRate = u.Rate * b.instancePart()
 	}
-	if b.key == ControllerMutationRate {
+	if b.key == model.ControllerMutationRate {
 		u.Tokens = b.tokens.Peek(nowMs)
 	}
-	if b.level != LevelNone {
+	if b.level != model.LevelNone {
 		u.Utilization = u.Rate / b.quota
 	}
 	return u
@@ -112,13 +114,13 @@ func (e *Engine) Usage(now time.Time) []Usage {
 // Resolve says which quota applies to (user, clientID) for key k at now:
 // the level and entity, the value, the bucket tags, and the bucket's current
 // rate and utilization. It creates nothing and changes nothing.
-func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution {
+func (e *Engine) Resolve(k model.Key, user, clientID string, now time.Time) model.Resolution {
 	if !k.Valid() {
-		return Resolution{Key: k, Quota: Unlimited}
+		return model.Resolution{Key: k, Quota: model.Unlimited}
 	}
 	e.mu.Lock()
 	r := e.quotas.Resolve(k, user, clientID)
-	b := e.mgr[k].buckets[tags{User: r.UserTag, Client: r.ClientTag, Prefix: r.ClientPrefix}]
+	b := e.mgr[k].buckets[model.Tags{User: r.UserTag, Client: r.ClientTag, Prefix: r.ClientPrefix}]
 	e.mu.Unlock()
 	if b == nil || !r.Enabled {
 		return r
@@ -144,12 +146,12 @@ func (e *Engine) Resolve(k Key, user, clientID string, now time.Time) Resolution
 // each key. It is what a bounded metrics export needs: one pass over the
 // buckets and O(n) memory however many there are. Reading never changes a
 // bucket.
-func (e *Engine) Busiest(now time.Time, n int) (top []Usage, live map[Key]int) {
+func (e *Engine) Busiest(now time.Time, n int) (top []Usage, live map[model.Key]int) {
 	nowMs := now.UnixMilli()
-	live = make(map[Key]int, numKeys)
+	live = make(map[model.Key]int, model.NumKeys)
 	sel := newSmallest(n, busier)
 	e.mu.Lock()
-	for k := range numKeys {
+	for k := range model.NumKeys {
 		live[k] = 0
 	}
 	for i := range e.mgr {

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -67,10 +68,7 @@ func (c Config) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // Subscription is the subscription the settings give every client.
 func (c Config) Subscription() Subscription {
-	s := Subscription{PushInterval: c.PushInterval, Metrics: c.Metrics}
-	if s.PushInterval == 0 {
-		s.PushInterval = DefaultPushInterval
-	}
+	s := Subscription{PushInterval: cmp.Or(c.PushInterval, DefaultPushInterval), Metrics: c.Metrics}
 	if len(s.Metrics) == 0 {
 		s.Metrics = DefaultMetrics
 	}
@@ -79,18 +77,8 @@ func (c Config) Subscription() Subscription {
 
 // Options are the Manager's settings the config gives.
 func (c Config) Options() Options {
-	o := Options{Subscription: c.Subscription(), MaxBytes: c.MaxBytes,
-		MaxClientInstances: c.MaxClientInstances, MaxSeries: c.MaxSeries}
-	if o.MaxBytes == 0 {
-		o.MaxBytes = DefaultMaxBytes
-	}
-	if o.MaxClientInstances == 0 {
-		o.MaxClientInstances = DefaultMaxClientInstances
-	}
-	if o.MaxSeries == 0 {
-		o.MaxSeries = DefaultMaxSeries
-	}
-	return o
+	return Options{Subscription: c.Subscription(), MaxBytes: cmp.Or(c.MaxBytes, DefaultMaxBytes),
+		MaxClientInstances: cmp.Or(c.MaxClientInstances, DefaultMaxClientInstances), MaxSeries: cmp.Or(c.MaxSeries, DefaultMaxSeries)}
 }
 
 // Validate checks the telemetry section offline.
