@@ -147,14 +147,7 @@ func (s *Store) Close() error {
 		clear(s.subs)
 	}
 	s.mu.Unlock()
-	s.dbMu.Lock()
-	defer s.dbMu.Unlock()
-	if s.db == nil {
-		return nil
-	}
-	err := s.db.Close()
-	s.db = nil
-	return err
+	return s.Release()
 }
 
 // ErrReleased is what every read and write returns while the store's file
