@@ -190,10 +190,16 @@ func followUp(ctx context.Context, log *audit.Logger, ev audit.Event, hooked boo
 }
 
 func apiKeyEvent(who Initiator, action, id string, changes []audit.Change) audit.Event {
+	return resourceEvent(who, action, "apikey", id, changes)
+}
+
+// resourceEvent is the audit event of an action on one of the control
+// plane's own resources (an API key, a tenant).
+func resourceEvent(who Initiator, action, typ, name string, changes []audit.Change) audit.Event {
 	return audit.Event{
 		Action:    action,
 		Initiator: who.audit(),
-		Target:    audit.Target{Resource: &audit.Resource{Type: "apikey", Name: id}},
+		Target:    audit.Target{Resource: &audit.Resource{Type: typ, Name: name}},
 		Changes:   changes,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/internal/principal"
 	"github.com/tollgate/tollgate/internal/quota/model"
 	"github.com/tollgate/tollgate/internal/store"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -287,5 +288,38 @@ func (f *fixture) describeCases(t *testing.T, cases []describeCase) {
 		if got := describedEntities(resp); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// rejectCase is an AlterClientQuotas entry Kafka refuses, with its
+// message.
+type rejectCase struct {
+	name string
+	e    kmsg.AlterClientQuotasRequestEntry
+	msg  string
+}
+
+// checkRejected sends each case, validate_only and not: INVALID_REQUEST
+// with the case's message both times, nothing stored, both audited as
+// rejected.
+func checkRejected(t *testing.T, cases []rejectCase) {
+	t.Helper()
+	inv := kerr.InvalidRequest.Code
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			for _, vo := range []bool{true, false} {
+				got := f.alter(t, admin, vo, tc.e).Entries[0]
+				if got.ErrorCode != inv || deref(got.ErrorMessage) != tc.msg {
+					t.Fatalf("validate_only=%v: %d %q, want %d %q", vo, got.ErrorCode, deref(got.ErrorMessage), inv, tc.msg)
+				}
+			}
+			if n := f.storedCount(t); n != 0 {
+				t.Fatalf("%d entities stored", n)
+			}
+			if evs := f.events(t); len(evs) != 2 || evs[1]["outcome"] != "rejected" {
+				t.Fatalf("audit: %v", evs)
+			}
+		})
 	}
 }

@@ -15,12 +15,7 @@ const typePrefix = "client-id-prefix"
 // The client-id-prefix entity through AlterClientQuotas: what is refused,
 // with which code and message, and that nothing is stored.
 func TestAlterPrefixErrors(t *testing.T) {
-	const inv = 42
-	cases := []struct {
-		name string
-		e    kmsg.AlterClientQuotasRequestEntry
-		msg  string
-	}{
+	checkRejected(t, []rejectCase{
 		{"default prefix", entry(ent(dflt(typePrefix)), set("producer_byte_rate", 1)), msgPrefixDefault},
 		{"empty prefix", entry(ent(named(typePrefix, "")), set("producer_byte_rate", 1)), "Empty client-id-prefix not supported"},
 		{"with a user", entry(ent(named("user", "u"), named(typePrefix, "p-")), set("producer_byte_rate", 1)), msgPrefixAlone},
@@ -31,24 +26,7 @@ func TestAlterPrefixErrors(t *testing.T) {
 		{"zero", entry(ent(named(typePrefix, "p-")), set("producer_byte_rate", 0)), "Quota producer_byte_rate must be greater than 0"},
 		{"fraction", entry(ent(named(typePrefix, "p-")), set("consumer_byte_rate", 1.5)), "consumer_byte_rate cannot be a fractional value."},
 		{"unknown key", entry(ent(named(typePrefix, "p-")), set("prefix_rate", 1)), "Invalid configuration key prefix_rate"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			for _, vo := range []bool{true, false} {
-				got := f.alter(t, admin, vo, tc.e).Entries[0]
-				if got.ErrorCode != inv || deref(got.ErrorMessage) != tc.msg {
-					t.Fatalf("validate_only=%v: %d %q, want %d %q", vo, got.ErrorCode, deref(got.ErrorMessage), inv, tc.msg)
-				}
-			}
-			if n := f.storedCount(t); n != 0 {
-				t.Fatalf("%d entities stored", n)
-			}
-			if evs := f.events(t); len(evs) != 2 || evs[1]["outcome"] != "rejected" {
-				t.Fatalf("audit: %v", evs)
-			}
-		})
-	}
+	})
 }
 
 // Set, describe with each match type, remove: the prefix entity is an
@@ -211,12 +189,7 @@ func TestBurstSecondsKey(t *testing.T) {
 // Per-topic entities (topic, topic-prefix) through AlterClientQuotas: what
 // is refused, with which code and message, and that nothing is stored.
 func TestAlterTopicErrors(t *testing.T) {
-	const inv = 42
-	cases := []struct {
-		name string
-		e    kmsg.AlterClientQuotasRequestEntry
-		msg  string
-	}{
+	checkRejected(t, []rejectCase{
 		{"default topic", entry(ent(dflt("topic")), set("producer_byte_rate", 1)), "Invalid quota entity, topic has no default entity (a quota is on a named topic or on the topics of a prefix)"},
 		{"default topic prefix", entry(ent(named("user", "u"), dflt("topic-prefix")), set("producer_byte_rate", 1)), "Invalid quota entity, topic-prefix has no default entity (a quota is on a named topic or on the topics of a prefix)"},
 		{"empty topic", entry(ent(named("topic", "")), set("producer_byte_rate", 1)), "Empty topic not supported"},
@@ -232,21 +205,7 @@ func TestAlterTopicErrors(t *testing.T) {
 		{"zero", entry(ent(named("topic", "t")), set("producer_byte_rate", 0)), "Quota producer_byte_rate must be greater than 0"},
 		{"fraction", entry(ent(named("topic", "t")), set("consumer_byte_rate", 1.5)), "consumer_byte_rate cannot be a fractional value."},
 		{"shadow 2", entry(ent(named("topic", "t")), set("consumer_byte_rate", 1), set("shadow", 2)), "Quota shadow must be 1 (it marks the entity's quotas shadow: measured, not enforced; remove the key to enforce them)"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			for _, vo := range []bool{true, false} {
-				got := f.alter(t, admin, vo, tc.e).Entries[0]
-				if got.ErrorCode != inv || deref(got.ErrorMessage) != tc.msg {
-					t.Fatalf("validate_only=%v: %d %q, want %d %q", vo, got.ErrorCode, deref(got.ErrorMessage), inv, tc.msg)
-				}
-			}
-			if n := f.storedCount(t); n != 0 {
-				t.Fatalf("%d entities stored", n)
-			}
-		})
-	}
+	})
 }
 
 // Set, describe, build, remove: per-topic entities are entities of their

@@ -634,12 +634,7 @@ func authorize(a Authorizer, who Initiator, op Operation) bool {
 }
 
 func tenantEvent(who Initiator, action, name string, changes []audit.Change) audit.Event {
-	return audit.Event{
-		Action:    action,
-		Initiator: who.audit(),
-		Target:    audit.Target{Resource: &audit.Resource{Type: "tenant", Name: name}},
-		Changes:   changes,
-	}
+	return resourceEvent(who, action, "tenant", name, changes)
 }
 
 // tenantChanges lists the fields that differ between old and new (nil:
