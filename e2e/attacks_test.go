@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -68,6 +69,7 @@ var attacks = []struct {
 	{"telemetry: a flood of instances and client-ids, bombs and another tenant's instance id: Kafka's answers, the caps held, the victim undisturbed", "telemetry", attackTelemetryFlood},
 	// The last ways around (issue 23).
 	{"a client that pipelines requests and reads no answer is closed (write_timeout); nothing stays, others are served", "23.3", onEachUpstream(attackStalledReader)},
+	{"20 connections each send 99 % of a 100 MiB frame: the gateway holds no more than socket.queued_max_request_bytes; others produce and consume", "23.4", onEachUpstream(attackRequestMemory)},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
 }
@@ -676,4 +678,88 @@ func closeReasons(t *testing.T, env *testkit.Env) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// attackRequestMemory: 20 connections each declare a 100 MiB Metadata frame,
+// send 99 % of it and stop. A frame's buffer is taken at its declared size,
+// so before the budget the gateway grew by 20 × 100 MiB (the issue
+// measured 242 MiB for four). With socket.queued_max_request_bytes (256 MiB
+// by default) two frames are held, the others wait unread in the sockets'
+// buffers, and a well-behaved client keeps producing and consuming.
+func attackRequestMemory(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{})
+	gw := env.App.Gateway()
+	topic := up.Topic(t, "membudget")
+	good := franzClient(t, kgo.SeedBrokers(env.Bootstrap), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if r, err := kadm.NewClient(good).CreateTopic(ctx, 1, -1, nil, topic); err != nil || r.Err != nil {
+		t.Fatalf("create %s: %v %v", topic, err, r.Err)
+	}
+	env.WaitTopic(t, topic, 1)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	const n, size = 20, 104857600 - 4 // the largest frame socket.request_max_bytes allows
+	for range n {
+		c, err := net.DialTimeout("tcp", env.Bootstrap, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() {
+			c.SetWriteDeadline(time.Now().Add(90 * time.Second))
+			head := make([]byte, 4, 4+64<<10)
+			binary.BigEndian.PutUint32(head, size)
+			head = binary.BigEndian.AppendUint16(head, uint16(kmsg.Metadata))
+			head = append(head, make([]byte, 64<<10-2)...)
+			if _, err := c.Write(head); err != nil {
+				return
+			}
+			chunk := make([]byte, 1<<20)
+			for sent := 64 << 10; sent < size*99/100; sent += len(chunk) {
+				if _, err := c.Write(chunk); err != nil {
+					return // closed, or our deadline
+				}
+			}
+		}()
+	}
+	_, budget, _ := gw.RequestMemory()
+	if budget != proxy.DefaultQueuedMaxRequestBytes {
+		t.Fatalf("budget %d, want the default %d", budget, proxy.DefaultQueuedMaxRequestBytes)
+	}
+	var peak int64
+	waitUntil(t, "18 of the 20 frames waiting for memory", 50*time.Millisecond, time.Minute, func() bool {
+		inUse, _, waits := gw.RequestMemory()
+		peak = max(peak, inUse)
+		return waits >= n-2
+	})
+	// The well-behaved client produces and consumes meanwhile.
+	for i := range 20 {
+		if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d while the frames wait: %v", i, err)
+		}
+	}
+	for got := 0; got < 20; {
+		fs := good.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume while the frames wait: %v", err)
+		}
+		got += fs.NumRecords()
+		inUse, _, _ := gw.RequestMemory()
+		peak = max(peak, inUse)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("request memory peak %d MiB of %d MiB; heap grew %d MiB with %d frames of 100 MiB open", peak>>20, budget>>20, grew>>20, n)
+	if peak > budget {
+		t.Fatalf("request frames held %d bytes, over the budget %d", peak, budget)
+	}
+	if grew > budget+256<<20 {
+		t.Fatalf("the heap grew %d MiB with a budget of %d MiB", grew>>20, budget>>20)
+	}
 }

@@ -258,6 +258,7 @@ func (a *App) startGateway(ctx context.Context) error {
 		return err
 	}
 	a.metrics.RegisterAcceptorProcess(gw.AcceptorProcessRunning, gw.AcceptorStalls)
+	a.metrics.RegisterRequestMemory(gw.RequestMemory)
 	a.startUsage() // before Start: the first requests may come as soon as the listeners accept
 	// Before Start too: the chain's lookups go through it (gatewayTopics),
 	// and a credential change may close its sessions from the first one on.
@@ -301,17 +302,18 @@ func (a *App) chain() (proxy.Chain, error) {
 func (a *App) proxyConfig() proxy.Config {
 	cfg := &a.cfg
 	return proxy.Config{
-		Listeners:          cfg.Listeners,
-		Upstream:           a.upstream,
-		MaxRequestSize:     cfg.Socket.RequestMaxBytes,
-		MaxInFlight:        cfg.Socket.MaxInFlight,
-		MaxResponseSize:    cfg.Socket.ResponseMaxBytes,
-		SASLMaxReceiveSize: cfg.Socket.SASLMaxReceiveSize,
-		IdleTimeout:        cfg.Socket.ConnectionsMaxIdle,
-		HandshakeTimeout:   cfg.Socket.HandshakeTimeout,
-		RequestTimeout:     cfg.Upstream.RequestTimeout,
-		DialTimeout:        cfg.Upstream.DialTimeout,
-		MetadataRefresh:    cfg.Upstream.MetadataRefresh,
+		Listeners:             cfg.Listeners,
+		Upstream:              a.upstream,
+		MaxRequestSize:        cfg.Socket.RequestMaxBytes,
+		QueuedMaxRequestBytes: cfg.Socket.QueuedMaxRequestBytes,
+		MaxInFlight:           cfg.Socket.MaxInFlight,
+		MaxResponseSize:       cfg.Socket.ResponseMaxBytes,
+		SASLMaxReceiveSize:    cfg.Socket.SASLMaxReceiveSize,
+		IdleTimeout:           cfg.Socket.ConnectionsMaxIdle,
+		HandshakeTimeout:      cfg.Socket.HandshakeTimeout,
+		RequestTimeout:        cfg.Upstream.RequestTimeout,
+		DialTimeout:           cfg.Upstream.DialTimeout,
+		MetadataRefresh:       cfg.Upstream.MetadataRefresh,
 	}
 }
 

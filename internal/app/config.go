@@ -129,6 +129,11 @@ type LogConfig struct {
 // SocketConfig carries Kafka's socket.* settings.
 type SocketConfig struct {
 	RequestMaxBytes int32 `yaml:"request_max_bytes"`
+	// QueuedMaxRequestBytes is Kafka's queued.max.request.bytes: the most
+	// bytes of request frames all connections hold together; when it is
+	// spent, connections are not read until memory returns (default
+	// 256 MiB; negative: no bound; at least request_max_bytes + 4).
+	QueuedMaxRequestBytes int64 `yaml:"queued_max_request_bytes"`
 	// ResponseMaxBytes bounds an upstream response the gateway reads
 	// whole (every response but a Fetch, which is streamed); a larger one
 	// closes its connection (default 104857600).
@@ -285,6 +290,9 @@ func (c *Config) validateLogAndSocket() []error {
 		if err := l.UnmarshalText([]byte(c.Log.Level)); err != nil {
 			errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
 		}
+	}
+	if q := c.Socket.QueuedMaxRequestBytes; q > 0 && q < int64(c.Socket.RequestMaxBytes)+4 {
+		errs = append(errs, fmt.Errorf("socket.queued_max_request_bytes %d is smaller than a frame of socket.request_max_bytes (%d + 4): such a frame could never be read", q, c.Socket.RequestMaxBytes))
 	}
 	if c.Socket.RequestMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))

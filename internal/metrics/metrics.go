@@ -74,6 +74,23 @@ func (m *Metrics) RegisterAcceptorProcess(running func() bool, stalls func() uin
 	}))
 }
 
+// RegisterRequestMemory exposes socket.queued_max_request_bytes: the bytes
+// of request frames held, the budget, and the frames that waited for room.
+func (m *Metrics) RegisterRequestMemory(state func() (inUse, budget int64, waits uint64)) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_request_memory_bytes",
+		Help: "Bytes of request frames all connections hold now, counted against socket.queued_max_request_bytes.",
+	}, func() float64 { u, _, _ := state(); return float64(u) }))
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tollgate_request_memory_budget_bytes",
+		Help: "socket.queued_max_request_bytes: the most bytes of request frames all connections may hold (0: no bound).",
+	}, func() float64 { _, b, _ := state(); return float64(b) }))
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tollgate_request_memory_waits_total",
+		Help: "Request frames whose connection waited, reading nothing, for room in socket.queued_max_request_bytes.",
+	}, func() float64 { _, _, w := state(); return float64(w) }))
+}
+
 // Opened implements proxy.Observer.
 func (m *Metrics) Opened(c *principal.ConnInfo) {
 	m.connsActive.WithLabelValues(c.Listener).Inc()

@@ -127,6 +127,13 @@ type Config struct {
 	Upstream []string
 	// MaxRequestSize is socket.request.max.bytes (default 104857600).
 	MaxRequestSize int32
+	// QueuedMaxRequestBytes bounds the request frames all sessions hold
+	// together (socket.queued_max_request_bytes, Kafka's
+	// queued.max.request.bytes; membudget.go). Default
+	// DefaultQueuedMaxRequestBytes, or two frames of MaxRequestSize if
+	// that is more; negative: no bound. At least MaxRequestSize + 4, so
+	// that every frame allowed can fit.
+	QueuedMaxRequestBytes int64
 	// MaxInFlight bounds the requests one connection may have outstanding
 	// upstream before the gateway stops reading it (default 256).
 	MaxInFlight int
@@ -160,6 +167,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	orDefault(&c.MaxRequestSize, 104857600)
+	orDefault(&c.QueuedMaxRequestBytes, max(DefaultQueuedMaxRequestBytes, 2*(int64(c.MaxRequestSize)+4)))
 	orDefault(&c.MaxInFlight, 256)
 	orDefault(&c.DialTimeout, 10*time.Second)
 	orDefault(&c.MetadataRefresh, 10*time.Second)
@@ -199,6 +207,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestSize < 0 {
 		return fmt.Errorf("socket.request.max.bytes must be positive, got %d", c.MaxRequestSize)
+	}
+	if q := c.QueuedMaxRequestBytes; q > 0 && q < int64(c.MaxRequestSize)+4 {
+		return fmt.Errorf("socket.queued_max_request_bytes %d is smaller than a frame of socket.request_max_bytes (%d + 4): such a frame could never be read", q, c.MaxRequestSize)
 	}
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 // Gateway fronts one upstream cluster on one or more listeners.
 type Gateway struct {
 	cfg      Config
+	mem      *memBudget // socket.queued_max_request_bytes; nil: off
 	log      *slog.Logger
 	filters  Chain
 	chain    *chain
@@ -108,6 +109,9 @@ func New(cfg Config, opts ...Option) (*Gateway, error) {
 		sessions: map[*session]struct{}{},
 		closing:  make(chan struct{}),
 		drained:  make(chan struct{}),
+	}
+	if cfg.QueuedMaxRequestBytes > 0 {
+		g.mem = newMemBudget(cfg.QueuedMaxRequestBytes)
 	}
 	d := &net.Dialer{}
 	g.dialFn = d.DialContext
