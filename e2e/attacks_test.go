@@ -759,7 +759,9 @@ func attackRequestMemory(t *testing.T, up *testkit.Upstream) {
 	if peak > budget {
 		t.Fatalf("request frames held %d bytes, over the budget %d", peak, budget)
 	}
-	if grew > budget+256<<20 {
+	// The heap is the test binary's, shared with the tests running in
+	// parallel: the bound is loose, but 20 frames held would be 2 GiB.
+	if grew > 1<<30 {
 		t.Fatalf("the heap grew %d MiB with a budget of %d MiB", grew>>20, budget>>20)
 	}
 }
