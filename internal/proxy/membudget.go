@@ -65,9 +65,10 @@ func (m *memBudget) give(n int64) {
 	m.mu.Unlock()
 }
 
-// take takes n bytes, waiting until they are free; false if done closed
-// first.
-func (m *memBudget) take(n int64, done <-chan struct{}) bool {
+// take takes n bytes, waiting until they are free; false if done or
+// stop (the gateway's shutdown: a frame waiting for memory is not worth
+// the drain's wait) closed first.
+func (m *memBudget) take(n int64, done, stop <-chan struct{}) bool {
 	if m.tryTake(n) {
 		return true
 	}
@@ -84,6 +85,8 @@ func (m *memBudget) take(n int64, done <-chan struct{}) bool {
 		select {
 		case <-wake:
 		case <-done:
+			return false
+		case <-stop:
 			return false
 		}
 	}

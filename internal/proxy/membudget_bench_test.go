@@ -10,7 +10,7 @@ func BenchmarkMemBudget(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if !m.take(16<<10, done) {
+			if !m.take(16<<10, done, done) {
 				b.Fatal("no memory")
 			}
 			m.give(16 << 10)

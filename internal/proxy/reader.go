@@ -219,7 +219,7 @@ func (s *session) stopReading(r Reason, err error) {
 // handleSmall reads a whole frame into a pooled buffer and handles it.
 func (s *session) handleSmall(sz [4]byte, n int) (r Reason, err error) {
 	if m := s.gw.mem; m != nil {
-		if !m.take(int64(4+n), s.closed) {
+		if !m.take(int64(4+n), s.closed, s.gw.closing) {
 			return ReasonShutdown, net.ErrClosed
 		}
 		defer m.give(int64(4 + n))
