@@ -328,6 +328,54 @@ func (r *Report) groupColumns() (tenant, user, client, topic bool) {
 	return false, r.By != ByClientID, r.By != ByUser, false
 }
 
+// groupColumn is one of the columns a report is grouped by: its headers
+// and cells in CSV and in the table.
+type groupColumn struct {
+	csvHead []string
+	head    string
+	csv     func(ReportRow) []string
+	cell    func(ReportRow) string
+}
+
+// columns are the report's grouping columns, in order.
+func (r *Report) columns() []groupColumn {
+	tenant, user, client, topic := r.groupColumns()
+	var cs []groupColumn
+	if tenant {
+		cs = append(cs, groupColumn{[]string{"tenant"}, "TENANT",
+			func(row ReportRow) []string { return []string{csvCell(deref(row.Tenant))} },
+			func(row ReportRow) string {
+				if t := deref(row.Tenant); t != "" {
+					return tableName(t)
+				}
+				return "(no tenant)"
+			}})
+	}
+	if user {
+		cs = append(cs, groupColumn{[]string{"user"}, "USER",
+			func(row ReportRow) []string { return []string{csvCell(deref(row.User))} },
+			func(row ReportRow) string { return tableName(deref(row.User)) }})
+	}
+	if client {
+		cs = append(cs, groupColumn{[]string{"client_id", "overflow"}, "CLIENT-ID",
+			func(row ReportRow) []string {
+				return []string{csvCell(deref(row.ClientID)), strconv.FormatBool(row.Overflow)}
+			},
+			func(row ReportRow) string {
+				if row.Overflow {
+					return "(beyond usage.max_keys)"
+				}
+				return tableName(deref(row.ClientID))
+			}})
+	}
+	if topic {
+		cs = append(cs, groupColumn{[]string{"topic"}, "TOPIC",
+			func(row ReportRow) []string { return []string{csvCell(deref(row.Topic))} },
+			func(row ReportRow) string { return tableName(deref(row.Topic)) }})
+	}
+	return cs
+}
+
 func counterCells(c Counters) []string {
 	return []string{
 		strconv.FormatInt(c.ProduceBytes, 10), strconv.FormatInt(c.FetchBytes, 10),
@@ -341,20 +389,11 @@ func counterCells(c Counters) []string {
 // read as a formula is prefixed with a quote (OWASP's CSV injection
 // advice).
 func (r *Report) writeCSV(w io.Writer) error {
-	tenant, user, client, topic := r.groupColumns()
+	cols := r.columns()
 	cw := csv.NewWriter(w)
 	var head []string
-	if tenant {
-		head = append(head, "tenant")
-	}
-	if user {
-		head = append(head, "user")
-	}
-	if client {
-		head = append(head, "client_id", "overflow")
-	}
-	if topic {
-		head = append(head, "topic")
+	for _, c := range cols {
+		head = append(head, c.csvHead...)
 	}
 	head = append(head, "produce_bytes", "fetch_bytes", "requests", "throttle_ms", "partition_mutations")
 	if err := cw.Write(head); err != nil {
@@ -362,17 +401,8 @@ func (r *Report) writeCSV(w io.Writer) error {
 	}
 	for _, row := range r.Rows {
 		var rec []string
-		if tenant {
-			rec = append(rec, csvCell(deref(row.Tenant)))
-		}
-		if user {
-			rec = append(rec, csvCell(deref(row.User)))
-		}
-		if client {
-			rec = append(rec, csvCell(deref(row.ClientID)), strconv.FormatBool(row.Overflow))
-		}
-		if topic {
-			rec = append(rec, csvCell(deref(row.Topic)))
+		for _, c := range cols {
+			rec = append(rec, c.csv(row)...)
 		}
 		if err := cw.Write(append(rec, counterCells(row.Counters)...)); err != nil {
 			return err
@@ -393,7 +423,7 @@ func csvCell(s string) string {
 // Names with unprintable characters (a terminal's escape sequences) are
 // shown quoted.
 func (r *Report) writeTable(w io.Writer) error {
-	tenant, user, client, topic := r.groupColumns()
+	_, user, client, topic := r.groupColumns()
 	inst := "none"
 	if len(r.Instances) > 0 {
 		inst = strings.Join(r.Instances, ", ")
@@ -402,42 +432,17 @@ func (r *Report) writeTable(w io.Writer) error {
 		r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339), r.Minutes, inst)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	var head []string
-	if tenant {
-		head = append(head, "TENANT")
-	}
-	if user {
-		head = append(head, "USER")
-	}
-	if client {
-		head = append(head, "CLIENT-ID")
-	}
-	if topic {
-		head = append(head, "TOPIC")
+	cols := r.columns()
+	for _, c := range cols {
+		head = append(head, c.head)
 	}
 	head = append(head, "PRODUCE BYTES", "FETCH BYTES", "REQUESTS", "THROTTLE MS", "PARTITION MUTATIONS")
 	line := func(cells []string) { fmt.Fprintln(tw, strings.Join(cells, "\t")) }
 	line(head)
 	for _, row := range r.Rows {
 		var cells []string
-		if tenant {
-			if t := deref(row.Tenant); t == "" {
-				cells = append(cells, "(no tenant)")
-			} else {
-				cells = append(cells, tableName(t))
-			}
-		}
-		if user {
-			cells = append(cells, tableName(deref(row.User)))
-		}
-		if client {
-			if row.Overflow {
-				cells = append(cells, "(beyond usage.max_keys)")
-			} else {
-				cells = append(cells, tableName(deref(row.ClientID)))
-			}
-		}
-		if topic {
-			cells = append(cells, tableName(deref(row.Topic)))
+		for _, c := range cols {
+			cells = append(cells, c.cell(row))
 		}
 		line(append(cells, counterCells(row.Counters)...))
 	}
