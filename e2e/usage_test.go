@@ -93,8 +93,8 @@ func (w *wireCount) dial(ip string) func(ctx context.Context, network, addr stri
 			return nil, err
 		}
 		cc := &frameCountingConn{Conn: c, w: w, pending: map[int32]int16{}}
-		cc.out = frameSplitter{head: 12, frame: cc.request}
-		cc.in = frameSplitter{head: 8, frame: cc.response}
+		cc.out = testkit.FrameHeads{Head: 12}
+		cc.in = testkit.FrameHeads{Head: 8}
 		return cc, nil
 	}
 }
@@ -107,7 +107,7 @@ type frameCountingConn struct {
 	w       *wireCount
 	mu      sync.Mutex
 	pending map[int32]int16 // correlation id → API key
-	out, in frameSplitter
+	out, in testkit.FrameHeads
 	outMu   sync.Mutex
 	inMu    sync.Mutex
 }
@@ -115,7 +115,7 @@ type frameCountingConn struct {
 func (c *frameCountingConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.outMu.Lock()
-	c.out.feed(p[:n])
+	c.out.Feed(p[:n], c.request)
 	c.outMu.Unlock()
 	return n, err
 }
@@ -123,7 +123,7 @@ func (c *frameCountingConn) Write(p []byte) (int, error) {
 func (c *frameCountingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.inMu.Lock()
-	c.in.feed(p[:n])
+	c.in.Feed(p[:n], c.response)
 	c.inMu.Unlock()
 	return n, err
 }
@@ -153,35 +153,6 @@ func (c *frameCountingConn) response(head []byte, size int) {
 	c.w.respBytes[key] += int64(size)
 	c.w.resps[key]++
 	c.w.mu.Unlock()
-}
-
-// frameSplitter calls frame with the first head bytes of each frame
-// (size prefix included) and the frame's size after the prefix.
-type frameSplitter struct {
-	head  int
-	frame func(head []byte, size int)
-	buf   []byte
-	skip  int
-}
-
-func (f *frameSplitter) feed(p []byte) {
-	for len(p) > 0 {
-		if f.skip > 0 {
-			n := min(f.skip, len(p))
-			f.skip -= n
-			p = p[n:]
-			continue
-		}
-		n := min(f.head-len(f.buf), len(p))
-		f.buf = append(f.buf, p[:n]...)
-		p = p[n:]
-		if len(f.buf) == f.head {
-			size := int(int32(binary.BigEndian.Uint32(f.buf)))
-			f.frame(f.buf, size)
-			f.skip = size - (f.head - 4)
-			f.buf = f.buf[:0]
-		}
-	}
 }
 
 // franzHooks are franz-go's own byte counts (frames with their prefix)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/bench/internal/benchkit"
+	"github.com/tollgate/tollgate/internal/testkit"
 )
 
 // The producers of one client-id and what they get acknowledged. Bytes are
@@ -152,48 +153,18 @@ type ackConn struct {
 	net.Conn
 	m       *meter
 	mu      sync.Mutex
-	out, in frames
+	out, in testkit.FrameHeads
 	pending map[int32]int // correlation id → request size
 }
 
 func newAckConn(c net.Conn, m *meter) *ackConn {
-	return &ackConn{Conn: c, m: m, out: frames{head: 12}, in: frames{head: 8}, pending: map[int32]int{}}
-}
-
-// frames follows a stream of size-prefixed frames and hands each frame's
-// first head bytes (size prefix included) to a callback.
-type frames struct {
-	head int // bytes wanted: 12 for a request (size, key, version, correlation id), 8 for a response
-	buf  [12]byte
-	have int
-	skip int // bytes of the current frame still to pass
-}
-
-func (f *frames) feed(p []byte, frame func(h []byte)) {
-	for len(p) > 0 {
-		if f.skip > 0 {
-			n := min(f.skip, len(p))
-			f.skip -= n
-			p = p[n:]
-			continue
-		}
-		n := copy(f.buf[f.have:f.head], p)
-		f.have += n
-		p = p[n:]
-		if f.have < f.head {
-			return
-		}
-		frame(f.buf[:f.head])
-		r := kbin.Reader{Src: f.buf[:4]}
-		f.skip = max(int(r.Int32())+4-f.head, 0)
-		f.have = 0
-	}
+	return &ackConn{Conn: c, m: m, out: testkit.FrameHeads{Head: 12}, in: testkit.FrameHeads{Head: 8}, pending: map[int32]int{}}
 }
 
 func (c *ackConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.mu.Lock()
-	c.out.feed(p[:n], func(h []byte) {
+	c.out.Feed(p[:n], func(h []byte, _ int) {
 		r := kbin.Reader{Src: h}
 		size, key, _, corr := r.Int32(), r.Int16(), r.Int16(), r.Int32()
 		if key == int16(kmsg.Produce) {
@@ -207,7 +178,7 @@ func (c *ackConn) Write(p []byte) (int, error) {
 func (c *ackConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.mu.Lock()
-	c.in.feed(p[:n], func(h []byte) {
+	c.in.Feed(p[:n], func(h []byte, _ int) {
 		r := kbin.Reader{Src: h}
 		_, corr := r.Int32(), r.Int32()
 		if size, ok := c.pending[corr]; ok {
