@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -36,14 +37,7 @@ func TestPerIPConnectionCount(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 2; i++ {
-		c, err := net.Dial("tcp", env.Bootstrap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		if !apiVersions(t, c, 5*time.Second) {
-			t.Fatalf("connection %d within the limit was not served", i+1)
-		}
+		conns = append(conns, dialServed(t, env.Bootstrap, 5*time.Second, fmt.Sprintf("connection %d within the limit", i+1)))
 	}
 	third, err := net.Dial("tcp", env.Bootstrap)
 	if err != nil {
@@ -259,15 +253,7 @@ func TestMaxConnectionsShedsLRU(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	var conns []net.Conn
 	for i := 0; i < 5; i++ {
-		c, err := net.Dial("tcp", env.Bootstrap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if !apiVersions(t, c, 3*time.Second) {
-			t.Fatalf("connection %d not served", i)
-		}
-		conns = append(conns, c)
+		conns = append(conns, dialServed(t, env.Bootstrap, 3*time.Second, fmt.Sprintf("connection %d", i)))
 		time.Sleep(20 * time.Millisecond) // distinct last-activity times
 	}
 	// The newest three are used again, so the first two are the least

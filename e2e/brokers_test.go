@@ -329,14 +329,7 @@ func brokerConfigsLive(t *testing.T, up *testkit.Upstream) {
 	})
 	time.Sleep(200 * time.Millisecond) // the closes above reach the gateway
 	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", env.Bootstrap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-		if !apiVersions(t, c, 3*time.Second) {
-			t.Fatalf("connection %d refused after max.connections.per.ip was deleted", i+1)
-		}
+		conns = append(conns, dialServed(t, env.Bootstrap, 3*time.Second, fmt.Sprintf("connection %d after max.connections.per.ip was deleted", i+1)))
 	}
 
 	// Legacy AlterConfigs (replace semantics) through a raw request: it

@@ -154,6 +154,22 @@ func apiVersions(t *testing.T, c net.Conn, timeout time.Duration) bool {
 	return err == nil
 }
 
+// dialServed dials addr and checks an ApiVersions is answered on the new
+// connection within timeout (what names the connection in the failure);
+// the connection is closed when the test ends.
+func dialServed(t *testing.T, addr string, timeout time.Duration, what string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if !apiVersions(t, c, timeout) {
+		t.Fatalf("%s was not served", what)
+	}
+	return c
+}
+
 // servedAfter dials addr in the bubble and returns how long the gateway
 // took to serve an ApiVersions on the new connection (an admission park
 // shows as a wait).
