@@ -331,7 +331,7 @@ func (a *App) Cluster() (cluster.Status, bool) { return a.clusterStatus() }
 // sessions of withdrawn ones) and the quotas, broker configs and
 // connection limits, as a change made here does.
 func (a *App) followStore(ctx context.Context) {
-	a.store.Follow(ctx, func() {
+	a.store.Follow(ctx, nil, func() {
 		if err := a.creds.Load(); err != nil {
 			a.log.Error("credentials from the shared configuration topic not applied", "err", err)
 		}

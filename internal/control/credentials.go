@@ -110,7 +110,8 @@ func (c *Credentials) Load() error {
 // ctx is done or the store is closed. Needed only when something other
 // than c writes the store's credentials.
 func (c *Credentials) Follow(ctx context.Context) {
-	c.Store.Follow(ctx, func() { c.Load() })
+	load := func() { c.Load() }
+	c.Store.Follow(ctx, load, load)
 }
 
 func (c *Credentials) snapshot() *credSnapshot {

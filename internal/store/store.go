@@ -216,14 +216,16 @@ func (s *Store) update(fn func(*bolt.Tx) error) error {
 	return s.db.Update(fn)
 }
 
-// Follow calls fn once it is subscribed (so no change is missed between a
-// first load and the subscription), then after every committed change
+// Follow calls subscribed (if not nil) once it is subscribed — a first
+// load there misses no change —, then fn after every committed change
 // (coalesced, as Subscribe's signals), until ctx is done or the store is
 // closed.
-func (s *Store) Follow(ctx context.Context, fn func()) {
+func (s *Store) Follow(ctx context.Context, subscribed, fn func()) {
 	ch, cancel := s.Subscribe()
 	defer cancel()
-	fn()
+	if subscribed != nil {
+		subscribed()
+	}
 	for {
 		select {
 		case <-ctx.Done():

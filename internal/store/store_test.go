@@ -562,7 +562,8 @@ func TestFollow(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Follow(t.Context(), func() { calls <- struct{}{} })
+		call := func() { calls <- struct{}{} }
+		s.Follow(t.Context(), call, call)
 	}()
 	wait := func(what string) {
 		t.Helper()
