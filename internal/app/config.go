@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"strings"
 
 	"bytes"
@@ -291,8 +292,8 @@ func (c *Config) validateLogAndSocket() []error {
 			errs = append(errs, fmt.Errorf("log.level %q: want debug, info, warn or error", c.Log.Level))
 		}
 	}
-	if q := c.Socket.QueuedMaxRequestBytes; q > 0 && q < int64(c.Socket.RequestMaxBytes)+4 {
-		errs = append(errs, fmt.Errorf("socket.queued_max_request_bytes %d is smaller than a frame of socket.request_max_bytes (%d + 4): such a frame could never be read", q, c.Socket.RequestMaxBytes))
+	if q, m := c.Socket.QueuedMaxRequestBytes, cmp.Or(c.Socket.RequestMaxBytes, 104857600); q > 0 && q < int64(m)+4 {
+		errs = append(errs, fmt.Errorf("socket.queued_max_request_bytes %d is smaller than a frame of socket.request_max_bytes (%d + 4): such a frame could never be read", q, m))
 	}
 	if c.Socket.RequestMaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("socket.request_max_bytes %d must be positive", c.Socket.RequestMaxBytes))

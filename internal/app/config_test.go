@@ -77,6 +77,7 @@ func TestParseValidates(t *testing.T) {
 		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\nquota:\n  byte_rate_algorithm: leaky\n", `quota.byte_rate_algorithm: "leaky" is neither token_bucket nor sampled`},
 		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\nquota:\n  max_buckets: -1\n", "quota.max_buckets: -1, want at least 1"},
 		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\nquota:\n  max_routes: -2\n  metrics_max_buckets: -3\n", "quota.metrics_max_buckets: -3, want at least 1"},
+		{"listeners:\n  - name: A\n    bootstrap: 127.0.0.1:1\nsocket:\n  queued_max_request_bytes: 1048576\n", "socket.queued_max_request_bytes 1048576 is smaller than a frame of socket.request_max_bytes (104857600 + 4)"},
 	} {
 		if _, err := Parse("t.yaml", strings.NewReader(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: got %v, want %q", tc.yaml, err, tc.want)
