@@ -371,7 +371,7 @@ func (a *App) reservedTopics() []string {
 	return out
 }
 
-// gatewayTopics answers the chain's lookups (the reserved topics' ids,
+// gatewayTopics answers the chain's lookups (the names of topic ids,
 // the mutation requests' partition counts, per-topic quotas' topic names)
 // through the gateway's metadata client: the chain is built before the
 // gateway, which is set before it accepts the first connection.
@@ -379,12 +379,12 @@ type gatewayTopics struct{ a *App }
 
 var errNoGateway = errors.New("the gateway is not running")
 
-func (g gatewayTopics) TopicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
+func (g gatewayTopics) TopicNamesOf(ctx context.Context, ids [][16]byte) (map[[16]byte]string, error) {
 	gw := g.a.gw
 	if gw == nil {
 		return nil, errNoGateway
 	}
-	return gw.TopicIDs(ctx, topics)
+	return gw.TopicNamesOf(ctx, ids)
 }
 
 func (g gatewayTopics) TopicPartitions(ctx context.Context, topics []string) (map[string]int32, error) {

@@ -52,35 +52,34 @@ import (
 // throttle_time_ms becomes max(Tollgate's, the broker's), patched in place.
 
 func (f *reservedTopics) produce(r *proxy.Request) proxy.Verdict {
-	set := f.idsFrom(r, 13)
 	p := r.Payload[r.BodyOffset:]
-	hit, seen := f.produceWalk(p, r.Version, set)
+	hit, seen := f.produceWalk(p, r.Version)
 	streamed := len(r.Payload) < r.Size
 	switch {
 	case hit && r.Acks == 0:
 		return proxy.Verdict{Close: proxy.ReasonRefused}
 	case hit && streamed:
-		return proxy.Verdict{Respond: produceHeadAnswer(p, r.Version)}
+		return proxy.Verdict{Respond: f.produceHeadAnswer(p, r.Version)}
 	case hit:
-		return f.produceSplit(r, set)
+		return f.produceSplit(r)
 	case seen:
 		return proxy.Verdict{}
 	case streamed:
 		return proxy.Verdict{Topics: f.allow}
 	}
 	// Read whole, but not in place: kmsg decides.
-	return f.produceSplit(r, set)
+	return f.produceSplit(r)
 }
 
 // produceWalk reads the topics of the Produce body p (whole, or the head
 // of a streamed request) in place: hit reports a reserved topic; seen that
 // p showed every topic's name or id (the last topic's partitions need not
 // be in p).
-func (f *reservedTopics) produceWalk(p []byte, version int16, set *reservedIDSet) (hit, seen bool) {
+func (f *reservedTopics) produceWalk(p []byte, version int16) (hit, seen bool) {
 	var w wire.ProduceWalk
 	w.Start(p, version)
 	for w.NextTopic() {
-		if name, id := w.Topic(); f.walkedHit(set, version >= 13, name, id) {
+		if name, id := w.Topic(); f.walkedHit(version >= 13, name, id) {
 			return true, false
 		}
 		if w.Last() {
@@ -92,12 +91,12 @@ func (f *reservedTopics) produceWalk(p []byte, version int16, set *reservedIDSet
 
 // produceSplit answers a Produce read whole that names a reserved topic:
 // the others are forwarded.
-func (f *reservedTopics) produceSplit(r *proxy.Request, set *reservedIDSet) proxy.Verdict {
+func (f *reservedTopics) produceSplit(r *proxy.Request) proxy.Verdict {
 	req, err := proxy.DecodeAs[*kmsg.ProduceRequest](r)
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
-	by := &refusedBy{f: f, now: r.Received, set: set}
+	by := f.by()
 	kept, out := split(req.Topics, func(t *kmsg.ProduceRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 13) })
 	if len(out) == 0 {
 		return proxy.Verdict{}
@@ -111,25 +110,28 @@ func (f *reservedTopics) produceSplit(r *proxy.Request, set *reservedIDSet) prox
 		for _, t := range out {
 			rt := kmsg.NewProduceResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			code := by.code(t.TopicID, r.Version >= 13)
 			for _, p := range t.Partitions {
-				rt.Partitions = append(rt.Partitions, refusedProducePartition(p.Partition))
+				rt.Partitions = append(rt.Partitions, refusedProducePartition(p.Partition, code))
 			}
 			pr.Topics = append(pr.Topics, rt)
 		}
 	})
 }
 
-// refusedProducePartition is Kafka's PartitionResponse for an
-// unauthorized partition.
-func refusedProducePartition(partition int32) kmsg.ProduceResponseTopicPartition {
+// refusedProducePartition is Kafka's PartitionResponse for a partition it
+// does not take: code, base offset -1.
+func refusedProducePartition(partition int32, code int16) kmsg.ProduceResponseTopicPartition {
 	rp := kmsg.NewProduceResponseTopicPartition()
-	rp.Partition, rp.ErrorCode, rp.BaseOffset = partition, taf, -1
+	rp.Partition, rp.ErrorCode, rp.BaseOffset = partition, code, -1
 	return rp
 }
 
 // produceHeadAnswer refuses a streamed Produce from its head p: every
-// partition the head shows, TOPIC_AUTHORIZATION_FAILED.
-func produceHeadAnswer(p []byte, version int16) *kmsg.ProduceResponse {
+// partition the head shows, TOPIC_AUTHORIZATION_FAILED (UNKNOWN_TOPIC_ID
+// for an id the upstream does not name).
+func (f *reservedTopics) produceHeadAnswer(p []byte, version int16) *kmsg.ProduceResponse {
+	by := f.by()
 	resp := kmsg.NewPtrProduceResponse()
 	resp.Version = version
 	var w wire.ProduceWalk
@@ -138,9 +140,10 @@ func produceHeadAnswer(p []byte, version int16) *kmsg.ProduceResponse {
 		rt := kmsg.NewProduceResponseTopic()
 		name, id := w.Topic()
 		rt.Topic, rt.TopicID = string(name), id
+		code := by.code(id, version >= 13)
 		for w.NextPartition() {
 			partition, _ := w.Partition()
-			rt.Partitions = append(rt.Partitions, refusedProducePartition(partition))
+			rt.Partitions = append(rt.Partitions, refusedProducePartition(partition, code))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

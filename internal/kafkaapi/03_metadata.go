@@ -30,7 +30,7 @@ func (f *reservedTopics) metadata(r *proxy.Request, req *kmsg.MetadataRequest) p
 	if req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0) {
 		return proxy.Verdict{} // every topic: the answer is scrubbed (OnResponse)
 	}
-	by := f.by(r)
+	by := f.by()
 	kept, out := split(req.Topics, func(t *kmsg.MetadataRequestTopic) bool {
 		return (t.Topic != nil && by.name(*t.Topic)) || by.id(t.TopicID)
 	})
@@ -46,11 +46,10 @@ func (f *reservedTopics) metadata(r *proxy.Request, req *kmsg.MetadataRequest) p
 		}
 		for _, t := range out {
 			rt := kmsg.NewMetadataResponseTopic()
-			rt.ErrorCode = taf
 			if t.Topic != nil && by.name(*t.Topic) {
-				rt.Topic = kmsg.StringPtr(*t.Topic)
+				rt.Topic, rt.ErrorCode = kmsg.StringPtr(*t.Topic), taf
 			} else {
-				rt.TopicID = t.TopicID
+				rt.TopicID, rt.ErrorCode = t.TopicID, by.code(t.TopicID, true)
 			}
 			mr.Topics = append(mr.Topics, rt)
 		}

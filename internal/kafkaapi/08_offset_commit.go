@@ -15,14 +15,14 @@ import (
 // request is answered by Tollgate alone when every topic is reserved.
 
 func (f *reservedTopics) offsetCommit(r *proxy.Request, req *kmsg.OffsetCommitRequest) proxy.Verdict {
-	by := f.by(r)
+	by := f.by()
 	return refuse(req, &req.Topics, func(t *kmsg.OffsetCommitRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 10) },
 		func(or *kmsg.OffsetCommitResponse, t kmsg.OffsetCommitRequestTopic) {
 			rt := kmsg.NewOffsetCommitResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
 				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, taf
+				rp.Partition, rp.ErrorCode = p.Partition, by.code(t.TopicID, r.Version >= 10)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			or.Topics = append(or.Topics, rt)

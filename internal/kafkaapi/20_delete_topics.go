@@ -23,7 +23,7 @@ import (
 // topic is reserved.
 
 func (f *reservedTopics) deleteTopics(r *proxy.Request, req *kmsg.DeleteTopicsRequest) proxy.Verdict {
-	by := f.by(r)
+	by := f.by()
 	var outNames []string
 	var outTopics []kmsg.DeleteTopicsRequestTopic
 	left := 0
@@ -43,8 +43,10 @@ func (f *reservedTopics) deleteTopics(r *proxy.Request, req *kmsg.DeleteTopicsRe
 		dr := resp.(*kmsg.DeleteTopicsResponse)
 		add := func(name *string, id [16]byte) {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode = name, id, taf
-			rt.ErrorMessage = kmsg.StringPtr(topicAuthFailed)
+			rt.Topic, rt.TopicID, rt.ErrorCode = name, id, by.code(id, true)
+			if rt.ErrorCode == taf {
+				rt.ErrorMessage = kmsg.StringPtr(topicAuthFailed)
+			}
 			dr.Topics = append(dr.Topics, rt)
 		}
 		for _, n := range outNames {

@@ -16,14 +16,14 @@ import (
 // reserved.
 
 func (f *reservedTopics) txnOffsetCommit(r *proxy.Request, req *kmsg.TxnOffsetCommitRequest) proxy.Verdict {
-	by := f.by(r)
+	by := f.by()
 	return refuse(req, &req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) bool { return by.either(t.Topic, t.TopicID, r.Version >= 6) },
 		func(tr *kmsg.TxnOffsetCommitResponse, t kmsg.TxnOffsetCommitRequestTopic) {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
 			rt.Topic, rt.TopicID = t.Topic, t.TopicID
 			for _, p := range t.Partitions {
 				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, taf
+				rp.Partition, rp.ErrorCode = p.Partition, by.code(t.TopicID, r.Version >= 6)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			tr.Topics = append(tr.Topics, rt)

@@ -28,14 +28,23 @@ import (
 // of them reaches the broker. Each API's file says what its requests get.
 //
 // Topics named by id (Fetch v13+, Produce v13, ShareFetch, DeleteTopics
-// v6+, Metadata v12+, OffsetCommit v10, TxnOffsetCommit v6) are matched by
-// the reserved topics' ids: resolved through the gateway's metadata client
-// (Deps.Topics) the first time a request names a topic by id, again every
-// reservedIDRefresh in the background (every reservedIDRetry while a
-// reserved topic has no id yet: Tollgate may create it at any moment), and
-// learnt from every Metadata and DescribeTopicPartitions answer that
-// passes.
-//
+// v6+, Metadata v12+, OffsetCommit v10, TxnOffsetCommit v6) fail closed.
+// An id is decided by what the upstream says it names, never by what the
+// gateway has not yet heard: the ids of reserved topics and of the others
+// are kept once known (a topic id is never reused, so what it names never
+// changes), and an id the gateway has not seen is looked up by id
+// (Deps.Topics, Metadata v12+ by topic id) before the request goes on —
+// the request waits for it. An id the upstream does not know, or any id
+// while the lookup fails, is answered UNKNOWN_TOPIC_ID, as a broker
+// answers an id it does not know (retriable: the client refreshes its
+// metadata and asks again); nothing unknown reaches the broker. So there
+// is no window after Tollgate creates its topic, or an operator recreates
+// one, in which its new id passes. Answers are checked too: a Fetch or
+// ShareFetch answer that carries a reserved topic (a partition already in
+// a broker's fetch session is not named again) has its partitions
+// replaced by TOPIC_AUTHORIZATION_FAILED; a streamed one closes the
+// session before any byte of that topic is written.
+
 // The filter stands after the quota filter, nearest the broker: the Fetch
 // it rewrites carries the quota filter's max_bytes clamp (patched in place
 // before it decodes the request); the refused topics are charged as Kafka
@@ -43,21 +52,22 @@ import (
 // and a request answered here entirely gives back what the quota filter
 // reserved for it. With no reserved topic the chain has no such filter.
 
-// reservedIDRefresh is how old the reserved topics' ids may be before a
-// request naming topics by id has them resolved again (in the background);
-// reservedIDRetry is the same while a reserved topic had no id (it did not
-// exist) or the last resolution failed.
+// reservedIDTimeout bounds one lookup of unknown ids; lookupMaxIDs is
+// the most ids one request has looked up (the rest are answered
+// UNKNOWN_TOPIC_ID, and looked up when the client asks again); maxKnownIDs
+// bounds the ids kept as other topics' (past it, they are looked up each
+// time).
 const (
-	reservedIDRefresh = 10 * time.Second
-	reservedIDRetry   = time.Second
 	reservedIDTimeout = 5 * time.Second
+	lookupMaxIDs      = 1000
+	maxKnownIDs       = 1 << 18
 )
 
-// TopicIDs resolves topic names to their ids on the upstream cluster,
-// without creating any (proxy.Gateway.TopicIDs); names that do not exist
-// are absent from the result.
+// TopicIDs names topics by their ids on the upstream cluster
+// (proxy.Gateway.TopicNamesOf); ids the upstream does not know are absent
+// from the result.
 type TopicIDs interface {
-	TopicIDs(ctx context.Context, topics []string) (map[string][16]byte, error)
+	TopicNamesOf(ctx context.Context, ids [][16]byte) (map[[16]byte]string, error)
 }
 
 // topicAuthFailed is Kafka's message for TOPIC_AUTHORIZATION_FAILED
@@ -72,29 +82,51 @@ type reservedTopics struct {
 	topics    TopicIDs // nil: ids only from the answers that pass
 	log       *slog.Logger
 
-	ids   atomic.Pointer[reservedIDSet]
-	first sync.Mutex  // held by the first resolution, which requests wait for
-	busy  atomic.Bool // a background resolution is running
-	// warned: the last resolution failed and was logged (once, until
-	// one succeeds).
+	ids    atomic.Pointer[reservedIDSet] // the reserved topics' ids known
+	others knownIDs                      // ids known to be other topics'
+	lookup sync.Mutex                    // one lookup of unknown ids at a time
+	// warned: the last lookup failed and was logged (once, until one
+	// succeeds).
 	warned atomic.Bool
-	// allow is allowTopic, bound once, so that a verdict carries it
-	// without allocating.
-	allow func(name []byte, id [16]byte) bool
+	// allow and inAnswer are allowTopic and answerTopic, bound once, so
+	// that a verdict carries them without allocating.
+	allow, inAnswer func(name []byte, id [16]byte) bool
 }
 
-// reservedIDSet is the reserved topics' ids as last resolved or learnt;
-// replaced whole, never changed.
+// reservedIDSet is the reserved topics' ids known, learnt from lookups
+// and from the answers that pass; replaced whole, never changed, only
+// grown (an id is never reused).
 type reservedIDSet struct {
 	ids []reservedID
-	at  time.Time // last resolution; zero: none yet
-	// whole: every reserved topic had an id at the last resolution.
-	whole bool
 }
 
 type reservedID struct {
 	id   [16]byte
 	name string
+}
+
+// knownIDs is the ids known to name topics that are not reserved.
+type knownIDs struct {
+	mu sync.RWMutex
+	m  map[[16]byte]struct{}
+}
+
+func (k *knownIDs) has(id [16]byte) bool {
+	k.mu.RLock()
+	_, ok := k.m[id]
+	k.mu.RUnlock()
+	return ok
+}
+
+func (k *knownIDs) add(id [16]byte) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[[16]byte]struct{}{}
+	}
+	if len(k.m) < maxKnownIDs {
+		k.m[id] = struct{}{}
+	}
+	k.mu.Unlock()
 }
 
 func newReservedTopics(names []string, topics TopicIDs, log *slog.Logger) *reservedTopics {
@@ -108,7 +140,7 @@ func newReservedTopics(names []string, topics TopicIDs, log *slog.Logger) *reser
 		f.nameBytes = append(f.nameBytes, []byte(n))
 	}
 	f.ids.Store(&reservedIDSet{})
-	f.allow = f.allowTopic
+	f.allow, f.inAnswer = f.allowTopic, f.answerTopic
 	return f
 }
 
@@ -175,14 +207,19 @@ func (f *reservedTopics) OnRequest(_ proxy.Conn, r *proxy.Request) proxy.Verdict
 }
 
 // OnResponse takes the reserved topics out of the answers that list every
-// topic, learning their ids on the way.
+// topic, learning their ids on the way, and out of the fetch answers,
+// whose sessions may hold a topic no request names again.
 func (f *reservedTopics) OnResponse(_ proxy.Conn, r *proxy.Response) error {
 	switch r.Req.Key {
 	case int16(kmsg.Metadata), int16(kmsg.DescribeTopicPartitions):
+		if !f.mentioned(r.Buf.B) {
+			return nil
+		}
+	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
+		if !f.carried(r.Buf.B, r.Req.Key == int16(kmsg.ShareFetch) || r.Req.Version >= 13) {
+			return nil
+		}
 	default:
-		return nil
-	}
-	if !f.mentioned(r.Buf.B) {
 		return nil
 	}
 	return r.Edit(func(resp kmsg.Response) {
@@ -191,8 +228,35 @@ func (f *reservedTopics) OnResponse(_ proxy.Conn, r *proxy.Response) error {
 			f.scrubMetadata(t)
 		case *kmsg.DescribeTopicPartitionsResponse:
 			f.scrubDescribeTopicPartitions(t)
+		case *kmsg.FetchResponse:
+			f.scrubFetch(t, r.Req.Version >= 13)
+		case *kmsg.ShareFetchResponse:
+			f.scrubShareFetch(t)
 		}
 	})
+}
+
+// carried reports whether an encoded fetch answer may carry a reserved
+// topic: by its id's 16 bytes when byID, else by its name.
+func (f *reservedTopics) carried(b []byte, byID bool) bool {
+	if !byID {
+		return f.mentioned(b)
+	}
+	for _, r := range f.ids.Load().ids {
+		if bytes.Contains(b, r.id[:]) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusedTopic reports whether a topic of a fetch answer is reserved.
+func (f *reservedTopics) refusedTopic(name string, id [16]byte, byID bool) bool {
+	if byID {
+		_, hit := f.ids.Load().lookup(id)
+		return hit
+	}
+	return f.names[name]
 }
 
 // mentioned reports whether an encoded answer may name a reserved topic:
@@ -209,67 +273,68 @@ func (f *reservedTopics) mentioned(b []byte) bool {
 // named reports whether name is reserved.
 func (f *reservedTopics) named(name string) bool { return f.names[name] }
 
-// idSet is the reserved topics' ids for a request received at now: the
-// first call resolves them (requests wait for it), later ones have them
-// resolved again in the background once they are stale.
-func (f *reservedTopics) idSet(now time.Time) *reservedIDSet {
-	s := f.ids.Load()
-	if f.topics == nil {
-		return s
+// idCode decides a topic named by id: 0 (another topic's), taf (a
+// reserved topic's) or, when it is not known (known reports it),
+// unknownID until it is looked up.
+func (f *reservedTopics) idCode(id [16]byte) (code int16, known bool) {
+	if id == ([16]byte{}) {
+		return 0, true
 	}
-	if s.at.IsZero() {
-		f.first.Lock()
-		if s = f.ids.Load(); s.at.IsZero() {
-			f.resolve()
-			s = f.ids.Load()
-		}
-		f.first.Unlock()
-		return s
+	if _, ok := f.ids.Load().lookup(id); ok {
+		return taf, true
 	}
-	stale := reservedIDRefresh
-	if !s.whole {
-		stale = reservedIDRetry
+	if f.topics == nil || f.others.has(id) {
+		return 0, true
 	}
-	if now.Sub(s.at) >= stale && f.busy.CompareAndSwap(false, true) {
-		go func() {
-			defer f.busy.Store(false)
-			f.resolve()
-		}()
-	}
-	return s
+	return unknownID, false
 }
 
-// resolve asks the upstream for the reserved topics' ids. A failure keeps
-// what was known (and is retried reservedIDRetry later).
-func (f *reservedTopics) resolve() {
+// lookUp asks the upstream what the unknown ids name, one lookup at a
+// time, and returns each id's code (idCode's). What the upstream names is
+// kept; an id it does not know, or every id when it cannot be asked, is
+// unknownID for this request only.
+func (f *reservedTopics) lookUp(ids [][16]byte) map[[16]byte]int16 {
+	f.lookup.Lock()
+	defer f.lookup.Unlock()
+	out := make(map[[16]byte]int16, len(ids))
+	var ask [][16]byte
+	for _, id := range ids {
+		if _, dup := out[id]; dup {
+			continue
+		}
+		code, known := f.idCode(id)
+		out[id] = code
+		if !known && len(ask) < lookupMaxIDs {
+			ask = append(ask, id)
+		}
+	}
+	if len(ask) == 0 {
+		return out
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), reservedIDTimeout)
 	defer cancel()
-	m, err := f.topics.TopicIDs(ctx, f.list)
-	now := time.Now()
-	for {
-		old := f.ids.Load()
-		next := &reservedIDSet{at: now}
-		if err != nil {
-			next.ids = old.ids
-		} else {
-			next.whole = len(m) == len(f.list)
-			for name, id := range m {
-				if f.names[name] && id != ([16]byte{}) {
-					next.ids = append(next.ids, reservedID{id: id, name: name})
-				}
-			}
+	m, err := f.topics.TopicNamesOf(ctx, ask)
+	if err != nil {
+		if f.warned.CompareAndSwap(false, true) {
+			f.log.Warn("cannot look up the topic ids clients name; they are answered UNKNOWN_TOPIC_ID until the lookup succeeds",
+				"ids", len(ask), "err", err)
 		}
-		if f.ids.CompareAndSwap(old, next) {
-			break
+		return out
+	}
+	f.warned.Store(false)
+	for _, id := range ask {
+		name, ok := m[id]
+		switch {
+		case !ok:
+		case f.names[name]:
+			f.learn(name, id)
+			out[id] = taf
+		default:
+			f.others.add(id)
+			out[id] = 0
 		}
 	}
-	switch {
-	case err == nil:
-		f.warned.Store(false)
-	case f.warned.CompareAndSwap(false, true):
-		f.log.Warn("cannot resolve the ids of Tollgate's own topics; requests naming topics by id are matched by the ids known so far",
-			"topics", f.list, "known", len(f.ids.Load().ids), "err", err)
-	}
+	return out
 }
 
 // learn records a reserved topic's id seen in an answer.
@@ -304,9 +369,22 @@ func (s *reservedIDSet) lookup(id [16]byte) (string, bool) {
 }
 
 // allowTopic is the check of a streamed Produce's topics
-// (proxy.Verdict.Topics); the ids were brought up to date when its head
-// was read.
+// (proxy.Verdict.Topics): an unknown id is looked up first.
 func (f *reservedTopics) allowTopic(name []byte, id [16]byte) bool {
+	if name != nil {
+		return !f.names[string(name)]
+	}
+	code, known := f.idCode(id)
+	if !known {
+		code = f.lookUp([][16]byte{id})[id]
+	}
+	return code == 0
+}
+
+// answerTopic is the check of a streamed Fetch answer's topics
+// (proxy.Verdict.Topics): what the broker sends of a topic its fetch
+// session holds.
+func (f *reservedTopics) answerTopic(name []byte, id [16]byte) bool {
 	if name != nil {
 		return !f.names[string(name)]
 	}
@@ -314,47 +392,61 @@ func (f *reservedTopics) allowTopic(name []byte, id [16]byte) bool {
 	return !hit
 }
 
-// idsFrom is idSet for a request that names topics by id from version
-// from (Produce, Fetch: v13); nil below it.
-func (f *reservedTopics) idsFrom(r *proxy.Request, from int16) *reservedIDSet {
-	if r.Version < from {
-		return nil
-	}
-	return f.idSet(r.Received)
-}
-
-// walkedHit reports whether a topic read in place is reserved: by its id
-// when byID (then set is the request's idsFrom), else by its name.
-func (f *reservedTopics) walkedHit(set *reservedIDSet, byID bool, name []byte, id [16]byte) bool {
+// walkedHit reports whether a topic read in place must be decided by the
+// decoded request: a reserved topic, by its id when byID (or an id not
+// known yet), else by its name.
+func (f *reservedTopics) walkedHit(byID bool, name []byte, id [16]byte) bool {
 	if byID {
-		_, ok := set.lookup(id)
-		return ok
+		code, known := f.idCode(id)
+		return code != 0 || !known
 	}
 	return f.names[string(name)]
 }
 
-// refusedBy is a request's test of one topic: by name, or by id (a
-// reserved id resolved at most once per request).
+// refusedBy is a request's test of its topics: by name, or by id (the
+// request's unknown ids looked up at most once, together when prepared).
 type refusedBy struct {
-	f   *reservedTopics
-	now time.Time
-	set *reservedIDSet
+	f     *reservedTopics
+	codes map[[16]byte]int16 // this request's lookups
 }
 
-func (f *reservedTopics) by(r *proxy.Request) *refusedBy { return &refusedBy{f: f, now: r.Received} }
+func (f *reservedTopics) by() *refusedBy { return &refusedBy{f: f} }
 
 func (b *refusedBy) name(n string) bool { return b.f.named(n) }
 
-func (b *refusedBy) id(id [16]byte) bool {
-	if id == ([16]byte{}) {
-		return false
+// prepare looks up, in one lookup, the unknown ones of the ids the
+// request names.
+func (b *refusedBy) prepare(ids [][16]byte) {
+	var ask [][16]byte
+	for _, id := range ids {
+		if _, known := b.f.idCode(id); !known {
+			ask = append(ask, id)
+		}
 	}
-	if b.set == nil {
-		b.set = b.f.idSet(b.now)
+	if len(ask) > 0 {
+		b.codes = b.f.lookUp(ask)
 	}
-	_, ok := b.set.lookup(id)
-	return ok
 }
+
+// idCode is the code a topic named by id is answered (0: it passes).
+func (b *refusedBy) idCode(id [16]byte) int16 {
+	if c, ok := b.codes[id]; ok {
+		return c
+	}
+	code, known := b.f.idCode(id)
+	if known {
+		return code
+	}
+	m := b.f.lookUp([][16]byte{id})
+	if b.codes == nil {
+		b.codes = m
+	} else {
+		b.codes[id] = m[id]
+	}
+	return m[id]
+}
+
+func (b *refusedBy) id(id [16]byte) bool { return b.idCode(id) != 0 }
 
 // either tests a topic named by name, or by id when version names topics
 // by id (the name is then empty).
@@ -363,6 +455,18 @@ func (b *refusedBy) either(name string, id [16]byte, byID bool) bool {
 		return b.id(id)
 	}
 	return b.name(name)
+}
+
+// code is what a refused topic is answered: UNKNOWN_TOPIC_ID for an id
+// the upstream does not name (or could not be asked), else
+// TOPIC_AUTHORIZATION_FAILED.
+func (b *refusedBy) code(id [16]byte, byID bool) int16 {
+	if byID && id != ([16]byte{}) {
+		if c := b.idCode(id); c != 0 {
+			return c
+		}
+	}
+	return taf
 }
 
 // split divides xs into the items kept (a new slice: xs is the shared
@@ -410,5 +514,8 @@ func forwardAlways(req kmsg.Request, merge func(kmsg.Response)) proxy.Verdict {
 	return proxy.Verdict{Forward: req, Merge: merge}
 }
 
-// taf is TOPIC_AUTHORIZATION_FAILED's code.
-var taf = kerr.TopicAuthorizationFailed.Code
+// taf is TOPIC_AUTHORIZATION_FAILED's code; unknownID UNKNOWN_TOPIC_ID's.
+var (
+	taf       = kerr.TopicAuthorizationFailed.Code
+	unknownID = kerr.UnknownTopicID.Code
+)

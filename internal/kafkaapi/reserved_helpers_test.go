@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -30,44 +31,58 @@ const (
 var (
 	auditID = [16]byte{0xa1, 1}
 	usageID = [16]byte{0xa2, 2}
-	ownID   = [16]byte{0x0d, 3}
+	ownID      = [16]byte{0x0d, 3}
+	paymentsID = [16]byte{0x0e, 4}
 	// names of the ids, for the answers the tests read.
-	idNames = map[[16]byte]string{auditID: auditTopic, usageID: usageTopic, ownID: ownTopic, {0x0e, 4}: "payments"}
+	idNames = map[[16]byte]string{auditID: auditTopic, usageID: usageTopic, ownID: ownTopic, paymentsID: "payments"}
 )
 
 var (
-	tafCode  = kerr.TopicAuthorizationFailed.Code
+	tafCode     = kerr.TopicAuthorizationFailed.Code
+	unknownCode = kerr.UnknownTopicID.Code
 	notTried = kerr.OperationNotAttempted.Code
 )
 
 // upstreamIDs is what the upstream cluster's metadata says of the topics'
-// ids; calls counts the resolutions.
+// ids; calls counts the lookups, asked the ids looked up.
 type upstreamIDs struct {
+	mu    sync.Mutex
 	ids   map[string][16]byte
 	calls atomic.Int32
+	asked [][16]byte
 }
 
-func (u *upstreamIDs) TopicIDs(_ context.Context, names []string) (map[string][16]byte, error) {
+func (u *upstreamIDs) TopicNamesOf(_ context.Context, ids [][16]byte) (map[[16]byte]string, error) {
 	u.calls.Add(1)
-	out := map[string][16]byte{}
-	for _, n := range names {
-		if id, ok := u.ids[n]; ok {
-			out[n] = id
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.asked = append(u.asked, ids...)
+	out := map[[16]byte]string{}
+	for name, id := range u.ids {
+		if slices.Contains(ids, id) {
+			out[id] = name
 		}
 	}
 	return out, nil
 }
 
+// set names id name from now on (a topic created, or recreated).
+func (u *upstreamIDs) set(name string, id [16]byte) {
+	u.mu.Lock()
+	u.ids[name] = id
+	u.mu.Unlock()
+}
+
 // failingIDs is an upstream the gateway cannot ask.
 type failingIDs struct{ calls atomic.Int32 }
 
-func (f *failingIDs) TopicIDs(context.Context, []string) (map[string][16]byte, error) {
+func (f *failingIDs) TopicNamesOf(context.Context, [][16]byte) (map[[16]byte]string, error) {
 	f.calls.Add(1)
 	return nil, errors.New("no broker answers")
 }
 
 func clusterIDs() *upstreamIDs {
-	return &upstreamIDs{ids: map[string][16]byte{auditTopic: auditID, usageTopic: usageID, ownTopic: ownID}}
+	return &upstreamIDs{ids: map[string][16]byte{auditTopic: auditID, usageTopic: usageID, ownTopic: ownID, "payments": paymentsID}}
 }
 
 // reservedOf is the reserved-topics filter of the chain Deps would build

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"testing/synctest"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -152,80 +151,85 @@ func TestReservedFetch(t *testing.T) {
 	}
 }
 
-// The reserved topics' ids are resolved once before the first request
-// that names a topic by id — it waits for them — and then only in the
-// background; without a resolver, they are learnt from the metadata
-// answers that pass.
+// Topics named by id fail closed: an id the gateway has not seen is
+// looked up (once, all of a request's together) before the request goes
+// on; a reserved topic's new id (the topic recreated) is refused at once;
+// an id the upstream does not name, or any unseen id while the upstream
+// cannot be asked, is answered UNKNOWN_TOPIC_ID and reaches no broker;
+// without a resolver, ids are learnt from the metadata answers that pass.
 func TestReservedIDs(t *testing.T) {
 	ids := clusterIDs()
 	f := reservedOf(t, ids)
 	if n := ids.calls.Load(); n != 0 {
-		t.Fatalf("resolved %d times before any request", n)
+		t.Fatalf("looked up %d times before any request", n)
 	}
 	x := pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, ownTopic), echo)
 	if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
 		t.Errorf("the broker got %v", got)
 	}
-	pass(t, f, connAs(aliceUser), fetchReq(13, ownTopic), echo)
+	pass(t, f, connAs(aliceUser), fetchReq(13, ownTopic, auditTopic), echo)
 	if n := ids.calls.Load(); n != 1 {
-		t.Errorf("resolved %d times for two requests received at once", n)
+		t.Errorf("looked up %d times for two requests of the same ids, want once", n)
 	}
 
-	// A topic created after the last resolution: resolved again, in the
-	// background, once the ids are reservedIDRetry old (one reserved
-	// topic had none); until then the request goes on with what is known.
-	synctest.Test(t, func(t *testing.T) {
-		late := &upstreamIDs{ids: map[string][16]byte{auditTopic: auditID}}
-		f := reservedOf(t, late)
-		r, _ := proxytest.Request(fetchReq(13, ownTopic), 1)
-		f.OnRequest(connAs(aliceUser), r)
-		late.ids[usageTopic] = usageID
-		r, _ = proxytest.Request(fetchReq(13, usageTopic), 1)
-		r.Received = f.ids.Load().at.Add(reservedIDRetry - 1)
-		if f.OnRequest(connAs(aliceUser), r); late.calls.Load() != 1 {
-			t.Errorf("resolved again before reservedIDRetry")
-		}
-		r.Received = f.ids.Load().at.Add(reservedIDRetry)
-		f.OnRequest(connAs(aliceUser), r) // starts the resolution
-		synctest.Wait()
-		if n := late.calls.Load(); n != 2 {
-			t.Fatalf("resolved %d times", n)
-		}
-		x := pass(t, f, connAs(aliceUser), fetchReq(13, usageTopic, ownTopic), echo)
-		if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
-			t.Errorf("after the usage topic was created, the broker got %v", got)
-		}
-	})
+	// The audit topic recreated: its new id is refused before any answer
+	// could teach it.
+	newAudit := [16]byte{0xa1, 9}
+	ids.set(auditTopic, newAudit)
+	req := fetchReq(13, ownTopic, auditTopic)
+	req.Topics[1].TopicID = newAudit
+	x = pass(t, f, connAs(aliceUser), req, echo)
+	if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
+		t.Errorf("with the audit topic recreated the broker got %v", got)
+	}
+	if got := x.resp.(*kmsg.FetchResponse).Topics; len(got) != 2 || got[1].TopicID != newAudit || got[1].Partitions[0].ErrorCode != tafCode {
+		t.Errorf("the recreated audit topic was answered %+v", got)
+	}
 
-	// An upstream that cannot be asked: the requests go on with the ids
-	// known so far (none: the first resolution does not block them
-	// again), the failure is logged once until a resolution succeeds,
-	// and a metadata answer that passes still teaches the ids.
-	synctest.Test(t, func(t *testing.T) {
-		var logs bytes.Buffer
-		down := &failingIDs{}
-		f := newReservedTopics([]string{auditTopic, usageTopic}, down, slog.New(slog.NewTextHandler(&logs, nil)))
-		r, _ := proxytest.Request(fetchReq(13, auditTopic), 1)
-		if v := f.OnRequest(connAs(aliceUser), r); v.Forward != nil || v.Close != "" {
-			t.Errorf("verdict %+v with no id known", v)
+	// An id the upstream does not know: UNKNOWN_TOPIC_ID, nothing sent,
+	// and asked again next time (it may be a topic just created).
+	req = fetchReq(13, ownTopic)
+	req.Topics[0].TopicID = [16]byte{0x77}
+	for i := range 2 {
+		before := ids.calls.Load()
+		x = pass(t, f, connAs(aliceUser), req, echo)
+		if got := sentTopics(x.sent); len(got) != 0 {
+			t.Errorf("an unknown id: the broker got %v", got)
 		}
-		for i := 1; i <= 3; i++ {
-			r.Received = f.ids.Load().at.Add(reservedIDRetry)
-			f.OnRequest(connAs(aliceUser), r)
-			synctest.Wait()
+		if p := x.resp.(*kmsg.FetchResponse).Topics[0].Partitions[0]; p.ErrorCode != unknownCode {
+			t.Errorf("an unknown id was answered %v", p.ErrorCode)
 		}
-		if n := down.calls.Load(); n != 4 {
-			t.Errorf("asked the upstream %d times, want 4 (once, then once per reservedIDRetry)", n)
+		if ids.calls.Load() != before+1 {
+			t.Errorf("request %d: the unknown id was not looked up", i)
 		}
-		if n := strings.Count(logs.String(), "cannot resolve the ids"); n != 1 {
-			t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+	}
+
+	// An upstream that cannot be asked: every unseen id is
+	// UNKNOWN_TOPIC_ID (the failure logged once until a lookup
+	// succeeds); what a metadata answer taught still decides.
+	var logs bytes.Buffer
+	down := &failingIDs{}
+	f = newReservedTopics([]string{auditTopic, usageTopic}, down, slog.New(slog.NewTextHandler(&logs, nil)))
+	for range 3 {
+		x = pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, ownTopic), echo)
+		if got := sentTopics(x.sent); len(got) != 0 {
+			t.Errorf("with no lookup possible the broker got %v", got)
 		}
-		pass(t, f, connAs(aliceUser), at(12, kmsg.NewPtrMetadataRequest()), echo)
-		x := pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, ownTopic), echo)
-		if got := sentTopics(x.sent); !slices.Equal(got, []string{ownTopic}) {
-			t.Errorf("after a metadata answer the broker got %v", got)
+		if got, want := codes(x.resp), map[string][]int16{auditTopic: {unknownCode, unknownCode}, ownTopic: {unknownCode, unknownCode}}; !maps.EqualFunc(got, want, slices.Equal[[]int16]) {
+			t.Errorf("with no lookup possible the client got %v, want %v", got, want)
 		}
-	})
+	}
+	if n := down.calls.Load(); n != 3 {
+		t.Errorf("asked the upstream %d times, want 3 (once a request)", n)
+	}
+	if n := strings.Count(logs.String(), "cannot look up the topic ids"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+	}
+	pass(t, f, connAs(aliceUser), at(12, kmsg.NewPtrMetadataRequest()), echo)
+	x = pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic), echo)
+	if got, want := codes(x.resp), map[string][]int16{auditTopic: {tafCode, tafCode}}; !maps.EqualFunc(got, want, slices.Equal[[]int16]) {
+		t.Errorf("after a metadata answer the client got %v, want %v", got, want)
+	}
 
 	// No resolver: a Metadata answer listing every topic teaches the ids.
 	f = reservedOf(t, nil)
@@ -237,6 +241,53 @@ func TestReservedIDs(t *testing.T) {
 	x = pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic, usageTopic), echo)
 	if got := sentTopics(x.sent); len(got) != 0 {
 		t.Errorf("after a metadata answer the broker got %v", got)
+	}
+}
+
+// The fetch answers are checked too: a broker's fetch or share session
+// may hold a reserved topic no request names again. Buffered, its
+// partitions become TOPIC_AUTHORIZATION_FAILED with no records; streamed,
+// the session's check (Verdict.Topics) refuses it.
+func TestReservedFetchAnswers(t *testing.T) {
+	f := reservedOf(t, clusterIDs())
+	pass(t, f, connAs(aliceUser), fetchReq(13, auditTopic), echo) // the audit topic's id is known
+	session := func(req kmsg.Request) kmsg.Response {
+		resp := echo(req).(*kmsg.FetchResponse)
+		rt := kmsg.NewFetchResponseTopic()
+		rt.TopicID = auditID
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.HighWatermark, rp.RecordBatches = 10, []byte("secret records")
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp
+	}
+	x := pass(t, f, connAs(aliceUser), fetchReq(13, ownTopic), session)
+	if x.verdict.Topics == nil || x.verdict.Topics(nil, auditID) || !x.verdict.Topics(nil, ownID) || x.verdict.Topics([]byte(auditTopic), [16]byte{}) {
+		t.Error("the streamed answer's check does not refuse the reserved topics alone")
+	}
+	got := x.resp.(*kmsg.FetchResponse).Topics
+	if len(got) != 2 || got[1].TopicID != auditID || got[1].Partitions[0].ErrorCode != tafCode || len(got[1].Partitions[0].RecordBatches) != 0 {
+		t.Errorf("the session's audit topic reached the client as %+v", got)
+	}
+
+	share := func(req kmsg.Request) kmsg.Response {
+		resp := echo(req).(*kmsg.ShareFetchResponse)
+		rt := kmsg.NewShareFetchResponseTopic()
+		rt.TopicID = auditID
+		rp := kmsg.NewShareFetchResponseTopicPartition()
+		rp.Records = []byte("secret records")
+		rt.Partitions = append(rt.Partitions, rp)
+		resp.Topics = append(resp.Topics, rt)
+		return resp
+	}
+	sf := kmsg.NewPtrShareFetchRequest()
+	st := kmsg.NewShareFetchRequestTopic()
+	st.TopicID = ownID
+	sf.Topics = append(sf.Topics, st)
+	x = pass(t, f, connAs(aliceUser), at(1, sf), share)
+	sgot := x.resp.(*kmsg.ShareFetchResponse).Topics
+	if len(sgot) != 2 || sgot[1].Partitions[0].ErrorCode != tafCode || len(sgot[1].Partitions[0].Records) != 0 {
+		t.Errorf("the share session's audit topic reached the client as %+v", sgot)
 	}
 }
 

@@ -94,17 +94,7 @@ func (g *Gateway) TopicPartitionsByID(ctx context.Context, ids [][16]byte) (map[
 }
 
 func (g *Gateway) topicPartitionsByID(ctx context.Context, ids [][16]byte) (map[[16]byte]int32, error) {
-	if g.meta == nil {
-		return nil, fmt.Errorf("the gateway has not started")
-	}
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false
-	for _, id := range ids {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.TopicID = id
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, g.meta)
+	resp, err := g.metadataByID(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -117,22 +107,35 @@ func (g *Gateway) topicPartitionsByID(ctx context.Context, ids [][16]byte) (map[
 	return out, nil
 }
 
-// TopicIDs asks upstream for the id of each topic; topics that do not
-// exist are absent from the result. It never creates a topic. Filters that
-// refuse topics by name need their ids for the requests that name topics
-// by id (Fetch v13+, Produce v13, ShareFetch).
-func (g *Gateway) TopicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
+// metadataByID asks upstream for the topics of ids (Metadata v12+ names
+// them by id).
+func (g *Gateway) metadataByID(ctx context.Context, ids [][16]byte) (*kmsg.MetadataResponse, error) {
 	if g.meta == nil {
 		return nil, fmt.Errorf("the gateway has not started")
 	}
-	resp, err := g.metadataOf(ctx, topics)
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false
+	for _, id := range ids {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = id
+		req.Topics = append(req.Topics, rt)
+	}
+	return req.RequestWith(ctx, g.meta)
+}
+
+// TopicNamesOf asks upstream for the name of each topic of ids, once;
+// ids it does not know (or does not let Tollgate describe) are absent
+// from the result. It never creates a topic. The reserved-topics filter
+// decides by it the topics requests name by id.
+func (g *Gateway) TopicNamesOf(ctx context.Context, ids [][16]byte) (map[[16]byte]string, error) {
+	resp, err := g.metadataByID(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string][16]byte, len(topics))
+	out := make(map[[16]byte]string, len(ids))
 	for _, t := range resp.Topics {
 		if t.ErrorCode == 0 && t.Topic != nil && t.TopicID != ([16]byte{}) {
-			out[*t.Topic] = t.TopicID
+			out[t.TopicID] = *t.Topic
 		}
 	}
 	return out, nil

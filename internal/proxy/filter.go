@@ -173,8 +173,12 @@ type Verdict struct {
 	// false ends the request: the broker has received only part of the
 	// frame, which it never handles, so the session closes
 	// (ReasonRefused). For a filter that must know every topic of a
-	// Produce whose later topics lie past the head. Ignored for any other
-	// request; at most one filter of a chain may set it.
+	// Produce whose later topics lie past the head. For a Fetch whose
+	// response is streamed (64 KiB or more), it sees each topic of the
+	// response before any byte of that topic is written to the client;
+	// false closes the session (ReasonRefused): what a broker's fetch
+	// session sends of a topic no request names again. Ignored for any
+	// other request; at most one filter of a chain may set it.
 	Topics func(name []byte, id [16]byte) bool
 	// TopicBytes sees each topic's record bytes (the sum of its
 	// partitions' records lengths) where the filter cannot read them

@@ -468,7 +468,7 @@ func (s *session) enqueue(req *Request, v *Verdict) error {
 	pr.decoded = nil
 	deadline := now.Add(s.gw.cfg.RequestTimeout + req.MaxWait)
 	s.mu.Lock()
-	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline, topicBytes: v.TopicBytes})
+	s.queue = append(s.queue, pending{req: pr, throttle: v.Throttle, merge: v.Merge, deadline: deadline, topicBytes: v.TopicBytes, topics: v.Topics})
 	if s.head == len(s.queue)-1 {
 		s.upstreamDeadline() // the new head: the responder may be waiting with none
 	}

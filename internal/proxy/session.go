@@ -97,6 +97,9 @@ type pending struct {
 	// topicBytes sees the topics of a streamed Fetch response
 	// (Verdict.TopicBytes).
 	topicBytes func(name []byte, id [16]byte, bytes int)
+	// topics checks the topics of a streamed Fetch response
+	// (Verdict.Topics).
+	topics func(name []byte, id [16]byte) bool
 }
 
 func (g *Gateway) serve(c net.Conn, l *listener, node int32, ac *admission.Conn) {

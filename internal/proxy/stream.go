@@ -159,7 +159,7 @@ func (s *session) streamFetch(pr *pending, sz [4]byte, n int) (Reason, error) {
 	if b := w.Throttle(); b != nil && t > 0 {
 		putThrottle(b, throttleMs(t))
 	}
-	if ver < 12 && pr.topicBytes == nil {
+	if ver < 12 && pr.topicBytes == nil && pr.topics == nil {
 		// No tagged fields, so nothing after the head can carry an
 		// address: the rest goes through verbatim.
 		st.copyRaw(st.left)
@@ -192,6 +192,12 @@ func (s *session) streamFetchTopics(st *fetchStream, w *wire.FetchResponseWalk, 
 			// The stage is reused while the records pass.
 			s.rname = append(s.rname[:0], name...)
 			name = s.rname
+		}
+		if pr.topics != nil && w.Ok() && !pr.topics(name, id) {
+			// Nothing of this topic has been written: it is still staged.
+			err := fmt.Errorf("a streamed fetch response carries a topic the request may not read")
+			st.fail(err)
+			return ReasonRefused, err
 		}
 		for w.NextPartition() {
 		}

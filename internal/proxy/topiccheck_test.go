@@ -71,7 +71,8 @@ func TestChainSharedForwardAndRespondMerges(t *testing.T) {
 }
 
 // topicCheck is a filter that checks the topics of every streamed Produce
-// (Verdict.Topics) and records what it was shown.
+// and streamed Fetch response (Verdict.Topics) and records what it was
+// shown.
 type topicCheck struct {
 	refuse string
 	mu     sync.Mutex
@@ -79,7 +80,7 @@ type topicCheck struct {
 }
 
 func (*topicCheck) Name() string  { return "topic-check" }
-func (*topicCheck) Keys() []int16 { return []int16{int16(kmsg.Produce)} }
+func (*topicCheck) Keys() []int16 { return []int16{int16(kmsg.Produce), int16(kmsg.Fetch)} }
 
 func (f *topicCheck) OnRequest(_ proxy.Conn, r *proxy.Request) proxy.Verdict {
 	return proxy.Verdict{Topics: f.check}
@@ -203,6 +204,66 @@ func TestStreamedProduceTopicCheck(t *testing.T) {
 				synctest.Wait()
 				if n := len(rg.up.received(int16(kmsg.Produce))); n != 0 {
 					t.Errorf("the broker handled %d Produce requests", n)
+				}
+				if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {
+					t.Errorf("closed with %v, want %s", got, proxy.ReasonRefused)
+				}
+				if !slices.Equal(f.seen, names) {
+					t.Errorf("the filter was shown %v, want %v", f.seen, names)
+				}
+			})
+		})
+	}
+}
+
+// A streamed Fetch response whose topics a filter checks reaches the
+// client unchanged when every topic passes; a refused topic closes the
+// session before any byte of it reaches the client (what a broker's fetch
+// session sends of a topic no request names again).
+func TestStreamedFetchTopicCheck(t *testing.T) {
+	for _, v := range []int16{4, 12, 13, 16} {
+		names := []string{"first", "second"}
+		if v >= 13 {
+			names = []string{"id-1", "id-2"}
+		}
+		fetch := func() *kmsg.FetchRequest {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = v
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "first"
+			rt.TopicID[0] = 1
+			req.Topics = append(req.Topics, rt)
+			return req
+		}
+		t.Run(fmt.Sprintf("v%d passes", v), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &topicCheck{}
+				rg := newRig(t, bigFetchAnswer, f)
+				resp := rg.dial(t).roundTrip(fetch()).(*kmsg.FetchResponse)
+				want := bigFetchAnswer(fetch()).(*kmsg.FetchResponse)
+				if !bytes.Equal(resp.AppendTo(nil), want.AppendTo(nil)) {
+					t.Error("the client got a different response than the broker sent")
+				}
+				if !slices.Equal(f.seen, names) {
+					t.Errorf("the filter was shown %v, want %v", f.seen, names)
+				}
+				if got := rg.closes.list(); len(got) != 0 {
+					t.Errorf("closed with %v", got)
+				}
+			})
+		})
+		t.Run(fmt.Sprintf("v%d second topic refused", v), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &topicCheck{refuse: names[1]}
+				rg := newRig(t, bigFetchAnswer, f)
+				c := rg.dial(t)
+				c.c.Write(c.f.AppendRequest(nil, fetch(), 1))
+				got, _ := io.ReadAll(c.c)
+				if bytes.Contains(got, []byte("second")) || bytes.Contains(got, bytes.Repeat([]byte{'b'}, 16)) {
+					t.Errorf("the client got bytes of the refused topic (%d bytes in all)", len(got))
+				}
+				if !bytes.Contains(got, bytes.Repeat([]byte{'a'}, 1024)) {
+					t.Errorf("the client got %d bytes, none of the first topic's records", len(got))
 				}
 				if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {
 					t.Errorf("closed with %v, want %s", got, proxy.ReasonRefused)
