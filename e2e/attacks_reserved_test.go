@@ -624,3 +624,95 @@ func attackClusterConfigTopic(t *testing.T, up *testkit.Upstream) {
 		t.Fatalf("fetching the configuration topic: %d records, refused %v", n, denied)
 	}
 }
+
+// Topics by id fail closed (issue 23 point 5). The audit topic is
+// recreated by an operator straight on the upstream; a tenant that learns
+// its new id (a ConsumerGroupHeartbeat assignment shows ids) fetches by it
+// at once, before anything could have taught the gateway the id: refused,
+// no record. An id nobody knows is UNKNOWN_TOPIC_ID and reaches no
+// broker. And in a broker's incremental fetch session, the audit topic
+// added by id is refused while the tenant's own topic goes on being
+// served: the session never carries it.
+func attackOwnTopicIDs(t *testing.T, up *testkit.Upstream) {
+	env, ctx, o := startOwnTopics(t, up)
+	auditSomething(t, ctx, env)
+	records(t, ctx, env, o.audit)
+	old := topicID(t, ctx, env, o.audit)
+	byID := func(id [16]byte) *kmsg.FetchRequest {
+		req := fetchOne("", 0, 0)
+		req.Version, req.MaxWaitMillis, req.SessionEpoch = 16, 100, -1
+		req.Topics[0].TopicID = id
+		return req
+	}
+	c := leaderOf(t, ctx, env, o.tenant)
+	// The gateway knows the audit topic's id now.
+	if p := c.do(t, byID(old)).(*kmsg.FetchResponse).Topics[0].Partitions[0]; p.ErrorCode != errTAF.Code {
+		t.Fatalf("Fetch by the audit topic's id: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	adm := upstreamAdmin(t, env)
+	if _, err := adm.DeleteTopics(ctx, o.audit); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the audit topic recreated", func() error {
+		r, err := adm.CreateTopic(ctx, 1, -1, nil, o.audit)
+		if err == nil {
+			err = r.Err
+		}
+		if errors.Is(err, kerr.TopicAlreadyExists) && topicID(t, ctx, env, o.audit) != old {
+			return nil
+		}
+		return err
+	})
+	secret := franzClient(t, kgo.SeedBrokers(env.UpstreamAddrs()...))
+	if err := secret.ProduceSync(ctx, &kgo.Record{Topic: o.audit, Value: []byte("secret")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	id := topicID(t, ctx, env, o.audit)
+	if id == old {
+		t.Fatal("the recreated audit topic kept its id")
+	}
+	resp := c.do(t, byID(id)).(*kmsg.FetchResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("Fetch by the recreated audit topic's id: %+v", resp.Topics)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != errTAF.Code || len(p.RecordBatches) != 0 {
+		t.Errorf("Fetch by the recreated audit topic's id: %v, %d bytes of records", kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches))
+	}
+	resp = c.do(t, byID([16]byte{0x5e, 0xc7})).(*kmsg.FetchResponse)
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("Fetch by an id no topic has: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+
+	// An incremental fetch session on the tenant topic's leader.
+	if err := alice(t, env).ProduceSync(ctx, &kgo.Record{Topic: o.tenant, Value: []byte("mine")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	mine := topicID(t, ctx, env, o.tenant)
+	open := byID(mine)
+	open.SessionEpoch = 0
+	first := c.do(t, open).(*kmsg.FetchResponse)
+	if first.ErrorCode != 0 || first.SessionID == 0 {
+		t.Fatalf("no fetch session: %v, session %d", kerr.ErrorForCode(first.ErrorCode), first.SessionID)
+	}
+	add := byID(id) // the audit topic added to the session
+	add.SessionID, add.SessionEpoch = first.SessionID, 1
+	add.Topics[0].Partitions[0].FetchOffset = 0
+	for epoch, req := range []*kmsg.FetchRequest{add, nil, nil} {
+		if req == nil { // the session's partitions, named by no request
+			req = byID(mine)
+			req.Topics = nil
+			req.SessionID, req.SessionEpoch = first.SessionID, int32(epoch+1)
+		}
+		r := c.do(t, req).(*kmsg.FetchResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("session epoch %d: %v", epoch+1, kerr.ErrorForCode(r.ErrorCode))
+		}
+		for _, tp := range r.Topics {
+			for _, p := range tp.Partitions {
+				if tp.TopicID == id && (p.ErrorCode != errTAF.Code || len(p.RecordBatches) != 0) {
+					t.Errorf("session epoch %d: the audit topic answered %v with %d bytes of records", epoch+1, kerr.ErrorForCode(p.ErrorCode), len(p.RecordBatches))
+				}
+			}
+		}
+	}
+}

@@ -69,6 +69,7 @@ var attacks = []struct {
 	{"telemetry: a flood of instances and client-ids, bombs and another tenant's instance id: Kafka's answers, the caps held, the victim undisturbed", "telemetry", attackTelemetryFlood},
 	// The last ways around (issue 23).
 	{"a client that pipelines requests and reads no answer is closed (write_timeout); nothing stays, others are served", "23.3", onEachUpstream(attackStalledReader)},
+	{"topics by id fail closed: a recreated own topic's new id, an unknown id, an own topic added to a fetch session", "23.5", onEachUpstream(attackOwnTopicIDs)},
 	{"20 connections each send 99 % of a 100 MiB frame: the gateway holds no more than socket.queued_max_request_bytes; others produce and consume", "23.4", onEachUpstream(attackRequestMemory)},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).
