@@ -69,6 +69,7 @@ var attacks = []struct {
 	{"telemetry: a flood of instances and client-ids, bombs and another tenant's instance id: Kafka's answers, the caps held, the victim undisturbed", "telemetry", attackTelemetryFlood},
 	// The last ways around (issue 23).
 	{"a client that pipelines requests and reads no answer is closed (write_timeout); nothing stays, others are served", "23.3", onEachUpstream(attackStalledReader)},
+	{"request_percentage: what Tollgate answers itself (DescribeClientQuotas) is charged and throttled", "23.1", attackLocalAnswersCharged},
 	{"topics by id fail closed: a recreated own topic's new id, an unknown id, an own topic added to a fetch session", "23.5", onEachUpstream(attackOwnTopicIDs)},
 	{"20 connections each send 99 % of a 100 MiB frame: the gateway holds no more than socket.queued_max_request_bytes; others produce and consume", "23.4", onEachUpstream(attackRequestMemory)},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
@@ -765,4 +766,31 @@ func attackRequestMemory(t *testing.T, up *testkit.Upstream) {
 	if grew > 1<<30 {
 		t.Fatalf("the heap grew %d MiB with a budget of %d MiB", grew>>20, budget>>20)
 	}
+}
+
+// What Tollgate answers itself is charged (issue 23 point 1). A client
+// held to request_percentage=1 asks DescribeClientQuotas — answered by the
+// control plane, never by the broker — as fast as it can: the time the
+// gateway spends answering is charged as the broker's would be, so its
+// answers come throttled (and the connection muted) within a few thousand
+// requests. Before, none ever was.
+func attackLocalAnswersCharged(t *testing.T) {
+	pct := 1.0
+	env := testkit.Start(t, app.Options{}, func(c *app.Config) {
+		c.Quotas = []app.QuotaEntry{{ClientID: kmsg.StringPtr("tollgate-e2e-raw"), RequestPercentage: &pct}}
+	})
+	ctx := ctxT(t, 60*time.Second)
+	c := dialRawVia(t, ctx, &net.Dialer{}, env.Bootstrap)
+	const most = 2_000_000
+	deadline := time.Now().Add(40 * time.Second)
+	for i := 1; i <= most && time.Now().Before(deadline); i++ {
+		req := kmsg.NewPtrDescribeClientQuotasRequest()
+		req.Version = 1
+		resp := c.do(t, req).(*kmsg.DescribeClientQuotasResponse)
+		if resp.ThrottleMillis > 0 {
+			t.Logf("throttled %d ms at request %d", resp.ThrottleMillis, i)
+			return
+		}
+	}
+	t.Errorf("%d DescribeClientQuotas at request_percentage=1 were never throttled", most)
 }

@@ -107,6 +107,11 @@ func (f *Filter) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duratio
 // Dropped implements proxy.DropHook.
 func (f *Filter) Dropped(c proxy.Conn, r *proxy.Request) { connFor(f).Dropped(c, r) }
 
+// AnsweredLocally implements proxy.LocalHook.
+func (f *Filter) AnsweredLocally(c proxy.Conn, r *proxy.Request, took time.Duration) time.Duration {
+	return connFor(f).AnsweredLocally(c, r, took)
+}
+
 // conn is the filter of one connection. Requests arrive on the session's
 // reader and responses on its responder, so each side keeps its own
 // handle (a quota.Client is not safe for concurrent use).
@@ -251,6 +256,18 @@ func (q *conn) Throttle(c proxy.Conn, r *proxy.Request, size int) time.Duration 
 	// Recorded even when nothing is charged: as in Kafka, every response
 	// of a client over its quota is throttled.
 	return max(t, cl.RecordRequest(q.meter.Charge(r.Forwarded, now, allowedWait(r)), now))
+}
+
+// AnsweredLocally implements proxy.LocalHook: a request a later filter of
+// the chain answered itself (the quotas and SCRAM credentials of the
+// control plane, Tollgate's broker configs, the clients' telemetry) is
+// charged to request_percentage the time the gateway took to answer it,
+// as Kafka charges its request handler's time, and, as for every request,
+// the answer of a client over its quota is throttled. On the reader's
+// handle: it runs on the session's reader.
+func (q *conn) AnsweredLocally(c proxy.Conn, r *proxy.Request, took time.Duration) time.Duration {
+	now := q.f.now()
+	return q.req.client(q.f.engine, c, r.ClientID).RecordRequest(took, now)
 }
 
 // Dropped implements proxy.DropHook: a request that will not be answered

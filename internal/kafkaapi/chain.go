@@ -57,11 +57,12 @@ type Deps struct {
 // Chain is the filter chain of every connection, in order: a request
 // passes the filters top to bottom and its response bottom to top, so the
 // filters nearest the client (ApiVersions, broker addresses) see every
-// response last, after the control plane has merged its part in, and the
-// quota filter, nearest the broker but for the reserved topics' filter and
-// the usage ledger's counter, charges only what is forwarded (what the
-// reserved topics' filter answers itself gives back what the quota filter
-// reserved for it).
+// response last. The quota filter stands before every filter that answers
+// requests itself (Tollgate's broker configs, the control plane's quotas
+// and SCRAM credentials, telemetry, the reserved topics): what they answer
+// is held and throttled as any request and charged to request_percentage
+// the time the gateway took (proxy.LocalHook); what the reserved topics'
+// filter answers itself gives back what the quota filter reserved for it.
 func Chain(d Deps) proxy.Chain {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -77,16 +78,19 @@ func Chain(d Deps) proxy.Chain {
 		newAPIVersions(answered...), // 18: the KIP-511 clamp; answered from cache before a SASL login
 		addresses{},                 // 0, 1, 3, 10, 55, 60, 78, 79: every broker address becomes the gateway's
 		newMembers(),                // 11, 68 learn; 15, 69 restore each group member's client address
-		&brokerConfigs{owner: d.BrokerConfigs, log: d.Log}, // 32, 33, 44: Tollgate's broker configs; upstream addresses hidden
 	}
+	if d.Quota != nil {
+		// Before the filters that answer requests themselves: those are
+		// held and throttled as any request, and charged the time the
+		// gateway took to answer them (proxy.LocalHook).
+		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every key but the exempt for request_percentage
+	}
+	c = append(c, &brokerConfigs{owner: d.BrokerConfigs, log: d.Log}) // 32, 33, 44: Tollgate's broker configs; upstream addresses hidden
 	if d.ClientQuotas != nil {
 		c = append(c, newClientQuotas(d.ClientQuotas)) // 48, 49: answered from the control plane
 	}
 	if d.Credentials != nil {
 		c = append(c, newScramCredentials(d.Credentials)) // 50, 51: answered from the control plane
-	}
-	if d.Quota != nil {
-		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every forwarded key for request_percentage
 	}
 	if d.Telemetry != nil {
 		// After the quota filter: a client held for request_percentage

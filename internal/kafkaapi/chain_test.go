@@ -209,7 +209,7 @@ func TestChainOrder(t *testing.T) {
 		{"credentials", Deps{Credentials: full.Credentials},
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "scram-credentials"}},
 		{"quota filter", Deps{Quota: full.Quota},
-			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "quota"}},
+			[]string{"api-versions", "broker-addresses", "group-members", "quota", "broker-configs"}},
 		{"reserved topics", Deps{Reserved: []string{"tollgate-audit"}},
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "reserved-topics"}},
 		{"no reserved topic named", Deps{Reserved: []string{""}},
@@ -217,7 +217,7 @@ func TestChainOrder(t *testing.T) {
 		{"telemetry", Deps{Telemetry: full.Telemetry},
 			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "telemetry"}},
 		{"everything", full,
-			[]string{"api-versions", "broker-addresses", "group-members", "broker-configs", "client-quotas", "scram-credentials", "quota", "telemetry", "reserved-topics"}},
+			[]string{"api-versions", "broker-addresses", "group-members", "quota", "broker-configs", "client-quotas", "scram-credentials", "telemetry", "reserved-topics"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Chain(tc.deps)

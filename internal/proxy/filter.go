@@ -306,6 +306,7 @@ type chain struct {
 	response  [wire.MaxKey + 1][]int // in reverse chain order
 	throttle  [wire.MaxKey + 1][]int
 	drop      [wire.MaxKey + 1][]int
+	local     [wire.MaxKey + 1][]int
 }
 
 func newChain(fs Chain) (*chain, error) {
@@ -341,6 +342,9 @@ func newChain(fs Chain) (*chain, error) {
 			}
 			if _, ok := f.(DropHook); ok {
 				c.drop[k] = append(c.drop[k], i)
+			}
+			if _, ok := f.(LocalHook); ok {
+				c.local[k] = append(c.local[k], i)
 			}
 		}
 	}

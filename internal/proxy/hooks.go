@@ -43,6 +43,16 @@ type ThrottleHook interface {
 	Throttle(c Conn, r *Request, size int) time.Duration
 }
 
+// LocalHook charges a request its filter saw that a later filter of the
+// chain answered itself (Verdict.Respond), on the session's reader, with
+// the time the gateway took to answer it (from the end of any hold to the
+// answer): what the gateway answers is charged as the broker's answer
+// would be. It returns the throttle the answer carries (the largest of the
+// chain's), for which the connection is muted.
+type LocalHook interface {
+	AnsweredLocally(c Conn, r *Request, took time.Duration) time.Duration
+}
+
 // DropHook hears about a request its filter saw that will never reach
 // ThrottleHook: its connection closed first, or a hold was cut short.
 type DropHook interface {
@@ -98,7 +108,7 @@ type RefusalHook = accept.RefusalHook
 // filterHooks reports whether f implements at least one filter hook.
 func filterHooks(f any) bool {
 	switch f.(type) {
-	case RequestHook, ResponseHook, ThrottleHook, DropHook:
+	case RequestHook, ResponseHook, ThrottleHook, DropHook, LocalHook:
 		return true
 	}
 	return false

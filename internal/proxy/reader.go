@@ -387,11 +387,30 @@ func (s *session) decide(req *Request) (*Verdict, Reason, error) {
 		return nil, ReasonShutdown, errHeldAtShutdown
 	}
 	if v.Respond != nil {
+		s.chargeLocal(req, v, last)
 		s.answerLocally(req, v)
 		s.dropSeen(req, last)
 		return nil, "", nil
 	}
 	return v, "", nil
+}
+
+// chargeLocal charges a request answered by filter last to the filters
+// before it (LocalHook), for the time since it was received and held, and
+// raises the verdict's throttle to theirs.
+func (s *session) chargeLocal(req *Request, v *Verdict, last int) {
+	idx := s.gw.chain.local[req.Key]
+	if len(idx) == 0 {
+		return
+	}
+	took := max(time.Since(req.Received)-v.Hold, 0)
+	fs := s.chain(req.Key)
+	for _, i := range idx {
+		if i >= last {
+			break
+		}
+		v.Throttle = max(v.Throttle, fs[i].(LocalHook).AnsweredLocally(s, req, took))
+	}
 }
 
 // runFilters passes the request to the filters that declare its key, first

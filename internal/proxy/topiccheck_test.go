@@ -259,6 +259,7 @@ func TestStreamedFetchTopicCheck(t *testing.T) {
 				c := rg.dial(t)
 				c.c.Write(c.f.AppendRequest(nil, fetch(), 1))
 				got, _ := io.ReadAll(c.c)
+				synctest.Wait()
 				if bytes.Contains(got, []byte("second")) || bytes.Contains(got, bytes.Repeat([]byte{'b'}, 16)) {
 					t.Errorf("the client got bytes of the refused topic (%d bytes in all)", len(got))
 				}
