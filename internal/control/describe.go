@@ -74,7 +74,7 @@ func (c *ClientQuotas) Describe(ctx context.Context, who Initiator, req *kmsg.De
 			return fail(res.code, res.msg)
 		}
 	}
-	all, err := c.merged()
+	all, err := c.matching(f)
 	if err != nil {
 		return fail(errUnknownServerError, "Tollgate could not read its store: "+err.Error())
 	}
@@ -102,6 +102,49 @@ func (c *ClientQuotas) Describe(ctx context.Context, who Initiator, req *kmsg.De
 		resp.Entries = append(resp.Entries, entry)
 	}
 	return resp
+}
+
+// matching is the entities that may pass f, values merged with the fixed
+// quotas: for a strict filter of exact components, which names one
+// entity, that entity alone, read by its key (not every entity of the
+// store); for any other filter, all of them.
+func (c *ClientQuotas) matching(f filter) ([]store.EntityQuotas, error) {
+	e, ok := f.entity()
+	if !ok {
+		return c.merged()
+	}
+	vals, err := c.Store.ClientQuota(e)
+	if err != nil {
+		return nil, err
+	}
+	var fixed []store.EntityQuotas
+	for _, fq := range c.fixedQuotas() {
+		if fq.Entity.Equal(e) {
+			fixed = append(fixed, fq)
+		}
+	}
+	var base []store.EntityQuotas
+	if len(vals) > 0 {
+		base = []store.EntityQuotas{{Entity: e, Values: vals}}
+	}
+	return Overlay(base, fixed), nil
+}
+
+// entity is the one entity a strict filter of exact components names.
+func (f filter) entity() (store.Entity, bool) {
+	if !f.strict || len(f.any) > 0 || len(f.exact) == 0 {
+		return nil, false
+	}
+	cs := make([]store.Component, 0, len(f.exact))
+	for t, name := range f.exact {
+		if name == nil {
+			cs = append(cs, store.DefaultOf(t))
+		} else {
+			cs = append(cs, store.Named(t, *name))
+		}
+	}
+	e, err := store.NewEntity(cs...)
+	return e, err == nil
 }
 
 // filter is a validated DescribeClientQuotas filter.

@@ -50,7 +50,7 @@ type fixture struct {
 	ipChanges []IPQuotas
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{dir: t.TempDir()}
 	s, err := store.Open(filepath.Join(f.dir, "data"))
