@@ -97,6 +97,18 @@ func (f *topicCheck) check(name []byte, id [16]byte) bool {
 	return s != f.refuse
 }
 
+// shown fails t unless the filter was shown names and the session closed
+// with want (nothing: it did not close).
+func (f *topicCheck) shown(t *testing.T, names []string, closes []proxy.Reason, want ...proxy.Reason) {
+	t.Helper()
+	if !slices.Equal(f.seen, names) {
+		t.Errorf("the filter was shown %v, want %v", f.seen, names)
+	}
+	if !slices.Equal(closes, want) {
+		t.Errorf("closed with %v, want %v", closes, want)
+	}
+}
+
 // bigProduce is a Produce of three topics, two partitions each, whose
 // records (20 KiB a partition) put the second and third topics far past
 // the 16 KiB head the gateway reads first, and whose partitions carry a
@@ -181,12 +193,7 @@ func TestStreamedProduceTopicCheck(t *testing.T) {
 				if !bytes.Equal(got[0].AppendTo(nil), want.AppendTo(nil)) {
 					t.Error("the broker got a different request than the client sent")
 				}
-				if !slices.Equal(f.seen, names) {
-					t.Errorf("the filter was shown %v, want %v", f.seen, names)
-				}
-				if got := rg.closes.list(); len(got) != 0 {
-					t.Errorf("closed with %v", got)
-				}
+				f.shown(t, names, rg.closes.list())
 			})
 		})
 		t.Run(fmt.Sprintf("v%d third topic refused", v), func(t *testing.T) {
@@ -205,12 +212,7 @@ func TestStreamedProduceTopicCheck(t *testing.T) {
 				if n := len(rg.up.received(int16(kmsg.Produce))); n != 0 {
 					t.Errorf("the broker handled %d Produce requests", n)
 				}
-				if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {
-					t.Errorf("closed with %v, want %s", got, proxy.ReasonRefused)
-				}
-				if !slices.Equal(f.seen, names) {
-					t.Errorf("the filter was shown %v, want %v", f.seen, names)
-				}
+				f.shown(t, names, rg.closes.list(), proxy.ReasonRefused)
 			})
 		})
 	}
@@ -244,12 +246,7 @@ func TestStreamedFetchTopicCheck(t *testing.T) {
 				if !bytes.Equal(resp.AppendTo(nil), want.AppendTo(nil)) {
 					t.Error("the client got a different response than the broker sent")
 				}
-				if !slices.Equal(f.seen, names) {
-					t.Errorf("the filter was shown %v, want %v", f.seen, names)
-				}
-				if got := rg.closes.list(); len(got) != 0 {
-					t.Errorf("closed with %v", got)
-				}
+				f.shown(t, names, rg.closes.list())
 			})
 		})
 		t.Run(fmt.Sprintf("v%d second topic refused", v), func(t *testing.T) {
@@ -266,12 +263,7 @@ func TestStreamedFetchTopicCheck(t *testing.T) {
 				if !bytes.Contains(got, bytes.Repeat([]byte{'a'}, 1024)) {
 					t.Errorf("the client got %d bytes, none of the first topic's records", len(got))
 				}
-				if got := rg.closes.list(); !slices.Equal(got, []proxy.Reason{proxy.ReasonRefused}) {
-					t.Errorf("closed with %v, want %s", got, proxy.ReasonRefused)
-				}
-				if !slices.Equal(f.seen, names) {
-					t.Errorf("the filter was shown %v, want %v", f.seen, names)
-				}
+				f.shown(t, names, rg.closes.list(), proxy.ReasonRefused)
 			})
 		})
 	}
