@@ -29,8 +29,8 @@ const (
 )
 
 var (
-	auditID = [16]byte{0xa1, 1}
-	usageID = [16]byte{0xa2, 2}
+	auditID    = [16]byte{0xa1, 1}
+	usageID    = [16]byte{0xa2, 2}
 	ownID      = [16]byte{0x0d, 3}
 	paymentsID = [16]byte{0x0e, 4}
 	// names of the ids, for the answers the tests read.
@@ -40,7 +40,7 @@ var (
 var (
 	tafCode     = kerr.TopicAuthorizationFailed.Code
 	unknownCode = kerr.UnknownTopicID.Code
-	notTried = kerr.OperationNotAttempted.Code
+	notTried    = kerr.OperationNotAttempted.Code
 )
 
 // upstreamIDs is what the upstream cluster's metadata says of the topics'
