@@ -159,7 +159,7 @@ func Run(ctx context.Context, t Target) []Result {
 	out := []Result{r.upstream(ctx), r.advertised(ctx), r.ports()}
 	out = append(out, r.dataDir(), r.filesystem())
 	out = append(out, r.tlsFiles()...)
-	out = append(out, r.openFiles(), r.clock(ctx))
+	out = append(out, r.openFiles(), r.clock(ctx), r.brokerQuotas(ctx))
 	return out
 }
 

@@ -377,7 +377,7 @@ func TestRunAndTable(t *testing.T) {
 	for _, r := range rs {
 		names = append(names, r.Check)
 	}
-	if got := strings.Join(names, ","); got != "upstream,advertised addresses,ports,data_dir,data_dir filesystem,tls listener PLAINTEXT,open files,clock" {
+	if got := strings.Join(names, ","); got != "upstream,advertised addresses,ports,data_dir,data_dir filesystem,tls listener PLAINTEXT,open files,clock,broker quotas" {
 		t.Fatalf("checks: %s", got)
 	}
 	if !Safe(rs) {

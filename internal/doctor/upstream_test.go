@@ -356,3 +356,35 @@ func skewNear(t *testing.T, detail string, want time.Duration) {
 		t.Errorf("skew of %v reported as %v ±%v (%q)", want, got, unc, detail)
 	}
 }
+
+// Quotas the brokers enforce themselves would throttle a client twice:
+// the doctor warns, naming them as kafka-configs does.
+func TestBrokerQuotas(t *testing.T) {
+	c := cluster(t)
+	ctx := testCtx(t)
+	r := newRunner(Target{Upstream: c.ListenAddrs(), DialTimeout: 5 * time.Second})
+	want(t, r.upstream(ctx), OK)
+	want(t, r.brokerQuotas(ctx), OK, "no client quotas")
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	alice := "alice"
+	res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &alice}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("%v %+v", err, res)
+	}
+	got := r.brokerQuotas(ctx)
+	want(t, got, Warn, "1 client quota entities", "user=alice producer_byte_rate=1024", "throttled twice")
+	if !strings.Contains(got.Fix, "kafka-configs") {
+		t.Errorf("fix %q does not say how to remove them", got.Fix)
+	}
+
+	r = newRunner(Target{})
+	want(t, r.brokerQuotas(ctx), OK, "embedded cluster")
+}
