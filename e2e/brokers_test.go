@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/doctor"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 )
@@ -501,4 +502,40 @@ func produceUntilThrottled(t *testing.T, ctx context.Context, env *testkit.Env, 
 		}
 	}
 	return 0
+}
+
+// tollgate doctor warns when the brokers enforce client quotas of their
+// own under Tollgate's (a client would be throttled twice), against kfake
+// and the real broker (issue 21 point 6).
+func TestDoctorBrokerQuotas(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		ctx := ctxT(t, 60*time.Second)
+		user := up.Topic(t, "doctor-user")
+		adm := upstreamAdmin(t, env)
+		set := func(remove bool) {
+			res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+				Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}},
+				Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 2048, Remove: remove}},
+			}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("%v %+v", err, res)
+			}
+		}
+		set(false)
+		t.Cleanup(func() { set(true) })
+		var got doctor.Result
+		eventually(t, 15*time.Second, "the doctor's broker quotas check", func() error {
+			for _, r := range doctor.Run(ctx, doctor.Target{Upstream: env.UpstreamAddrs(), DialTimeout: 5 * time.Second}) {
+				if r.Check == "broker quotas" {
+					got = r
+				}
+			}
+			if got.Status != doctor.Warn || !strings.Contains(got.Detail, "throttled twice") {
+				return fmt.Errorf("%+v", got)
+			}
+			return nil
+		})
+	})
 }
