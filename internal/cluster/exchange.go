@@ -90,7 +90,15 @@ type Exchange struct {
 	renewed   time.Time
 	heardFrom map[string]int64 // the latest SentMs from each member
 	stats     ExchangeStats
+	full      bool // the member map was found full (logged once)
 }
+
+// MaxMembers bounds the members an instance keeps, itself included:
+// reports of an instance id not seen yet are dropped (and counted as
+// rejected) while the map holds that many. A Tollgate cluster is a
+// handful to tens of instances; anyone who can write the exchange topic
+// could otherwise announce instances without end.
+const MaxMembers = 256
 
 type memberState struct {
 	Member
@@ -421,6 +429,17 @@ func (x *Exchange) noteMemberLocked(r *Report, now time.Time) (Member, *Event, b
 	switch {
 	case !ok:
 		if r.Leaving {
+			return Member{}, nil, false
+		}
+		if len(x.members) >= MaxMembers {
+			// Reports from ever new instance ids would grow the map
+			// without bound and shrink every instance's share.
+			x.stats.Rejected++
+			if !x.full {
+				x.full = true
+				x.log.Warn("cluster exchange: the Tollgate cluster has its most members; reports of further instances are dropped",
+					"max", MaxMembers, "instance", r.Instance)
+			}
 			return Member{}, nil, false
 		}
 		m = &memberState{Member: Member{ID: r.Instance, Incarnation: r.Incarnation, Joined: now}}

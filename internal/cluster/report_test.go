@@ -3,6 +3,8 @@ package cluster
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"log/slog"
 	"math"
 	"slices"
 	"testing"
@@ -219,5 +221,37 @@ func TestCatchUpKeepsTopicsApart(t *testing.T) {
 	m.catchUp(us, now)
 	if us[0].Value != 205 || us[1].Value != 25 {
 		t.Errorf("caught up %v and %v, want 205 (client) and 25 (topic)", us[0].Value, us[1].Value)
+	}
+}
+
+// The member map is bounded: reports of new instance ids past MaxMembers
+// are dropped and counted, and the members kept go on being heard.
+func TestMembersCapped(t *testing.T) {
+	t.Parallel()
+	e, err := quota.NewEngine(quota.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := NewExchange(ExchangeConfig{Self: Member{ID: "self", Incarnation: 1}, SessionTimeout: time.Hour, Ledger: e,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	now := time.Now()
+	for i := range MaxMembers + 40 {
+		r := Report{Instance: fmt.Sprintf("i-%03d", i), Incarnation: 1, Seq: 1, SentMs: now.UnixMilli()}
+		for _, b := range r.Encode() {
+			x.handle(b, now)
+		}
+	}
+	if n := len(x.Members()); n != MaxMembers {
+		t.Errorf("%d members kept, want %d", n, MaxMembers)
+	}
+	if got, want := x.Stats().Rejected, uint64(41); got != want {
+		t.Errorf("%d reports rejected, want %d", got, want)
+	}
+	r := Report{Instance: "i-000", Incarnation: 1, Seq: 2, SentMs: now.UnixMilli()}
+	for _, b := range r.Encode() {
+		x.handle(b, now)
+	}
+	if got := x.Stats().Rejected; got != 41 {
+		t.Errorf("a kept member's report was rejected (%d)", got)
 	}
 }
