@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // Tollgate keeps state in topics of the upstream cluster it fronts: the
@@ -216,7 +217,7 @@ func (f *reservedTopics) OnResponse(_ proxy.Conn, r *proxy.Response) error {
 			return nil
 		}
 	case int16(kmsg.Fetch), int16(kmsg.ShareFetch):
-		if !f.carried(r.Buf.B, r.Req.Key == int16(kmsg.ShareFetch) || r.Req.Version >= 13) {
+		if !f.carried(r) {
 			return nil
 		}
 	default:
@@ -236,18 +237,32 @@ func (f *reservedTopics) OnResponse(_ proxy.Conn, r *proxy.Response) error {
 	})
 }
 
-// carried reports whether an encoded fetch answer may carry a reserved
-// topic: by its id's 16 bytes when byID, else by its name.
-func (f *reservedTopics) carried(b []byte, byID bool) bool {
-	if !byID {
-		return f.mentioned(b)
+// carried reports whether an encoded Fetch or ShareFetch answer r carries
+// a reserved topic: its topics read in place (wire's walk, which skips the
+// records by their lengths); an answer the walk cannot read is decoded.
+func (f *reservedTopics) carried(r *proxy.Response) bool {
+	p := r.Buf.B[4:]
+	off, err := wire.ResponseBodyOffset(p, r.Req.Key, r.Req.Flexible)
+	if err != nil {
+		return true
 	}
-	for _, r := range f.ids.Load().ids {
-		if bytes.Contains(b, r.id[:]) {
+	var w wire.FetchResponseWalk
+	share := r.Req.Key == int16(kmsg.ShareFetch)
+	if share {
+		w.StartShare(p[off:], r.Req.Version)
+	} else {
+		w.Start(p[off:], r.Req.Version)
+	}
+	byID := share || r.Req.Version >= 13
+	for w.NextTopic() {
+		name, id := w.Topic()
+		if byID && f.refusedTopic("", id, true) || !byID && f.names[string(name)] {
 			return true
 		}
+		for w.NextPartition() {
+		}
 	}
-	return false
+	return !w.Ok()
 }
 
 // refusedTopic reports whether a topic of a fetch answer is reserved.

@@ -1,11 +1,15 @@
 package kafkaapi
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/proxy/proxytest"
+	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // What the reserved-topics filter adds to the requests of the data path
@@ -55,6 +59,38 @@ func BenchmarkReservedFetch(b *testing.B) {
 			for b.Loop() {
 				if v := f.OnRequest(c, r); v.Forward != nil {
 					b.Fatal("rewritten")
+				}
+			}
+		})
+	}
+}
+
+// The check of a buffered Fetch answer (a fetch session may carry a
+// reserved topic no request names): two tenant topics, 30 KiB of records
+// each, read in place.
+func BenchmarkReservedFetchAnswer(b *testing.B) {
+	f := reservedOf(b, clusterIDs())
+	c := connAs(aliceUser)
+	f.learn(auditTopic, auditID) // the audit topic's id is known
+	for _, v := range []int16{12, 16} {
+		req := fetchReq(v, ownTopic, "payments")
+		r, err := proxytest.Request(req, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp := echo(req).(*kmsg.FetchResponse)
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].RecordBatches = bytes.Repeat([]byte{byte(i + j)}, 15<<10)
+			}
+		}
+		resp.SetVersion(v)
+		buf := wire.EncodeResponse(r.CorrelationID, r.Flexible, resp)
+		b.Run(fmt.Sprintf("v%d", v), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := f.OnResponse(c, &proxy.Response{Req: r, Buf: buf}); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
