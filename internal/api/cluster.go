@@ -38,6 +38,11 @@ type ConfigLogStatus struct {
 	Next    int64     `json:"next_offset"`
 	Applied time.Time `json:"last_applied,omitzero"`
 	Error   string    `json:"error,omitempty"`
+	// Signed: records are signed and checked (cluster.secret_file).
+	Signed bool `json:"signed"`
+	// Refused counts the records not applied, by reason
+	// (tollgate_cluster_refused_total).
+	Refused map[string]uint64 `json:"refused,omitempty"`
 }
 
 // ExchangeStats counts the usage exchange's traffic.
@@ -49,4 +54,7 @@ type ExchangeStats struct {
 	ReceivedBytes  uint64 `json:"bytes_received"`
 	Rejected       uint64 `json:"reports_rejected"`
 	Entries        uint64 `json:"entries_published"`
+	// Refused counts the report parts whose signature failed, by reason
+	// (tollgate_cluster_refused_total); they are in Rejected too.
+	Refused map[string]uint64 `json:"refused,omitempty"`
 }

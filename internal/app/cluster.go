@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/cluster"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/store"
 	"github.com/tollgate/tollgate/internal/usage"
 )
 
@@ -42,6 +43,46 @@ type ClusterConfig struct {
 	// SessionTimeout: an instance not heard from this long has left;
 	// default 4 exchange intervals.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// SecretFile holds the secret the instances share (at least 32
+	// bytes): every record of the configuration topic and every report of
+	// the exchange topic is signed with it, and SCRAM keys and API-key
+	// hashes are stored encrypted. Unset: nothing is signed (a warning).
+	SecretFile string `yaml:"secret_file"`
+	// PreviousSecretFile holds the secret before a rotation: accepted,
+	// never used to sign, for SecretGrace after the instance starts.
+	PreviousSecretFile string `yaml:"previous_secret_file"`
+	// AcceptUnsigned accepts unsigned records and reports for
+	// SecretGrace after the instance starts: a running Tollgate cluster
+	// that turns signing on.
+	AcceptUnsigned bool `yaml:"accept_unsigned"`
+	// SecretGrace is how long the previous secret (and unsigned input,
+	// with AcceptUnsigned) is accepted; default 24h.
+	SecretGrace time.Duration `yaml:"secret_grace"`
+}
+
+func (c ClusterConfig) secretGrace() time.Duration {
+	if c.SecretGrace > 0 {
+		return c.SecretGrace
+	}
+	return 24 * time.Hour
+}
+
+// keyring reads the secret files; nil without cluster.secret_file.
+func (c ClusterConfig) keyring(now time.Time) (*cluster.Keyring, error) {
+	if c.SecretFile == "" {
+		return nil, nil
+	}
+	secret, err := cluster.ReadSecret(c.SecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.secret_file: %w", err)
+	}
+	kc := cluster.KeyringConfig{Secret: secret, AcceptUnsigned: c.AcceptUnsigned, GraceUntil: now.Add(c.secretGrace())}
+	if c.PreviousSecretFile != "" {
+		if kc.Previous, err = cluster.ReadSecret(c.PreviousSecretFile); err != nil {
+			return nil, fmt.Errorf("cluster.previous_secret_file: %w", err)
+		}
+	}
+	return cluster.NewKeyring(kc)
 }
 
 // On reports whether this instance is part of a Tollgate cluster.
@@ -63,8 +104,8 @@ func validName(what, s string, maxLen int) error {
 // Validate checks the section offline.
 func (c ClusterConfig) Validate() error {
 	if !c.On() {
-		if c.InstanceID != "" || c.ConfigTopic != "" || c.ExchangeTopic != "" {
-			return errors.New("cluster: instance_id and the topics need cluster.id")
+		if c.InstanceID != "" || c.ConfigTopic != "" || c.ExchangeTopic != "" || c.SecretFile != "" {
+			return errors.New("cluster: instance_id, the topics and secret_file need cluster.id")
 		}
 		return nil
 	}
@@ -97,6 +138,19 @@ func (c ClusterConfig) Validate() error {
 	}
 	if c.ExchangeInterval != 0 && (c.ExchangeInterval < 50*time.Millisecond || c.ExchangeInterval > 10*time.Second) {
 		errs = append(errs, fmt.Errorf("cluster.exchange_interval %v must be from 50ms to 10s", c.ExchangeInterval))
+	}
+	if c.SecretFile == "" && (c.PreviousSecretFile != "" || c.AcceptUnsigned) {
+		errs = append(errs, errors.New("cluster: previous_secret_file and accept_unsigned need cluster.secret_file"))
+	}
+	for what, f := range map[string]string{"cluster.secret_file": c.SecretFile, "cluster.previous_secret_file": c.PreviousSecretFile} {
+		if f != "" {
+			if _, err := cluster.ReadSecret(f); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			}
+		}
+	}
+	if c.SecretGrace < 0 {
+		errs = append(errs, fmt.Errorf("cluster.secret_grace %v must be positive", c.SecretGrace))
 	}
 	if c.SessionTimeout != 0 && c.SessionTimeout < 2*c.interval() {
 		errs = append(errs, fmt.Errorf("cluster.session_timeout %v must be at least two exchange intervals (%v)", c.SessionTimeout, 2*c.interval()))
@@ -162,12 +216,20 @@ func (a *App) startCluster(upstream []string) error {
 			return fmt.Errorf("data_dir: %w", err)
 		}
 	}
+	keys, err := c.keyring(time.Now())
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		a.log.Warn("cluster.secret_file is not set: the Tollgate cluster's records and reports are not signed, and anyone who can write its topics on the upstream is trusted (docs/cluster.md)")
+	}
 	logOpts, err := a.upstreamClientOpts(upstream, "tollgate-cluster-config")
 	if err != nil {
 		return err
 	}
 	lg, err := cluster.NewLog(cluster.LogConfig{Opts: logOpts, Topic: c.configTopic(), ReplicationFactor: c.ReplicationFactor,
-		MinInsyncReplicas: c.MinInsyncReplicas, Cache: a.store, Timeout: a.cfg.Upstream.RequestTimeout, Logger: a.log.With("component", "cluster")})
+		MinInsyncReplicas: c.MinInsyncReplicas, Cache: a.store, Timeout: a.cfg.Upstream.RequestTimeout, Logger: a.log.With("component", "cluster"),
+		Keys: keys, Secret: store.SecretLogKey})
 	if err != nil {
 		return err
 	}
@@ -197,6 +259,7 @@ func (a *App) startCluster(upstream []string) error {
 		Logger:         a.log.With("component", "cluster"),
 		OnEvent:        a.metrics.ClusterEvent,
 		OnTick:         a.clusterTick,
+		Keys:           keys,
 	})
 	a.engine.JoinCluster(c.interval(), now)
 	a.store.SetLog(lg)
@@ -209,7 +272,7 @@ func (a *App) startCluster(upstream []string) error {
 	a.cluster = r
 	a.metrics.RegisterCluster(a.clusterStatus)
 	a.log.Info("joining Tollgate cluster", "cluster_id", c.ID, "instance_id", instance,
-		"config_topic", c.configTopic(), "exchange_topic", c.exchangeTopic(), "exchange_interval", c.interval())
+		"config_topic", c.configTopic(), "exchange_topic", c.exchangeTopic(), "exchange_interval", c.interval(), "signed", keys != nil)
 	return nil
 }
 

@@ -67,6 +67,10 @@ type ExchangeConfig struct {
 	LearnFor time.Duration
 	// OnTick, if set, is called after every tick.
 	OnTick func(quota.ClusterTick)
+	// Keys sign every report part this instance publishes and check every
+	// part it receives (seal.go); nil: neither, and a signed part is
+	// refused.
+	Keys *Keyring
 }
 
 // Exchange runs the membership and usage exchange of one instance: every
@@ -90,7 +94,8 @@ type Exchange struct {
 	renewed   time.Time
 	heardFrom map[string]int64 // the latest SentMs from each member
 	stats     ExchangeStats
-	full      bool // the member map was found full (logged once)
+	full      bool      // the member map was found full (logged once)
+	warned    time.Time // the last refused report logged
 }
 
 // MaxMembers bounds the members an instance keeps, itself included:
@@ -232,6 +237,9 @@ func (x *Exchange) publish(ctx context.Context, now time.Time, leaving bool) {
 	x.stats.Entries += uint64(len(x.buf))
 	x.mu.Unlock()
 	for _, p := range parts {
+		if x.cfg.Keys != nil {
+			p = x.cfg.Keys.SignReport(p)
+		}
 		pctx, cancel := context.WithTimeout(ctx, 2*x.cfg.Interval)
 		err := x.cfg.Transport.Publish(pctx, p)
 		cancel()
@@ -341,13 +349,52 @@ func (x *Exchange) receive(ctx context.Context) {
 	}
 }
 
-// handle applies one received report part.
+// handle applies one received report part, once its signature holds.
 func (x *Exchange) handle(b []byte, now time.Time) {
+	n := len(b)
+	b, refused := x.open(b)
+	if refused != "" {
+		x.mu.Lock()
+		x.stats.Received++
+		x.stats.ReceivedBytes += uint64(n)
+		x.stats.Rejected++
+		if x.stats.Refused == nil {
+			x.stats.Refused = map[string]uint64{}
+		}
+		x.stats.Refused[refused]++
+		warn := now.Sub(x.warned) >= time.Minute
+		if warn {
+			x.warned = now
+		}
+		x.mu.Unlock()
+		if warn {
+			x.log.Warn("cluster exchange: refused a report that fails its signature check; it is not applied (is the exchange topic writable by others than Tollgate?)",
+				"reason", refused, "bytes", n)
+		}
+		return
+	}
+	x.handleOpen(b, n, now)
+}
+
+// open returns the report part b carries, or why it is refused.
+func (x *Exchange) open(b []byte) ([]byte, string) {
+	if x.cfg.Keys == nil {
+		if isSealedReport(b) {
+			return nil, RefusedNoSecret
+		}
+		return b, ""
+	}
+	return x.cfg.Keys.OpenReport(b)
+}
+
+// handleOpen applies a report part whose signature holds; n is its size
+// as received.
+func (x *Exchange) handleOpen(b []byte, n int, now time.Time) {
 	if id, inc, ok := peekSender(b); ok && id == x.cfg.Self.ID && inc == x.cfg.Self.Incarnation {
 		// Its own report, back: all it says is that the exchange works.
 		x.mu.Lock()
 		x.stats.Received++
-		x.stats.ReceivedBytes += uint64(len(b))
+		x.stats.ReceivedBytes += uint64(n)
 		x.heard = now
 		x.members[x.cfg.Self.ID].LastSeen = now
 		x.mu.Unlock()
@@ -356,7 +403,7 @@ func (x *Exchange) handle(b []byte, now time.Time) {
 	r, err := DecodeReport(b)
 	x.mu.Lock()
 	x.stats.Received++
-	x.stats.ReceivedBytes += uint64(len(b))
+	x.stats.ReceivedBytes += uint64(n)
 	if err != nil {
 		x.stats.Rejected++
 		x.mu.Unlock()
@@ -523,7 +570,14 @@ func (x *Exchange) Connected() bool {
 func (x *Exchange) Stats() ExchangeStats {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.stats
+	s := x.stats
+	if s.Refused != nil {
+		s.Refused = make(map[string]uint64, len(x.stats.Refused))
+		for r, n := range x.stats.Refused {
+			s.Refused[r] = n
+		}
+	}
+	return s
 }
 
 // Status is a Tollgate cluster as one instance sees it (GET

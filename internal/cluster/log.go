@@ -49,6 +49,14 @@ type LogConfig struct {
 	// Timeout bounds one append (produce and read-back); 0: 10 s.
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Keys sign every record this log writes and check every record it
+	// reads (seal.go); nil: records are neither signed nor checked, and a
+	// signed record is refused (its Tollgate cluster has a secret this
+	// instance lacks).
+	Keys *Keyring
+	// Secret reports whether a record's value holds a secret (a SCRAM
+	// credential, an API key's hash): with Keys, it is stored encrypted.
+	Secret func(key []byte) bool
 }
 
 // ErrNotReady is returned by Append and CatchUp while the log has not read
@@ -87,6 +95,26 @@ type Log struct {
 	changed chan struct{}
 	lastErr error
 	applied time.Time
+
+	// What the signature checks keep (under mu): the signed time of the
+	// latest record applied per key, to refuse an older one copied back
+	// in; the plain values whose latest record was not signed with the
+	// current secret, to sign again; the refusals by reason.
+	signedMs map[string]int64
+	resign   map[string][]byte
+	resignCh chan struct{}
+	refused  map[string]uint64
+	warned   map[string]time.Time
+	// refusedAt: the offsets and reasons of the latest refusals, so that
+	// an append learns its own record was refused (a concurrent change of
+	// the same key from an instance whose clock is ahead).
+	refusedAt [64]refusal
+	refusedN  int
+}
+
+type refusal struct {
+	offset int64
+	reason string
 }
 
 // NewLog returns a log; nothing is contacted until Run.
@@ -115,7 +143,9 @@ func NewLog(cfg LogConfig) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &Log{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: cfg.Logger, next: -1, changed: make(chan struct{})}, nil
+	return &Log{cfg: cfg, cl: cl, adm: kadm.NewClient(cl), log: cfg.Logger, next: -1, changed: make(chan struct{}),
+		signedMs: map[string]int64{}, resign: map[string][]byte{}, resignCh: make(chan struct{}, 1),
+		refused: map[string]uint64{}, warned: map[string]time.Time{}}, nil
 }
 
 // Close stops the producer; Run returns.
@@ -138,7 +168,13 @@ type LogStatus = api.ConfigLogStatus
 func (l *Log) Status() LogStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := LogStatus{Topic: l.cfg.Topic, Ready: l.next >= 0, Next: l.next, Applied: l.applied}
+	s := LogStatus{Topic: l.cfg.Topic, Ready: l.next >= 0, Next: l.next, Applied: l.applied, Signed: l.cfg.Keys != nil}
+	if len(l.refused) > 0 {
+		s.Refused = make(map[string]uint64, len(l.refused))
+		for r, n := range l.refused {
+			s.Refused[r] = n
+		}
+	}
 	if l.lastErr != nil {
 		s.Error = l.lastErr.Error()
 	}
@@ -185,6 +221,9 @@ func (l *Log) waitApplied(ctx context.Context, next int64) error {
 // (an unreachable upstream) are retried with a backoff; the cache keeps its
 // last state meanwhile.
 func (l *Log) Run(ctx context.Context) {
+	if l.cfg.Keys != nil {
+		go l.resignLoop(ctx)
+	}
 	backoff := 250 * time.Millisecond
 	for {
 		err := l.ensureTopic(ctx)
@@ -228,6 +267,9 @@ func (l *Log) ensureTopic(ctx context.Context) error {
 					if kv.Key == "cleanup.policy" && kv.Value != nil && *kv.Value != "compact" {
 						l.log.Warn("the shared configuration topic is not compacted; set cleanup.policy=compact or it will lose records to retention", "topic", l.cfg.Topic, "cleanup.policy", *kv.Value)
 					}
+					if kv.Key == "message.timestamp.type" && kv.Value != nil && *kv.Value != "LogAppendTime" && l.cfg.Keys != nil {
+						l.log.Warn("the shared configuration topic keeps its producers' timestamps; set message.timestamp.type=LogAppendTime so that a signed record copied back into it later is refused", "topic", l.cfg.Topic)
+					}
 				}
 			}
 		}
@@ -243,6 +285,9 @@ func (l *Log) ensureTopic(ctx context.Context) error {
 		// Tombstones are kept a day, so an instance down for less than
 		// that still learns of a deletion when it reads the topic again.
 		"delete.retention.ms": kadm.StringPtr(strconv.Itoa(24 * 3600 * 1000)),
+		// The broker stamps each batch: a signed record appended long
+		// after it was signed is a copy (MaxSignedSkew).
+		"message.timestamp.type": kadm.StringPtr("LogAppendTime"),
 	}, l.cfg.Topic)
 	if err == nil {
 		err = resp.Err
@@ -302,8 +347,12 @@ func (l *Log) follow(ctx context.Context) error {
 		if err := l.startEmpty(ctx); err != nil {
 			return err
 		}
-		replaying = false
+		replaying, state = false, nil
 	}
+	l.mu.Lock()
+	clear(l.signedMs)
+	clear(l.resign)
+	l.mu.Unlock()
 	var batch []store.LogRecord
 	for {
 		fs := reader.PollFetches(ctx)
@@ -315,37 +364,50 @@ func (l *Log) follow(ctx context.Context) error {
 		}
 		l.noteFetchError(fs)
 		batch = batch[:0]
-		fs.EachRecord(func(r *kgo.Record) {
-			pos = r.Offset + 1
-			if replaying {
-				if r.Value == nil {
-					delete(state, string(r.Key))
-				} else {
-					state[string(r.Key)] = r.Value
-				}
-				return
-			}
-			batch = append(batch, store.LogRecord{Key: r.Key, Value: r.Value})
-		})
-		if replaying {
-			if pos < hwm {
-				continue
-			}
+		var resign bool
+		pos, batch, resign = l.collect(fs, pos, state, batch)
+		switch {
+		case replaying && pos < hwm:
+			continue
+		case replaying:
 			if err := l.replace(state, pos); err != nil {
 				return err
 			}
-			replaying = false
-			state = nil
-			continue
+			replaying, state = false, nil
+		case len(batch) > 0:
+			if err := l.cfg.Cache.ApplyLog(batch, pos); err != nil {
+				return err
+			}
+			l.advance(pos)
+		case pos > l.Status().Next:
+			l.advance(pos) // only refused records: nothing to apply
 		}
-		if len(batch) == 0 {
-			continue
+		if resign {
+			l.wakeResign()
 		}
-		if err := l.cfg.Cache.ApplyLog(batch, pos); err != nil {
-			return err
-		}
-		l.advance(pos)
 	}
+}
+
+// collect checks a poll's records and keeps those that pass: in state
+// while replaying (state non-nil), in batch otherwise. It returns the next
+// offset, the batch, and whether records wait to be signed again.
+func (l *Log) collect(fs kgo.Fetches, pos int64, state map[string][]byte, batch []store.LogRecord) (int64, []store.LogRecord, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fs.EachRecord(func(r *kgo.Record) {
+		pos = r.Offset + 1
+		rec, ok := l.checkLocked(r)
+		switch {
+		case !ok:
+		case state == nil:
+			batch = append(batch, rec)
+		case rec.Value == nil:
+			delete(state, string(rec.Key))
+		default:
+			state[string(rec.Key)] = rec.Value
+		}
+	})
+	return pos, batch, len(l.resign) > 0
 }
 
 // endOffset is the topic's end offset now: where reading from the start
@@ -481,12 +543,19 @@ func (l *Log) Append(ctx context.Context, recs []store.LogRecord) error {
 		return ErrNotReady
 	}
 	l.appendMu.Lock()
-	last, err := l.produceBatch(ctx, recs)
+	first, last, err := l.produceBatch(ctx, recs)
 	l.appendMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("cluster: the shared configuration topic did not take the change: %w", err)
 	}
-	return l.waitApplied(ctx, last+1)
+	if err := l.waitApplied(ctx, last+1); err != nil {
+		return err
+	}
+	if reason := l.refusedIn(first, last); reason != "" {
+		// Every instance refused it alike: the change is not in force.
+		return fmt.Errorf("cluster: the change was written to the shared configuration topic but refused by its check (%s); try again", reason)
+	}
+	return nil
 }
 
 // CatchUp waits until this instance has applied everything the topic held
@@ -510,20 +579,24 @@ func (l *Log) CatchUp(ctx context.Context) error {
 }
 
 // produceBatch produces recs flushed together, as one batch, and returns
-// the last record's offset. The caller holds appendMu.
-func (l *Log) produceBatch(ctx context.Context, recs []store.LogRecord) (int64, error) {
+// the first and last records' offsets. The caller holds appendMu.
+func (l *Log) produceBatch(ctx context.Context, recs []store.LogRecord) (int64, int64, error) {
 	var mu sync.Mutex
 	var last int64 = -1
+	first := int64(-1)
 	var perr error
 	var wg sync.WaitGroup
 	wg.Add(len(recs))
 	for _, r := range recs {
-		l.cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value, Partition: 0}, func(r *kgo.Record, err error) {
+		l.cl.Produce(ctx, l.record(r), func(r *kgo.Record, err error) {
 			mu.Lock()
 			if err != nil && perr == nil {
 				perr = err
 			}
 			last = max(last, r.Offset)
+			if err == nil && (first < 0 || r.Offset < first) {
+				first = r.Offset
+			}
 			mu.Unlock()
 			wg.Done()
 		})
@@ -533,7 +606,7 @@ func (l *Log) produceBatch(ctx context.Context, recs []store.LogRecord) (int64, 
 	if perr == nil {
 		perr = ferr
 	}
-	return last, perr
+	return first, last, perr
 }
 
 // produce writes recs in batches of at most maxAppendBytes (seeding: each
@@ -547,7 +620,7 @@ func (l *Log) produce(ctx context.Context, recs []store.LogRecord) error {
 			size += len(recs[n].Key) + len(recs[n].Value) + 16
 			n++
 		}
-		if _, err := l.produceBatch(ctx, recs[:n]); err != nil {
+		if _, _, err := l.produceBatch(ctx, recs[:n]); err != nil {
 			return err
 		}
 		recs = recs[n:]

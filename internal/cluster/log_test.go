@@ -41,12 +41,22 @@ type node struct {
 
 func startNode(t *testing.T, seeds []string, dir string, opts ...kgo.Opt) *node {
 	t.Helper()
+	return startNodeWith(t, seeds, dir, nil, opts...)
+}
+
+// startNodeWith starts a node whose log config edit changes (nil: none).
+func startNodeWith(t *testing.T, seeds []string, dir string, edit func(*LogConfig), opts ...kgo.Opt) *node {
+	t.Helper()
 	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg, err := NewLog(LogConfig{Opts: append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...), Topic: "_tollgate-t-config", Cache: st,
-		Timeout: 5 * time.Second, Logger: quiet()})
+	cfg := LogConfig{Opts: append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...), Topic: "_tollgate-t-config", Cache: st,
+		Timeout: 5 * time.Second, Logger: quiet()}
+	if edit != nil {
+		edit(&cfg)
+	}
+	lg, err := NewLog(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

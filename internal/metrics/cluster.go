@@ -12,6 +12,7 @@ type clusterCollector struct {
 
 	instances, connected, logReady, logNext *prometheus.Desc
 	reports, bytes, entries                 *prometheus.Desc
+	refused, signed                         *prometheus.Desc
 }
 
 // RegisterCluster adds the Tollgate cluster metrics, read from status at
@@ -40,6 +41,10 @@ func (m *Metrics) RegisterCluster(status func() (cluster.Status, bool)) {
 			"Bytes of usage reports this instance published (direction out) and read (in).", []string{"direction"}, nil),
 		entries: prometheus.NewDesc("tollgate_cluster_exchange_entries_total",
 			"Bucket entries this instance published: one per bucket with traffic per exchange interval.", nil, nil),
+		refused: prometheus.NewDesc("tollgate_cluster_refused_total",
+			"Records of the configuration topic (topic config) and report parts of the exchange topic (topic exchange) not applied because their signature check failed, by reason: unsigned, unknown_key, bad_signature, expired_key, stale, malformed, no_secret (docs/cluster.md). Anything above 0 means someone other than this Tollgate cluster writes its topics, or its instances hold different secrets.", []string{"topic", "reason"}, nil),
+		signed: prometheus.NewDesc("tollgate_cluster_signed",
+			"1 when this instance signs and checks the Tollgate cluster's records and reports (cluster.secret_file), 0 when it trusts whatever its topics hold.", nil, nil),
 	})
 }
 
@@ -52,7 +57,7 @@ func (m *Metrics) ClusterEvent(ev cluster.Event) {
 }
 
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.instances, c.connected, c.logReady, c.logNext, c.reports, c.bytes, c.entries} {
+	for _, d := range []*prometheus.Desc{c.instances, c.connected, c.logReady, c.logNext, c.reports, c.bytes, c.entries, c.refused, c.signed} {
 		ch <- d
 	}
 }
@@ -79,4 +84,9 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(x.PublishedBytes), "out")
 	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(x.ReceivedBytes), "in")
 	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.CounterValue, float64(x.Entries))
+	for _, r := range cluster.RefusedReasons {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(s.ConfigLog.Refused[r]), "config", r)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(x.Refused[r]), "exchange", r)
+	}
+	ch <- prometheus.MustNewConstMetric(c.signed, prometheus.GaugeValue, b(s.ConfigLog.Signed))
 }

@@ -131,6 +131,17 @@ func parseLogKey(k []byte) (leaf, error) {
 	return l, nil
 }
 
+// SecretLogKey reports whether the shared log's record under key holds a
+// secret — a SCRAM credential's salted keys, an API key's hash — which a
+// signed Tollgate cluster stores encrypted (internal/cluster/seal.go).
+func SecretLogKey(key []byte) bool {
+	l, err := parseLogKey(key)
+	if err != nil {
+		return false
+	}
+	return bytes.Equal(l.top, bucketScram) || bytes.Equal(l.top, bucketAPIKeys)
+}
+
 // logState is what the store keeps of its log.
 type logState struct {
 	mu  sync.Mutex // one write through the log at a time
