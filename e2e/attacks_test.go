@@ -71,6 +71,7 @@ var attacks = []struct {
 	{"a client that pipelines requests and reads no answer is closed (write_timeout); nothing stays, others are served", "23.3", onEachUpstream(attackStalledReader)},
 	{"request_percentage: what Tollgate answers itself (DescribeClientQuotas) is charged and throttled", "23.1", attackLocalAnswersCharged},
 	{"topics by id fail closed: a recreated own topic's new id, an unknown id, an own topic added to a fetch session", "23.5", onEachUpstream(attackOwnTopicIDs)},
+	{"Tollgate cluster: forged records and reports (an admin's API key, copies, 40 instances) are refused and counted", "23.2", onEachUpstream(attackForgedClusterRecords)},
 	{"20 connections each send 99 % of a 100 MiB frame: the gateway holds no more than socket.queued_max_request_bytes; others produce and consume", "23.4", onEachUpstream(attackRequestMemory)},
 	// Point 13, an acceptor helper alive but not accepting: TestAcceptorProcessStalledGatewayAccepts
 	// (acceptor_test.go; serial, it stops this test binary's child with SIGSTOP).

@@ -58,6 +58,10 @@ type ClusterConfig struct {
 	// SecretGrace is how long the previous secret (and unsigned input,
 	// with AcceptUnsigned) is accepted; default 24h.
 	SecretGrace time.Duration `yaml:"secret_grace"`
+	// MaxClockSkew: a signed configuration record the broker appended
+	// more than this from its signed time is refused as a copy (on a
+	// topic with message.timestamp.type=LogAppendTime); default 5m.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 }
 
 func (c ClusterConfig) secretGrace() time.Duration {
@@ -149,6 +153,9 @@ func (c ClusterConfig) Validate() error {
 			}
 		}
 	}
+	if c.MaxClockSkew < 0 || (c.MaxClockSkew > 0 && c.MaxClockSkew < time.Second) {
+		errs = append(errs, fmt.Errorf("cluster.max_clock_skew %v must be at least 1s", c.MaxClockSkew))
+	}
 	if c.SecretGrace < 0 {
 		errs = append(errs, fmt.Errorf("cluster.secret_grace %v must be positive", c.SecretGrace))
 	}
@@ -229,7 +236,7 @@ func (a *App) startCluster(upstream []string) error {
 	}
 	lg, err := cluster.NewLog(cluster.LogConfig{Opts: logOpts, Topic: c.configTopic(), ReplicationFactor: c.ReplicationFactor,
 		MinInsyncReplicas: c.MinInsyncReplicas, Cache: a.store, Timeout: a.cfg.Upstream.RequestTimeout, Logger: a.log.With("component", "cluster"),
-		Keys: keys, Secret: store.SecretLogKey})
+		Keys: keys, Secret: store.SecretLogKey, MaxSkew: c.MaxClockSkew})
 	if err != nil {
 		return err
 	}

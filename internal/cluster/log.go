@@ -57,6 +57,9 @@ type LogConfig struct {
 	// Secret reports whether a record's value holds a secret (a SCRAM
 	// credential, an API key's hash): with Keys, it is stored encrypted.
 	Secret func(key []byte) bool
+	// MaxSkew: with Keys, a record the broker appended more than this
+	// from its signed time is refused as a copy; 0: DefaultMaxSkew.
+	MaxSkew time.Duration
 }
 
 // ErrNotReady is returned by Append and CatchUp while the log has not read
@@ -127,6 +130,9 @@ func NewLog(cfg LogConfig) (*Log, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = DefaultMaxSkew
 	}
 	opts := append([]kgo.Opt{}, cfg.Opts...)
 	opts = append(opts,
@@ -286,7 +292,7 @@ func (l *Log) ensureTopic(ctx context.Context) error {
 		// that still learns of a deletion when it reads the topic again.
 		"delete.retention.ms": kadm.StringPtr(strconv.Itoa(24 * 3600 * 1000)),
 		// The broker stamps each batch: a signed record appended long
-		// after it was signed is a copy (MaxSignedSkew).
+		// after it was signed is a copy (LogConfig.MaxSkew).
 		"message.timestamp.type": kadm.StringPtr("LogAppendTime"),
 	}, l.cfg.Topic)
 	if err == nil {

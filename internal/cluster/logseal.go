@@ -66,7 +66,7 @@ func (l *Log) checkLocked(r *kgo.Record) (store.LogRecord, bool) {
 		switch {
 		case seen && v.SignedMs < last:
 			refused = RefusedStale // an older record of the key, copied back in
-		case r.Attrs.TimestampType() == 1 && (skew > MaxSignedSkew.Milliseconds() || -skew > MaxSignedSkew.Milliseconds()):
+		case r.Attrs.TimestampType() == 1 && max(skew, -skew) > l.cfg.MaxSkew.Milliseconds():
 			refused = RefusedStale // appended long after it was signed
 		}
 	}

@@ -65,11 +65,12 @@ const (
 	domainReport = "tollgate/cluster/exchange-report/v1"
 )
 
-// MaxSignedSkew bounds how far a configuration record's signed time may
-// be from the time the broker appended it, on a topic whose
-// message.timestamp.type is LogAppendTime: a genuine record copied back
-// into the topic later (a replay of a deleted API key) is refused.
-const MaxSignedSkew = 5 * time.Minute
+// DefaultMaxSkew bounds, by default, how far a configuration record's
+// signed time may be from the time the broker appended it, on a topic
+// whose message.timestamp.type is LogAppendTime: a genuine record copied
+// back into the topic later (a replay of a deleted API key) is refused
+// (LogConfig.MaxSkew, cluster.max_clock_skew).
+const DefaultMaxSkew = 5 * time.Minute
 
 // Refusal reasons, the label values of tollgate_cluster_refused_total.
 const (
