@@ -539,3 +539,41 @@ func TestDoctorBrokerQuotas(t *testing.T) {
 		})
 	})
 }
+
+// TestDoctorClusterTopics: the doctor's cluster topics check against
+// kfake and a real broker: with no ACL naming the topics it says who may
+// then write them, and it names a tenant an ACL lets write the
+// configuration topic.
+func TestDoctorClusterTopics(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{})
+		ctx := ctxT(t, 60*time.Second)
+		id := up.Topic(t, "doctor-cluster")
+		ct := &doctor.ClusterTopics{Config: "_tollgate-" + id + "-config", Exchange: "_tollgate-" + id + "-exchange", Signed: true}
+		check := func() doctor.Result {
+			for _, r := range doctor.Run(ctx, doctor.Target{Upstream: env.UpstreamAddrs(), DialTimeout: 5 * time.Second, Cluster: ct}) {
+				if r.Check == "cluster topics" {
+					return r
+				}
+			}
+			t.Fatal("no cluster topics check")
+			return doctor.Result{}
+		}
+		if got := check(); got.Status != doctor.OK || !strings.Contains(got.Detail, "no ACL names them") {
+			t.Fatalf("%+v", got)
+		}
+		adm := upstreamAdmin(t, env)
+		b := kadm.NewACLs().Topics(ct.Config).Allow("User:tenant-" + id).AllowHosts().Operations(kadm.OpWrite)
+		if _, err := adm.CreateACLs(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { adm.DeleteACLs(context.Background(), b) })
+		eventually(t, 15*time.Second, "the doctor names the tenant", func() error {
+			if got := check(); got.Status != doctor.Warn || !strings.Contains(got.Detail, "User:tenant-"+id+" on "+ct.Config) {
+				return fmt.Errorf("%+v", got)
+			}
+			return nil
+		})
+	})
+}

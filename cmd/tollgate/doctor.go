@@ -116,6 +116,14 @@ func doctorTarget(cfg app.Config) (doctor.Target, error) {
 		}
 		t.Client = append(t.Client, kgo.SASL(m))
 	}
+	if c := cfg.Cluster; c.On() {
+		ct := &doctor.ClusterTopics{Signed: c.SecretFile != ""}
+		ct.Config, ct.Exchange = c.Topics()
+		if s := cfg.Upstream.SASL; s != nil && s.Username != "" {
+			ct.Principal = "User:" + s.Username
+		}
+		t.Cluster = ct
+	}
 	t.Admission = admission.DefaultSettings()
 	for _, l := range cfg.Listeners {
 		t.Listeners = append(t.Listeners, doctor.Listener{Name: l.Name, Bootstrap: l.Bootstrap, AdvertisedHost: l.AdvertisedHost, BrokerPortBase: l.BrokerPortBase})

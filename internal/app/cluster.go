@@ -179,6 +179,10 @@ func (c ClusterConfig) sessionTimeout() time.Duration {
 	return 4 * c.interval()
 }
 
+// Topics returns the configuration and exchange topics' names, defaults
+// applied.
+func (c ClusterConfig) Topics() (config, exchange string) { return c.configTopic(), c.exchangeTopic() }
+
 func (c ClusterConfig) configTopic() string {
 	if c.ConfigTopic != "" {
 		return c.ConfigTopic

@@ -123,6 +123,10 @@ type Target struct {
 	// missing). Empty: the clock check is skipped with a warning.
 	ClockTopic string
 
+	// Cluster names the Tollgate cluster's topics (nil: not in one; the
+	// cluster topics check is not run).
+	Cluster *ClusterTopics
+
 	// Now is the local clock (default time.Now).
 	Now func() time.Time
 	// Resolver resolves broker hosts (default net.DefaultResolver).
@@ -160,6 +164,9 @@ func Run(ctx context.Context, t Target) []Result {
 	out = append(out, r.dataDir(), r.filesystem())
 	out = append(out, r.tlsFiles()...)
 	out = append(out, r.openFiles(), r.clock(ctx), r.brokerQuotas(ctx))
+	if r.t.Cluster != nil {
+		out = append(out, r.clusterTopics(ctx))
+	}
 	return out
 }
 

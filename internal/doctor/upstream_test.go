@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 func cluster(t *testing.T, opts ...kfake.Opt) *kfake.Cluster {
@@ -387,4 +389,55 @@ func TestBrokerQuotas(t *testing.T) {
 
 	r = newRunner(Target{})
 	want(t, r.brokerQuotas(ctx), OK, "embedded cluster")
+}
+
+// TestClusterTopics: the check names the principals other than
+// Tollgate's that an ACL lets write the Tollgate cluster's topics
+// (literal, prefixed, wildcard), and says when records are not signed.
+func TestClusterTopics(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableACLs(), kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "admin", "admin-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := testCtx(t)
+	login := kgo.SASL(plain.Auth{User: "admin", Pass: "admin-pw"}.AsMechanism())
+	ct := &ClusterTopics{Config: "_tollgate-x-config", Exchange: "_tollgate-x-exchange", Signed: true, Principal: "User:svc"}
+	r := newRunner(Target{Upstream: c.ListenAddrs(), DialTimeout: 5 * time.Second, Client: []kgo.Opt{login}, Cluster: ct})
+	want(t, r.upstream(ctx), OK)
+	want(t, r.clusterTopics(ctx), OK, "no ACL lets a principal other than Tollgate's")
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	grant := func(principal string, b *kadm.ACLBuilder) {
+		t.Helper()
+		b = b.Allow(principal).AllowHosts().Operations(kadm.OpWrite)
+		res, err := adm.CreateACLs(ctx, b)
+		if err == nil {
+			for _, r := range res {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("User:svc", kadm.NewACLs().Topics(ct.Config, ct.Exchange))
+	want(t, r.clusterTopics(ctx), OK)
+	grant("User:tenant", kadm.NewACLs().Topics("_tollgate-").ResourcePatternType(kadm.ACLPatternPrefixed))
+	grant("User:*", kadm.NewACLs().Topics("*"))
+	got := r.clusterTopics(ctx)
+	want(t, got, Warn, "other than Tollgate's (User:svc)", "User:tenant on _tollgate-x-config (prefixed _tollgate-)", "User:* on _tollgate-x-exchange (literal *)")
+	if strings.Contains(got.Detail, "User:svc on") {
+		t.Errorf("Tollgate's own principal listed: %s", got.Detail)
+	}
+	ct.Principal = ""
+	want(t, r.clusterTopics(ctx), Warn, "cannot tell which one is Tollgate's", "User:svc on _tollgate-x-config (literal _tollgate-x-config)")
+	ct.Signed = false
+	want(t, r.clusterTopics(ctx), Warn, "cluster.secret_file is not set")
 }
