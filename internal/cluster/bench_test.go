@@ -48,7 +48,7 @@ type benchSide struct {
 	tr *keepParts
 }
 
-func newBenchSide(b *testing.B, id string, now time.Time) *benchSide {
+func newBenchSide(b *testing.B, id string, now time.Time, keys *Keyring) *benchSide {
 	b.Helper()
 	e, err := quota.NewEngine(quota.EngineConfig{ByteRate: quota.ByteRateTokenBucket, SharedDeadline: true})
 	if err != nil {
@@ -64,7 +64,7 @@ func newBenchSide(b *testing.B, id string, now time.Time) *benchSide {
 	tr := &keepParts{}
 	x := NewExchange(ExchangeConfig{Self: Member{ID: id, Incarnation: now.UnixMilli(), Version: "bench", Addr: "127.0.0.1:9644",
 		Digest: "0123456789abcdef"}, Interval: interval, Ledger: e, Transport: tr,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Keys: keys})
 	x.members[id].Joined = now
 	return &benchSide{e: e, x: x, tr: tr}
 }
@@ -79,17 +79,29 @@ func benchClients(e *quota.Engine, n int) []*quota.Client {
 	return cls
 }
 
+// BenchmarkExchangeInterval's signed=true rows sign every part on the
+// sender and check it on the receiver (cluster.secret_file): the cost of
+// signing, side by side with the unsigned rows of the same run.
 func BenchmarkExchangeInterval(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		for _, side := range []string{"both", "send", "receive"} {
-			b.Run(fmt.Sprintf("buckets=%d/side=%s", n, side), func(b *testing.B) { benchInterval(b, n, side) })
+			for _, signed := range []bool{false, true} {
+				b.Run(fmt.Sprintf("buckets=%d/side=%s/signed=%v", n, side, signed), func(b *testing.B) { benchInterval(b, n, side, signed) })
+			}
 		}
 	}
 }
 
-func benchInterval(b *testing.B, n int, side string) {
+func benchInterval(b *testing.B, n int, side string, signed bool) {
 	now := time.UnixMilli(1_700_000_000_000)
-	snd, rcv := newBenchSide(b, "sender", now), newBenchSide(b, "receiver", now)
+	var keys *Keyring
+	if signed {
+		var err error
+		if keys, err = NewKeyring(KeyringConfig{Secret: secretA}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	snd, rcv := newBenchSide(b, "sender", now, keys), newBenchSide(b, "receiver", now, keys)
 	cls := benchClients(snd.e, n)
 	enc, err := zstd.NewWriter(nil, zstd.WithWindowSize(64<<10), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
 	if err != nil {
@@ -142,6 +154,12 @@ func benchInterval(b *testing.B, n int, side string) {
 			bytes += float64(len(p))
 			zbuf = enc.EncodeAll(p, zbuf[:0])
 			zbytes += float64(len(zbuf))
+			if keys != nil {
+				var refused string
+				if p, refused = keys.OpenReport(p); refused != "" {
+					b.Fatal(refused)
+				}
+			}
 			r, err := DecodeReport(p)
 			if err != nil {
 				b.Fatal(err)
@@ -161,4 +179,40 @@ func benchInterval(b *testing.B, n int, side string) {
 	b.ReportMetric(zbytes/float64(b.N), "zstd-B/report")
 	b.ReportMetric(parts/float64(b.N), "parts/report")
 	b.ReportMetric(bytes/entries, "B/entry")
+}
+
+// BenchmarkRecordSignature: what signing costs one configuration record
+// on the way in (SignRecord, as Log.record does for every record an append
+// writes) and on the way out (VerifyRecord, for every record an instance
+// reads): a quota value (plain) and an API key (sealed: AES-256-GCM on top).
+func BenchmarkRecordSignature(b *testing.B) {
+	k, err := NewKeyring(KeyringConfig{Secret: secretA})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		key    []byte
+		value  []byte
+		secret bool
+	}{
+		{"quota", []byte("\x01\x0dclient_quotas\x0a\x04user\x00\x05alice" + "producer_byte_rate"), []byte("\x41\x30\x00\x00\x00\x00\x00\x00"), false},
+		{"api-key", []byte("\x01\x08api_keys\x00abcdefghijklmnop"), []byte(`{"id":"abcdefghijklmnop","identity":"team-a","hash":"n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=","created":"2026-12-02T13:00:00Z","revoked":false}`), true},
+	} {
+		b.Run(c.name+"/sign", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				k.SignRecord(c.key, c.value, c.secret, 1_700_000_000_000)
+			}
+		})
+		stored, sig := k.SignRecord(c.key, c.value, c.secret, 1_700_000_000_000)
+		b.Run(c.name+"/verify", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, refused := k.VerifyRecord(c.key, stored, sig); refused != "" {
+					b.Fatal(refused)
+				}
+			}
+		})
+	}
 }
