@@ -62,6 +62,10 @@ func attackForgedClusterRecords(t *testing.T, up *testkit.Upstream) {
 	}
 	alter(admA, 1000)
 	alter(admA, 2000)
+	// A SCRAM credential, which must not be in the topic in the clear.
+	if res, err := admA.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "carol-pw"}}); err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
 
 	var quotaRecs []*kgo.Record
 	for _, r := range rawRecords(t, ctx, upstream, cfgTopic) {
@@ -73,6 +77,9 @@ func attackForgedClusterRecords(t *testing.T, up *testkit.Upstream) {
 		}
 		if strings.Contains(string(r.Key), "alice") {
 			quotaRecs = append(quotaRecs, r)
+		}
+		if strings.Contains(string(r.Key), "carol") && (strings.Contains(string(r.Value), "iterations") || strings.Contains(string(r.Value), "salt")) {
+			t.Errorf("carol's SCRAM credential is in the topic in the clear: %q", r.Value)
 		}
 	}
 	if len(quotaRecs) != 2 {
