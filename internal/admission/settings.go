@@ -308,7 +308,8 @@ func ParseOverrides(s string, resolve func(host string) (netip.Addr, error)) (ma
 		}
 		n, err := strconv.ParseInt(count, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("max.connections.per.ip.overrides: count %q for host %s is not a number of type INT", count, host)
+			return nil, &kafkaError{msg: fmt.Sprintf("max.connections.per.ip.overrides: count %q for host %s is not a number of type INT", count, host),
+				kafka: fmt.Sprintf("For input string: %q", count)}
 		}
 		if n < 0 {
 			return nil, fmt.Errorf("max.connections.per.ip.overrides: count %d for host %s must be at least 0", n, host)
@@ -339,3 +340,11 @@ func normalizeAddr(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 // normalizePrefix maps ::ffff:a.b.c.d/n (n ≥ 96) to a.b.c.d/(n−96).
 func normalizePrefix(p netip.Prefix) netip.Prefix { return model.NormalizePrefix(p) }
+
+// kafkaError is a config error whose message differs from the one Kafka's
+// broker gives for the same mistake (there, the Java exception's own): the
+// Kafka config API answers with KafkaMessage, the config file with Error.
+type kafkaError struct{ msg, kafka string }
+
+func (e *kafkaError) Error() string        { return e.msg }
+func (e *kafkaError) KafkaMessage() string { return e.kafka }

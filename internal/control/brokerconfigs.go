@@ -2,12 +2,12 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/audit"
@@ -94,11 +94,13 @@ func (b *BrokerConfigs) authorize(who Initiator, op Operation) bool {
 	return b.Authz.Authorize(who, op)
 }
 
-// Describe returns the owned configs of a BROKER resource for a
-// DescribeConfigs response at the given version: the names asked for (all
-// owned keys when names is nil), each with its value and source. ok is
-// false when the initiator may not describe.
-func (b *BrokerConfigs) Describe(who Initiator, names []string, version int16) ([]kmsg.DescribeConfigsResponseResourceConfig, bool, error) {
+// Describe returns the owned configs of a BROKER resource (resource: a
+// broker id, or "" for the cluster default) for a DescribeConfigs response
+// at the given version: the names asked for (all owned keys when names is
+// nil), each with its value and source. The cluster default, as Kafka
+// describes it, holds only what is set on it dynamically, each with that
+// one synonym. ok is false when the initiator may not describe.
+func (b *BrokerConfigs) Describe(who Initiator, resource string, names []string, version int16) ([]kmsg.DescribeConfigsResponseResourceConfig, bool, error) {
 	if !b.authorize(who, OpDescribeConfigs) {
 		return nil, false, nil
 	}
@@ -112,20 +114,7 @@ func (b *BrokerConfigs) Describe(who Initiator, names []string, version int16) (
 	}
 	keys := names
 	if keys == nil {
-		set := map[string]bool{}
-		for k := range b.Defaults {
-			set[k] = true
-		}
-		for k := range static {
-			set[k] = true
-		}
-		for k := range dyn {
-			set[k] = true
-		}
-		for k := range set {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
+		keys = allKeys(b.Defaults, static, dyn)
 	}
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, k := range keys {
@@ -145,6 +134,16 @@ func (b *BrokerConfigs) Describe(who Initiator, names []string, version int16) (
 			syn = append(syn, s)
 		}
 		switch {
+		case resource == "" && dyn[k] == "":
+			continue // the cluster default lists its dynamic configs only
+		case resource == "":
+			c.Value, c.Source = kmsg.StringPtr(dyn[k]), kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			addSyn(dyn[k], kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+			if version >= 1 {
+				c.ConfigSynonyms = syn
+			}
+			out = append(out, c)
+			continue
 		case dyn[k] != "":
 			c.Value, c.Source = kmsg.StringPtr(dyn[k]), kmsg.ConfigSourceDynamicDefaultBrokerConfig
 			addSyn(dyn[k], kmsg.ConfigSourceDynamicDefaultBrokerConfig)
@@ -161,7 +160,9 @@ func (b *BrokerConfigs) Describe(who Initiator, names []string, version int16) (
 			}
 			c.Value, c.Source, c.IsDefault = kmsg.StringPtr(d), kmsg.ConfigSourceDefaultConfig, true
 		}
-		if d, ok := b.Defaults[k]; ok && c.Source != kmsg.ConfigSourceDefaultConfig {
+		// Kafka lists no DEFAULT_CONFIG synonym for an empty default
+		// (max.connections.per.ip.overrides; measured against Kafka 4.4).
+		if d, ok := b.Defaults[k]; ok && d != "" && c.Source != kmsg.ConfigSourceDefaultConfig {
 			addSyn(d, kmsg.ConfigSourceDefaultConfig)
 		}
 		if version >= 1 {
@@ -170,6 +171,22 @@ func (b *BrokerConfigs) Describe(who Initiator, names []string, version int16) (
 		out = append(out, c)
 	}
 	return out, true, nil
+}
+
+// allKeys is every key of the maps, sorted.
+func allKeys(ms ...map[string]string) []string {
+	set := map[string]bool{}
+	for _, m := range ms {
+		for k := range m {
+			set[k] = true
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Change is one owned key to set (Value non-nil) or delete.
@@ -204,9 +221,12 @@ func (b *BrokerConfigs) Alter(ctx context.Context, who Initiator, resource strin
 		ev.Changes = append(ev.Changes, audit.Change{Key: k})
 	}
 	if err := b.validate(next); err != nil {
-		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Rejected, errInvalidConfig, err.Error()
+		// Kafka's broker refuses a dynamic broker config it cannot take
+		// with INVALID_REQUEST and the ConfigException's message.
+		msg := kafkaMessage(err)
+		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Rejected, errInvalidRequest, msg
 		b.Audit.Record(ctx, ev)
-		return errInvalidConfig, err.Error()
+		return errInvalidRequest, msg
 	}
 	if validateOnly {
 		ev.Outcome = audit.Validated
@@ -298,5 +318,23 @@ func strValue(s *string) *audit.Value {
 	return audit.String(*s)
 }
 
-// errInvalidConfig is INVALID_CONFIG.
-var errInvalidConfig = kerr.InvalidConfig.Code
+// kafkaMessage is the message Kafka's broker gives for a config it
+// refuses: the first innermost error's (the validator wraps them in the
+// config file's context, which a Kafka client never sees), or what the
+// error says Kafka's would be (KafkaMessage).
+func kafkaMessage(err error) string {
+	for {
+		if km, ok := err.(interface{ KafkaMessage() string }); ok {
+			return km.KafkaMessage()
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+			err = j.Unwrap()[0]
+			continue
+		}
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/tollgate/tollgate/internal/store"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,8 +94,7 @@ func (c *ClientQuotas) Describe(ctx context.Context, who Initiator, req *kmsg.De
 		for k := range eq.Values {
 			keys = append(keys, k)
 		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range javaHashOrder(keys) {
 			ev := kmsg.NewDescribeClientQuotasResponseEntryValue()
 			ev.Key, ev.Value = k, eq.Values[k]
 			entry.Values = append(entry.Values, ev)
@@ -242,4 +242,34 @@ func (f filter) match(e store.Entity) bool {
 		}
 	}
 	return true
+}
+
+// javaHashOrder orders keys as a java.util.HashMap<String, Double> built
+// by putting them in one at a time iterates them: by bucket, the spread
+// String.hashCode masked by the table's size (16, doubled past three
+// quarters full). Kafka's broker answers an entity's quota values in that
+// order, and the Java admin client's own map of them then depends on it
+// (kafka-configs prints "consumer_byte_rate=…, request_percentage=…,
+// producer_byte_rate=…"). Keys of one bucket, which Java keeps in
+// insertion order, are taken by name.
+func javaHashOrder(keys []string) []string {
+	size := 16
+	for len(keys) > size*3/4 {
+		size *= 2
+	}
+	bucket := func(k string) int {
+		var h int32
+		for _, c := range k { // UTF-16 code units: quota keys are ASCII
+			h = 31*h + int32(c)
+		}
+		u := uint32(h)
+		return int((u ^ u>>16) & uint32(size-1))
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := bucket(a) - bucket(b); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return keys
 }

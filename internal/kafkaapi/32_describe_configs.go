@@ -39,7 +39,7 @@ import (
 // nothing is left.
 
 func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfigsRequest) proxy.Verdict {
-	if _, ok, _ := b.owner.Describe(who, []string{}, req.Version); !ok {
+	if _, ok, _ := b.owner.Describe(who, "", []string{}, req.Version); !ok {
 		// Not allowed to see Tollgate's settings: the request is the
 		// upstream cluster's alone, as if Tollgate were not there.
 		return proxy.Verdict{}
@@ -61,7 +61,7 @@ func (b *brokerConfigs) describe(who control.Initiator, req *kmsg.DescribeConfig
 			}
 		}
 		touched = true
-		cfgs, ok, err := b.owner.Describe(who, owned, req.Version)
+		cfgs, ok, err := b.owner.Describe(who, res.ResourceName, owned, req.Version)
 		l := ownedConfigs{name: res.ResourceName, configs: cfgs, denied: !ok, err: err}
 		switch {
 		case res.ConfigNames == nil:
