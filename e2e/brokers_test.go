@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate/tollgate/internal/quota/model"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -301,9 +302,9 @@ func brokerConfigsLive(t *testing.T, up *testkit.Upstream) {
 	}
 	conns = nil
 
-	// Invalid values get Kafka's INVALID_CONFIG; non-admins get 31.
+	// Invalid values get Kafka's INVALID_REQUEST and message; non-admins get 31.
 	bad, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "max.connections", Value: kmsg.StringPtr("lots")}})
-	if err != nil || bad[0].Err == nil || !strings.Contains(bad[0].ErrMessage, "Not a number of type INT") {
+	if err != nil || !errors.Is(bad[0].Err, kerr.InvalidRequest) || bad[0].ErrMessage != "Invalid value lots for configuration max.connections: Not a number of type INT" {
 		t.Errorf("invalid value: %v %+v", err, bad)
 	}
 	alice := kadm.NewClient(newClient(t, env, nil, kgo.Dialer(fromIP("127.0.0.3"))))

@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate/tollgate/internal/app"
+	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
+)
+
+// Kafka's own kafka-configs, unchanged, differentially (issue 21 point 1):
+// every command line runs against the real broker and against Tollgate,
+// and the two outputs — exit status, stdout, stderr — must be equal line
+// for line once the bootstrap address is normalised. Tollgate answers the
+// client quotas, SCRAM credentials and connection limits itself; the
+// broker is the reference. A row whose difference is on purpose says so
+// in its diff (a documented extension), and then Tollgate's output must be
+// exactly that.
+
+// toolResult is one command's outcome in testdata/java/Tools.java.
+type toolResult struct {
+	exit           int
+	stdout, stderr string
+}
+
+var toolHeader = regexp.MustCompile(`^=== (\d+) exit=(-?\d+)$`)
+
+// runTools runs each command line (a main class and its arguments) in one
+// JVM, in order, and returns what each printed.
+func runTools(t *testing.T, up *testkit.Upstream, cmds [][]string) []toolResult {
+	t.Helper()
+	var in strings.Builder
+	for _, c := range cmds {
+		in.WriteString(strings.Join(c, "\t"))
+		in.WriteByte('\n')
+	}
+	r := runJava(t, up, time.Duration(len(cmds))*20*time.Second+30*time.Second, in.String(), "testdata/java/Tools.java")
+	var out []toolResult
+	var cur *toolResult
+	var into *string
+	for _, l := range strings.SplitAfter(r.Stdout, "\n") {
+		line := strings.TrimSuffix(l, "\n")
+		switch m := toolHeader.FindStringSubmatch(line); {
+		case m != nil:
+			code, _ := strconv.Atoi(m[2])
+			out = append(out, toolResult{exit: code})
+			cur, into = &out[len(out)-1], nil
+		case line == "=== end":
+			cur, into = nil, nil
+		case cur != nil && line == "--- stdout":
+			into = &cur.stdout
+		case cur != nil && line == "--- stderr":
+			into = &cur.stderr
+		case into != nil:
+			*into += l
+		}
+	}
+	if len(out) != len(cmds) {
+		t.Fatalf("Tools.java ran %d of %d commands:\n%s\nstderr:\n%s", len(out), len(cmds), tail(r.Stdout, 40), tail(r.Stderr, 40))
+	}
+	return out
+}
+
+// configCommand is kafka-configs' main class in the release.
+func configCommand(version string) string {
+	if strings.HasPrefix(version, "3.") {
+		return "kafka.admin.ConfigCommand"
+	}
+	return "org.apache.kafka.tools.ConfigCommand"
+}
+
+func TestKafkaConfigsAgainstKafka(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		if !up.Real() {
+			t.Skip("the reference is the real broker: this row is the real upstream's")
+		}
+		kafkaConfigsDifferential(t, up)
+	})
+}
+
+func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
+	env := up.Start(t, app.Options{}, func(c *app.Config) {
+		// The JVM's connections come from 127.0.0.1: the quota admin.
+		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.1/32", Principal: "admin"}}
+		c.Authorization.QuotaAdmins = []string{"admin"}
+	})
+	p := up.Topic(t, "cfg")
+	u, c := p+"-user", p+"-client"
+	broker := strconv.Itoa(int(up.Kafka.Nodes()[0].ID))
+	rows := []struct {
+		name string
+		args []string
+		// only keeps the lines that hold one of these (the brokers' own
+		// dynamic configs, which other tests set too, are not compared).
+		only []string
+	}{
+		{"users: add", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048,request_percentage=50"}, nil},
+		{"users: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u}, nil},
+		{"users: delete one", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--delete-config", "request_percentage"}, nil},
+		{"users: describe after delete", []string{"--describe", "--entity-type", "users", "--entity-name", u}, nil},
+		{"clients: add", []string{"--alter", "--entity-type", "clients", "--entity-name", c, "--add-config", "producer_byte_rate=4096"}, nil},
+		{"clients: describe", []string{"--describe", "--entity-type", "clients", "--entity-name", c}, nil},
+		{"user and client: add", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-name", c, "--add-config", "consumer_byte_rate=8192"}, nil},
+		{"user and client: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-name", c}, nil},
+		{"user and default client: add", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-default", "--add-config", "producer_byte_rate=1000000000000"}, nil},
+		{"user and default client: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-default"}, nil},
+		{"users: describe one with no quotas", []string{"--describe", "--entity-type", "users", "--entity-name", p + "-nobody"}, nil},
+		{"ips: add", []string{"--alter", "--entity-type", "ips", "--entity-name", "127.0.0.77", "--add-config", "connection_creation_rate=100"}, nil},
+		{"ips: describe", []string{"--describe", "--entity-type", "ips", "--entity-name", "127.0.0.77"}, nil},
+		{"ips: delete", []string{"--alter", "--entity-type", "ips", "--entity-name", "127.0.0.77", "--delete-config", "connection_creation_rate"}, nil},
+		{"scram: add", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "SCRAM-SHA-256=[iterations=8192,password=pw-1],SCRAM-SHA-512=[password=pw-2]"}, nil},
+		{"scram: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u}, nil},
+		{"scram: delete", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--delete-config", "SCRAM-SHA-512"}, nil},
+		{"scram: describe after delete", []string{"--describe", "--entity-type", "users", "--entity-name", u}, nil},
+		// Kafka's invalid inputs.
+		{"invalid: a value that is no number", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "producer_byte_rate=abc"}, nil},
+		{"invalid: an unknown quota key", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "no_such_quota=1"}, nil},
+		{"invalid: a negative rate", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "producer_byte_rate=-1"}, nil},
+		{"invalid: a fraction of a byte", []string{"--alter", "--entity-type", "clients", "--entity-name", c, "--add-config", "producer_byte_rate=1.5"}, nil},
+		{"invalid: a connection quota on a user", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "connection_creation_rate=5"}, nil},
+		{"invalid: a byte rate on an ip", []string{"--alter", "--entity-type", "ips", "--entity-name", "127.0.0.78", "--add-config", "producer_byte_rate=5"}, nil},
+		{"invalid: an ip that is not one", []string{"--alter", "--entity-type", "ips", "--entity-name", "not-an-ip..", "--add-config", "connection_creation_rate=5"}, nil},
+		{"invalid: an ip with a client", []string{"--alter", "--entity-type", "ips", "--entity-name", "127.0.0.78", "--entity-type", "clients", "--entity-name", c, "--add-config", "connection_creation_rate=5"}, nil},
+		{"invalid: too few SCRAM iterations", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "SCRAM-SHA-256=[iterations=1000,password=x]"}, nil},
+		{"invalid: an unknown SCRAM mechanism", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "SCRAM-SHA-1=[password=x]"}, nil},
+		{"invalid: delete a quota never set", []string{"--alter", "--entity-type", "clients", "--entity-name", c, "--delete-config", "request_percentage"}, nil},
+		// The connection limits Tollgate owns, on the brokers' default.
+		{"brokers: add", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections.per.ip.overrides=[127.0.0.79:50]"}, nil},
+		{"brokers: describe", []string{"--describe", "--entity-type", "brokers", "--entity-default"}, []string{"max.connections.per.ip.overrides", "Default configs"}},
+		{"brokers: delete", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections.per.ip.overrides"}, nil},
+		{"brokers: add max.connections", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=100000"}, nil},
+		{"brokers: describe max.connections", []string{"--describe", "--entity-type", "brokers", "--entity-default"}, []string{"max.connections=", "Default configs"}},
+		{"brokers: describe a broker's limits", []string{"--describe", "--entity-type", "brokers", "--entity-name", broker}, []string{"max.connection", "All configs for broker"}},
+		{"brokers: delete max.connections", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections"}, nil},
+		{"invalid brokers: a negative limit", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=-5"}, nil},
+		{"invalid brokers: not a number", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=lots"}, nil},
+		{"invalid brokers: a bad override", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections.per.ip.overrides=[127.0.0.79:x]"}, nil},
+	}
+	// Differences on purpose: the row's name → Tollgate's exact output and
+	// why. Empty: none.
+	diffs := map[string]struct{ why, stdout, stderr string }{}
+
+	version := javaVersion(up)
+	main := configCommand(version)
+	real := strings.Join(up.Kafka.Bootstrap(kafka.Plaintext), ",")
+	cmds := func(boot string) [][]string {
+		var out [][]string
+		for _, r := range rows {
+			out = append(out, append([]string{main, "--bootstrap-server", boot}, r.args...))
+		}
+		return out
+	}
+	t.Cleanup(func() {
+		// The real cluster's defaults are shared by every test.
+		runTools(t, up, [][]string{
+			{main, "--bootstrap-server", real, "--alter", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-default", "--delete-config", "producer_byte_rate"},
+			{main, "--bootstrap-server", real, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections.per.ip.overrides"},
+			{main, "--bootstrap-server", real, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections"},
+		})
+	})
+	want := runTools(t, up, cmds(real))
+	got := runTools(t, up, cmds(env.Bootstrap))
+	norm := func(s, boot string, only []string) string {
+		s = strings.ReplaceAll(s, boot, "<bootstrap>")
+		if only == nil {
+			return s
+		}
+		var keep []string
+		for _, l := range strings.Split(s, "\n") {
+			for _, o := range only {
+				if strings.Contains(l, o) {
+					keep = append(keep, l)
+					break
+				}
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	for i, r := range rows {
+		w, g := want[i], got[i]
+		wo, ws := norm(w.stdout, real, r.only), norm(w.stderr, real, r.only)
+		gout, gs := norm(g.stdout, env.Bootstrap, r.only), norm(g.stderr, env.Bootstrap, r.only)
+		if wo+ws == "" {
+			t.Errorf("%s: Kafka printed nothing to compare (exit %d)", r.name, w.exit)
+		}
+		if d, ok := diffs[r.name]; ok {
+			if gout != d.stdout || gs != d.stderr {
+				t.Errorf("%s: the documented difference (%s) is not what Tollgate printed:\nstdout %q\nstderr %q", r.name, d.why, gout, gs)
+			}
+			continue
+		}
+		if w.exit != g.exit || wo != gout || ws != gs {
+			t.Errorf("%s: kafka-configs %s\n  Kafka:    exit %d\n%s\n  Tollgate: exit %d\n%s", r.name, strings.Join(r.args, " "),
+				w.exit, indent(wo+ws), g.exit, indent(gout+gs))
+		}
+	}
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
+}
+

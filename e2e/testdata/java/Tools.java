@@ -1,0 +1,100 @@
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * Runs Kafka's command-line tools, one after another in one JVM, as their
+ * scripts do (bin/kafka-configs.sh is "exec kafka-run-class.sh
+ * org.apache.kafka.tools.ConfigCommand "$@""): each stdin line is a tool's
+ * main class and its arguments, tab-separated. For each it prints what the
+ * tool printed and its exit status, which Kafka's Exit utility (the tools'
+ * only way out: org.apache.kafka.common.utils.Exit, in 4.x its internals
+ * package) reports here instead of ending the JVM:
+ *
+ *   === <n> exit=<status>
+ *   --- stdout
+ *   ...
+ *   --- stderr
+ *   ...
+ */
+public class Tools {
+    static final class ToolExit extends RuntimeException {
+        final int status;
+
+        ToolExit(int status) {
+            super(null, null, false, false);
+            this.status = status;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Class<?> exit;
+        try {
+            exit = Class.forName("org.apache.kafka.common.utils.internals.Exit");
+        } catch (ClassNotFoundException e) {
+            exit = Class.forName("org.apache.kafka.common.utils.Exit");
+        }
+        Class<?> procedure = Class.forName(exit.getName() + "$Procedure");
+        Object toThrow = Proxy.newProxyInstance(Tools.class.getClassLoader(), new Class<?>[] {procedure}, (proxy, m, a) -> {
+            if (m.getName().equals("execute")) {
+                throw new ToolExit((Integer) a[0]);
+            }
+            if (m.getName().equals("hashCode")) {
+                return 0;
+            }
+            if (m.getName().equals("equals")) {
+                return proxy == a[0];
+            }
+            return "exit procedure";
+        });
+        exit.getMethod("setExitProcedure", procedure).invoke(null, toThrow);
+        exit.getMethod("setHaltProcedure", procedure).invoke(null, toThrow);
+        PrintStream out = System.out;
+        PrintStream err = System.err;
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        int n = 0;
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            String[] parts = line.split("\t", -1);
+            ByteArrayOutputStream o = new ByteArrayOutputStream();
+            ByteArrayOutputStream e = new ByteArrayOutputStream();
+            System.setOut(new PrintStream(o, true, StandardCharsets.UTF_8));
+            System.setErr(new PrintStream(e, true, StandardCharsets.UTF_8));
+            int status = 0;
+            try {
+                Method m = Class.forName(parts[0]).getMethod("main", String[].class);
+                m.invoke(null, (Object) Arrays.copyOfRange(parts, 1, parts.length));
+            } catch (InvocationTargetException ite) {
+                Throwable c = ite.getCause();
+                if (c instanceof ToolExit) {
+                    status = ((ToolExit) c).status;
+                } else {
+                    status = -1;
+                    c.printStackTrace(System.err);
+                }
+            } finally {
+                System.out.flush();
+                System.err.flush();
+                System.setOut(out);
+                System.setErr(err);
+            }
+            out.println("=== " + n + " exit=" + status);
+            out.println("--- stdout");
+            out.print(o.toString(StandardCharsets.UTF_8));
+            out.println("--- stderr");
+            out.print(e.toString(StandardCharsets.UTF_8));
+            out.flush();
+            n++;
+        }
+        out.println("=== end");
+        System.exit(0);
+    }
+}
