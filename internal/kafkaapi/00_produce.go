@@ -54,6 +54,11 @@ import (
 func (f *reservedTopics) produce(r *proxy.Request) proxy.Verdict {
 	p := r.Payload[r.BodyOffset:]
 	hit, seen := f.produceWalk(p, r.Version)
+	if hit && r.Version >= 13 && f.lookUpHead(p, r.Version) {
+		// Ids seen for the first time (a topic just created) are
+		// looked up before anything is decided.
+		hit, seen = f.produceWalk(p, r.Version)
+	}
 	streamed := len(r.Payload) < r.Size
 	switch {
 	case hit && r.Acks == 0:
@@ -87,6 +92,29 @@ func (f *reservedTopics) produceWalk(p []byte, version int16) (hit, seen bool) {
 		}
 	}
 	return false, w.Ok()
+}
+
+// lookUpHead looks up, in one lookup, the ids of p's topics not known yet
+// (a walk counts them as hits until they are); false when there were none.
+func (f *reservedTopics) lookUpHead(p []byte, version int16) bool {
+	var ask [][16]byte
+	var w wire.ProduceWalk
+	w.Start(p, version)
+	for w.NextTopic() {
+		if _, id := w.Topic(); id != ([16]byte{}) {
+			if _, known := f.idCode(id); !known {
+				ask = append(ask, id)
+			}
+		}
+		if w.Last() {
+			break
+		}
+	}
+	if len(ask) == 0 {
+		return false
+	}
+	f.lookUp(ask)
+	return true
 }
 
 // produceSplit answers a Produce read whole that names a reserved topic:
