@@ -60,8 +60,14 @@ func runTools(t *testing.T, up *testkit.Upstream, cmds [][]string) []toolResult 
 			*into += l
 		}
 	}
-	if len(out) != len(cmds) {
-		t.Fatalf("Tools.java ran %d of %d commands:\n%s\nstderr:\n%s", len(out), len(cmds), tail(r.Stdout, 40), tail(r.Stderr, 40))
+	want := 0
+	for _, c := range cmds {
+		if !strings.HasPrefix(c[0], "sleep ") {
+			want++
+		}
+	}
+	if len(out) != want {
+		t.Fatalf("Tools.java ran %d of %d commands:\n%s\nstderr:\n%s", len(out), want, tail(r.Stdout, 40), tail(r.Stderr, 40))
 	}
 	return out
 }
@@ -130,14 +136,16 @@ func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
 		{"invalid: too few SCRAM iterations", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "SCRAM-SHA-256=[iterations=1000,password=x]"}, nil},
 		{"invalid: an unknown SCRAM mechanism", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "SCRAM-SHA-1=[password=x]"}, nil},
 		{"invalid: delete a quota never set", []string{"--alter", "--entity-type", "clients", "--entity-name", c, "--delete-config", "request_percentage"}, nil},
-		// The connection limits Tollgate owns, on the brokers' default.
+		// The connection limits Tollgate owns, on the brokers' default
+		// (a broker's own view after the overrides are deleted again
+		// keeps them for seconds on Kafka 3.9: it is described first).
+		{"brokers: add max.connections", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=100000"}, nil},
+		{"brokers: describe max.connections", []string{"--describe", "--entity-type", "brokers", "--entity-default"}, []string{"max.connections=", "Default configs"}},
+		{"brokers: describe a broker's limits", []string{"--describe", "--all", "--entity-type", "brokers", "--entity-name", broker}, []string{"max.connection", "All configs for broker"}},
+		{"brokers: delete max.connections", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections"}, nil},
 		{"brokers: add", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections.per.ip.overrides=[127.0.0.79:50]"}, nil},
 		{"brokers: describe", []string{"--describe", "--entity-type", "brokers", "--entity-default"}, []string{"max.connections.per.ip.overrides", "Default configs"}},
 		{"brokers: delete", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections.per.ip.overrides"}, nil},
-		{"brokers: add max.connections", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=100000"}, nil},
-		{"brokers: describe max.connections", []string{"--describe", "--entity-type", "brokers", "--entity-default"}, []string{"max.connections=", "Default configs"}},
-		{"brokers: describe a broker's limits", []string{"--describe", "--entity-type", "brokers", "--entity-name", broker}, []string{"max.connection", "All configs for broker"}},
-		{"brokers: delete max.connections", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections"}, nil},
 		{"invalid brokers: a negative limit", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=-5"}, nil},
 		{"invalid brokers: not a number", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=lots"}, nil},
 		{"invalid brokers: a bad override", []string{"--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections.per.ip.overrides=[127.0.0.79:x]"}, nil},
@@ -151,7 +159,13 @@ func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
 	real := strings.Join(up.Kafka.Bootstrap(kafka.Plaintext), ",")
 	cmds := func(boot string) [][]string {
 		var out [][]string
-		for _, r := range rows {
+		for i, r := range rows {
+			if i > 0 && r.args[0] == "--describe" {
+				// A real broker applies a change through its metadata
+				// log a moment after it answers (measured on 3.9: up
+				// to a second).
+				out = append(out, []string{"sleep 1500"})
+			}
 			out = append(out, append([]string{main, "--bootstrap-server", boot}, r.args...))
 		}
 		return out
@@ -186,7 +200,7 @@ func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
 		w, g := want[i], got[i]
 		wo, ws := norm(w.stdout, real, r.only), norm(w.stderr, real, r.only)
 		gout, gs := norm(g.stdout, env.Bootstrap, r.only), norm(g.stderr, env.Bootstrap, r.only)
-		if wo+ws == "" {
+		if wo+ws == "" && !strings.Contains(r.name, "no quotas") { // 3.9 prints nothing for none
 			t.Errorf("%s: Kafka printed nothing to compare (exit %d)", r.name, w.exit)
 		}
 		if d, ok := diffs[r.name]; ok {

@@ -153,6 +153,10 @@ func (b *BrokerConfigs) Describe(who Initiator, resource string, names []string,
 		case static[k] != "":
 			c.Value, c.Source = kmsg.StringPtr(static[k]), kmsg.ConfigSourceStaticBrokerConfig
 			addSyn(static[k], kmsg.ConfigSourceStaticBrokerConfig)
+		case names == nil && strings.HasPrefix(k, "listener.name."):
+			// Not one of Kafka's config names: a broker lists a
+			// listener's key only once it is set.
+			continue
 		default:
 			d, ok := b.Defaults[k]
 			if !ok {
@@ -160,9 +164,9 @@ func (b *BrokerConfigs) Describe(who Initiator, resource string, names []string,
 			}
 			c.Value, c.Source, c.IsDefault = kmsg.StringPtr(d), kmsg.ConfigSourceDefaultConfig, true
 		}
-		// Kafka lists no DEFAULT_CONFIG synonym for an empty default
-		// (max.connections.per.ip.overrides; measured against Kafka 4.4).
-		if d, ok := b.Defaults[k]; ok && d != "" && c.Source != kmsg.ConfigSourceDefaultConfig {
+		// A broker's resource lists the default as a synonym of every
+		// key, its own source included (measured against Kafka 3.9/4.4).
+		if d, ok := b.Defaults[k]; ok {
 			addSyn(d, kmsg.ConfigSourceDefaultConfig)
 		}
 		if version >= 1 {

@@ -1,6 +1,7 @@
 import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
+import java.io.OutputStream;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
@@ -22,8 +23,39 @@ import java.util.Arrays;
  *   ...
  *   --- stderr
  *   ...
+ *
+ * A line "sleep <ms>" waits (a real broker applies a change through its
+ * metadata log a moment after it answers) and prints nothing.
+ *
+ * Output is caught by switching what System.out and System.err write to,
+ * never the streams themselves: Scala's Console (Kafka 3.x's tools print
+ * through it) keeps the System.out it first saw. Logging is set up before
+ * the switch, so that its console appender keeps the real stderr.
  */
 public class Tools {
+    static final class Switch extends OutputStream {
+        volatile OutputStream to;
+
+        Switch(OutputStream to) {
+            this.to = to;
+        }
+
+        @Override
+        public void write(int b) throws java.io.IOException {
+            to.write(b);
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) throws java.io.IOException {
+            to.write(b, off, len);
+        }
+
+        @Override
+        public void flush() throws java.io.IOException {
+            to.flush();
+        }
+    }
+
     static final class ToolExit extends RuntimeException {
         final int status;
 
@@ -55,19 +87,28 @@ public class Tools {
         });
         exit.getMethod("setExitProcedure", procedure).invoke(null, toThrow);
         exit.getMethod("setHaltProcedure", procedure).invoke(null, toThrow);
+        Class.forName("org.slf4j.LoggerFactory").getMethod("getLogger", String.class).invoke(null, "Tools");
         PrintStream out = System.out;
         PrintStream err = System.err;
+        Switch outSwitch = new Switch(out);
+        Switch errSwitch = new Switch(err);
+        System.setOut(new PrintStream(outSwitch, true, StandardCharsets.UTF_8));
+        System.setErr(new PrintStream(errSwitch, true, StandardCharsets.UTF_8));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         int n = 0;
         for (String line; (line = in.readLine()) != null; ) {
             if (line.isEmpty()) {
                 continue;
             }
+            if (line.startsWith("sleep ")) {
+                Thread.sleep(Long.parseLong(line.substring(6)));
+                continue;
+            }
             String[] parts = line.split("\t", -1);
             ByteArrayOutputStream o = new ByteArrayOutputStream();
             ByteArrayOutputStream e = new ByteArrayOutputStream();
-            System.setOut(new PrintStream(o, true, StandardCharsets.UTF_8));
-            System.setErr(new PrintStream(e, true, StandardCharsets.UTF_8));
+            outSwitch.to = o;
+            errSwitch.to = e;
             int status = 0;
             try {
                 Method m = Class.forName(parts[0]).getMethod("main", String[].class);
@@ -83,8 +124,8 @@ public class Tools {
             } finally {
                 System.out.flush();
                 System.err.flush();
-                System.setOut(out);
-                System.setErr(err);
+                outSwitch.to = out;
+                errSwitch.to = err;
             }
             out.println("=== " + n + " exit=" + status);
             out.println("--- stdout");
