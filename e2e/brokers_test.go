@@ -1,17 +1,20 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/cli"
 	"github.com/tollgate/tollgate/internal/quota/model"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -576,5 +579,62 @@ func TestDoctorClusterTopics(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// TestQuotasImportFromUpstream: tollgate quotas import reads the quotas the
+// upstream's brokers enforce (straight to them) and, applied, Tollgate
+// enforces their cluster-wide equivalent; on the real cluster its three
+// brokers scale the byte rates by 3.
+func TestQuotasImportFromUpstream(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		env := up.Start(t, app.Options{}, func(c *app.Config) { c.Authorization.QuotaAdmins = []string{"ANONYMOUS"} })
+		ctx := ctxT(t, 60*time.Second)
+		user := up.Topic(t, "import-user")
+		adm := upstreamAdmin(t, env)
+		set := func(remove bool) {
+			res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+				Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}},
+				Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 4096, Remove: remove}, {Key: "controller_mutation_rate", Value: 5, Remove: remove}},
+			}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("%v %+v", err, res)
+			}
+		}
+		set(false)
+		t.Cleanup(func() { set(true) })
+		from := strings.Join(env.UpstreamAddrs(), ",")
+		file := filepath.Join(t.TempDir(), "imported.yaml")
+		var out, errb bytes.Buffer
+		// A real broker learns of a quota from the metadata log a moment
+		// after it answered.
+		eventually(t, 15*time.Second, "the import lists the user", func() error {
+			out.Reset()
+			errb.Reset()
+			if code := cli.Quotas([]string{"import", "--from", from, "--scale", "brokers", "-o", file, "--bootstrap-server", env.Bootstrap}, &out, &errb); code != 0 {
+				return fmt.Errorf("exit %d: %s %s", code, out.String(), errb.String())
+			}
+			if !strings.Contains(out.String(), "user="+user) {
+				return fmt.Errorf("not in the plan:\n%s", out.String())
+			}
+			return nil
+		})
+		brokers := len(upstreamMetadata(t, env).Brokers)
+		for _, line := range []string{
+			fmt.Sprintf("+ user=%s producer_byte_rate=%d", user, 4096*brokers),
+			fmt.Sprintf("+ user=%s controller_mutation_rate=5", user),
+		} {
+			if !strings.Contains(out.String(), line) {
+				t.Errorf("the plan lacks %q:\n%s", line, out.String())
+			}
+		}
+		out.Reset()
+		if code := cli.Quotas([]string{"apply", "--bootstrap-server", env.Bootstrap, "--yes", "-f", file}, &out, &errb); code != 0 {
+			t.Fatalf("apply: exit %d: %s %s", code, out.String(), errb.String())
+		}
+		if r := env.App.Engine().Resolve(model.ProducerByteRate, user, "any", time.Now()); r.Quota != float64(4096*brokers) {
+			t.Errorf("Tollgate enforces %v on the user, want %d", r.Quota, 4096*brokers)
+		}
 	})
 }

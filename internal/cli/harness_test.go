@@ -163,7 +163,7 @@ func (s *session) run(args ...string) int {
 	default:
 		s.t.Fatalf("unknown command %q", expanded[0])
 	}
-	s.out.WriteString("$ tollgate " + strings.ReplaceAll(shellJoin(args), s.dir, "$DIR") + "\n")
+	s.out.WriteString("$ tollgate " + loopbackPort.ReplaceAllString(strings.ReplaceAll(shellJoin(args), s.dir, "$DIR"), "127.0.0.1:$$PORT") + "\n")
 	s.out.WriteString(s.sanitize(stdout.String()))
 	for _, l := range strings.SplitAfter(s.sanitize(stderr.String()), "\n") {
 		if l != "" {

@@ -26,6 +26,8 @@ const quotasUsage = `usage: tollgate quotas <command> [flags]
 
 commands:
   apply -f FILE [--dry-run] [--yes]   make the cluster's client quotas match FILE
+  import --from HOST:PORT [-o FILE]   Tollgate's equivalent of the quotas the
+                                      upstream's brokers enforce, as a FILE
   resolve --user U --client-id C [--ip A] [--topic T]
                                       show which quota applies to a client
 
@@ -104,6 +106,8 @@ func runQuotas(ctx context.Context, env *Env, args []string) int {
 		return runApply(ctx, env, args[1:])
 	case "resolve":
 		return runResolve(ctx, env, args[1:])
+	case "import":
+		return runImport(ctx, env, args[1:])
 	case "-h", "--help", "help":
 		fmt.Fprint(env.Stdout, quotasUsage)
 		return 0

@@ -54,7 +54,7 @@ func (r *runner) brokerQuotas(ctx context.Context) Result {
 	}
 	res.Status = Warn
 	res.Detail = fmt.Sprintf("the brokers enforce %d client quota entities of their own (%s%s): a client under one is throttled twice, by each broker and by Tollgate", len(quotas), strings.Join(shown, "; "), more)
-	res.Fix = "keep the quotas in one place: set them in Tollgate (tollgate quotas apply) and remove them from the brokers (kafka-configs --bootstrap-server <broker> --alter --delete-config ... --entity-type users/clients/ips)"
+	res.Fix = "keep the quotas in one place: import them into Tollgate (tollgate quotas import --from <broker> -o quotas.yaml, then tollgate quotas apply -f quotas.yaml) and remove them from the brokers (kafka-configs --bootstrap-server <broker> --alter --delete-config ... --entity-type users/clients/ips)"
 	return res
 }
 
