@@ -143,10 +143,15 @@ type decoder struct {
 }
 
 func newDecoder(limit int) *decoder {
-	// DecodeAll with a memory bound refuses a frame whose content would
-	// exceed it; at most two decodes run at once (more wait).
+	// DecodeAll writes into a buffer of limit bytes and stops at its
+	// capacity (WithDecodeAllCapLimit): a frame whose content would exceed
+	// it is refused, never inflated past it. The window a frame declares
+	// costs nothing here (DecodeAll's history is its output), so it is not
+	// bounded by limit: librdkafka 2.16's 440-byte pushes declare windows
+	// far larger than 64 KiB, and Kafka's broker reads them. At most two
+	// decodes run at once (more wait).
 	z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(2), zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxMemory(uint64(limit)), zstd.WithDecoderMaxWindow(uint64(max(limit, zstd.MinWindowSize))))
+		zstd.WithDecodeAllCapLimit(true), zstd.WithDecoderMaxMemory(zstd.MaxWindowSize), zstd.WithDecoderMaxWindow(zstd.MaxWindowSize))
 	if err != nil {
 		panic(err) // only for options out of range, which these are not
 	}
@@ -178,7 +183,7 @@ func (d *decoder) decompress(b []byte, compression int8) ([]byte, error) {
 	case CompressionNone:
 		return b, nil
 	case CompressionZstd:
-		out, err := d.zstd.DecodeAll(b, nil)
+		out, err := d.zstd.DecodeAll(b, make([]byte, 0, d.max))
 		switch {
 		case errors.Is(err, zstd.ErrDecoderSizeExceeded), errors.Is(err, zstd.ErrWindowSizeExceeded):
 			return nil, ErrTooLarge

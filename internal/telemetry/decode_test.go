@@ -49,6 +49,10 @@ func TestDecodeEveryCompression(t *testing.T) {
 		{"snappy xerial", CompressionSnappy, xerial(raw, 64)},
 		{"lz4", CompressionLZ4, compress(t, CompressionLZ4, raw)},
 		{"zstd", CompressionZstd, compress(t, CompressionZstd, raw)},
+		// A streamed frame with no content size, declaring an 8 MiB
+		// window, as librdkafka 2.16 sends a 440-byte push (found by
+		// e2e's TestTelemetryConfluentPython): read, as Kafka reads it.
+		{"zstd declaring a large window", CompressionZstd, zstdWindow(t, raw, 23)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := d.decode(tc.data, tc.codec)
@@ -172,4 +176,32 @@ func appendVarint(b []byte, v uint64) []byte {
 		v >>= 7
 	}
 	return append(b, byte(v))
+}
+
+// zstdWindow compresses b as one frame with no content size that declares
+// a window of 2^log bytes (the header rewritten from the encoder's; the
+// blocks need no more window than b's length).
+func zstdWindow(t *testing.T, b []byte, log uint) []byte {
+	t.Helper()
+	enc := compress(t, CompressionZstd, b)
+	fhd := enc[4]
+	fcsFlag, single := fhd>>6, fhd&0x20 != 0
+	fcsLen := [4]int{0, 2, 4, 8}[fcsFlag]
+	if single && fcsFlag == 0 {
+		fcsLen = 1
+	}
+	at := 5
+	if !single {
+		at++ // a window descriptor already
+	}
+	dictLen := [4]int{0, 1, 2, 4}[fhd&3]
+	rest := enc[at+dictLen+fcsLen:]
+	out := append([]byte{}, enc[:4]...)
+	out = append(out, fhd&0x07&^0x04)        // no content size, not single segment, no checksum
+	out = append(out, byte((log-10)<<3))     // window 2^log
+	out = append(out, enc[at:at+dictLen]...) // the dictionary id, if any
+	if fhd&0x04 != 0 {
+		rest = rest[:len(rest)-4] // the checksum dropped with its flag
+	}
+	return append(out, rest...)
 }
