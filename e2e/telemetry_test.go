@@ -260,80 +260,39 @@ func pushEveryChosen(t *testing.T, ctx context.Context, cl *kgo.Client) {
 	}
 }
 
-// nodeRdkafkaWait bounds how long the test waits for scripts/test.sh's
-// background build of node-rdkafka (about 7 minutes on a quiet machine).
-const nodeRdkafkaWait = 12 * time.Minute
-
-// nodeRdkafka returns the directory of a node-rdkafka 3.6.1 build
-// (librdkafka 2.12; scripts/node-rdkafka.sh makes it). scripts/test.sh
-// starts the build in the background, sets TOLLGATE_NODE_RDKAFKA to its
-// directory and TOLLGATE_REQUIRE_NODE_RDKAFKA=1: the test then waits for
-// the build (bounded) and fails when it failed. Without the variables the
-// test is skipped with the way to run it.
-func nodeRdkafka(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("TOLLGATE_NODE_RDKAFKA")
-	required := os.Getenv("TOLLGATE_REQUIRE_NODE_RDKAFKA") == "1"
-	how := "build it once with `scripts/node-rdkafka.sh DIR` (about 7 minutes; it needs node, npm, make, g++ and python3) and set TOLLGATE_NODE_RDKAFKA=DIR, or run scripts/test.sh, which does both"
-	if dir == "" {
-		if required {
-			t.Fatalf("TOLLGATE_REQUIRE_NODE_RDKAFKA=1 but TOLLGATE_NODE_RDKAFKA is not set: %s", how)
-		}
-		t.Skipf("the librdkafka KIP-714 test needs node-rdkafka 3.6.1 (librdkafka 2.12): %s", how)
-	}
-	logTail := func() string {
-		b, _ := os.ReadFile(dir + ".log")
-		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		return strings.Join(lines[max(0, len(lines)-30):], "\n")
-	}
-	start := time.Now()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, ".tollgate-complete")); err == nil {
-			if waited := time.Since(start); waited > time.Second {
-				t.Logf("waited %v for the node-rdkafka build", waited.Round(time.Second))
-			}
-			return dir
-		}
-		if _, err := os.Stat(dir + ".failed"); err == nil {
-			t.Fatalf("the node-rdkafka build (scripts/node-rdkafka.sh %s) failed; the end of %s.log:\n%s", dir, dir, logTail())
-		}
-		if !required {
-			t.Skipf("no node-rdkafka build in %s: %s", dir, how)
-		}
-		if time.Since(start) > nodeRdkafkaWait {
-			t.Fatalf("the node-rdkafka build in %s did not finish within %v; the end of %s.log:\n%s", dir, nodeRdkafkaWait, dir, logTail())
-		}
-		time.Sleep(2 * time.Second)
-	}
-}
-
-// librdkafka (2.12, in node-rdkafka 3.6.1) pushes its metrics through the
-// gateway: a producer throttled by a producer_byte_rate quota reports its
-// own produce throttle time, which shows in /api/v1/telemetry and
-// /metrics for its principal and client-id, next to the throttles
-// Tollgate's bucket imposed on it; none of its requests is refused.
-// (librdkafka sends a terminating push at its disconnect only when no push
-// is in flight, so the test does not count on one.)
-func TestTelemetryLibrdkafka(t *testing.T) {
+// librdkafka (2.16, in the confluent-kafka Python client's wheel from
+// PyPI) pushes its metrics through the gateway: a producer throttled by a
+// producer_byte_rate quota reports its own produce throttle time, which
+// shows in /api/v1/telemetry and /metrics for its principal and
+// client-id, next to the throttles Tollgate's bucket imposed on it; none
+// of its requests is refused. (librdkafka sends a terminating push at its
+// close only when no push is in flight, so the test does not count on
+// one.) Its zstd pushes, 440 bytes, declare a window far larger than
+// telemetry.max_bytes: read, as Kafka's broker reads them.
+func TestTelemetryConfluentPython(t *testing.T) {
 	t.Parallel()
-	dir := nodeRdkafka(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed (%v), yet node-rdkafka was built in %s", err, dir)
+	py := os.Getenv("TOLLGATE_PYTHON")
+	if py == "" {
+		if os.Getenv("TOLLGATE_REQUIRE_CLIENTS") == "1" {
+			t.Fatal("TOLLGATE_PYTHON is not set: it names a python with confluent-kafka installed")
+		}
+		t.Skip("TOLLGATE_PYTHON is not set (a python with confluent-kafka installed); scripts/test.sh sets it")
 	}
-	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) { telemetryLibrdkafka(t, up, dir, node) })
+	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
+		telemetryLibrdkafka(t, up, "librdkafka 2.16", func(ctx context.Context, args ...string) *exec.Cmd {
+			return exec.CommandContext(ctx, py, append([]string{"-u", "testdata/telemetry/produce.py"}, args...)...)
+		})
+	})
 }
 
-func telemetryLibrdkafka(t *testing.T, up *testkit.Upstream, dir, node string) {
+// telemetryLibrdkafka runs a librdkafka producer (command(ctx, bootstrap,
+// client-id, topic)) whose first line names version.
+func telemetryLibrdkafka(t *testing.T, up *testkit.Upstream, version string, command func(ctx context.Context, args ...string) *exec.Cmd) {
 	cid := up.Topic(t, "tg-librdkafka")
 	env := telemetryEnvOn(t, up, cid)
 	ctx := ctxT(t, 2*time.Minute)
-	script, err := filepath.Abs("testdata/telemetry/produce.js")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, node, script, env.Bootstrap, cid, up.Topic(t, "telemetry-librdkafka"))
-	cmd.Env = append(os.Environ(), "NODE_RDKAFKA_DIR="+dir, "MAX_MS=90000")
+	cmd := command(ctx, env.Bootstrap, cid, up.Topic(t, "telemetry-librdkafka"))
+	cmd.Env = append(cmd.Environ(), "MAX_MS=90000")
 	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -365,7 +324,7 @@ func telemetryLibrdkafka(t *testing.T, up *testkit.Upstream, dir, node string) {
 	}
 	defer func() {
 		if t.Failed() {
-			t.Logf("node script output:\n%s", out.String())
+			t.Logf("client script output:\n%s", out.String())
 		}
 	}()
 	c := waitThrottleSeenByBoth(t, env, cid, 90*time.Second, gone)
@@ -380,10 +339,10 @@ func telemetryLibrdkafka(t *testing.T, up *testkit.Upstream, dir, node string) {
 	select {
 	case err := <-exited:
 		if err != nil {
-			t.Fatalf("node script: %v", err)
+			t.Fatalf("client script: %v", err)
 		}
 	case <-ctx.Done():
-		t.Fatal("the node script did not end")
+		t.Fatal("the client script did not end")
 	}
 	telemetryAllAccepted(t, env)
 	// And librdkafka saw no refusal either.
@@ -395,8 +354,8 @@ func telemetryLibrdkafka(t *testing.T, up *testkit.Upstream, dir, node string) {
 	if !strings.Contains(out.String(), "PushTelemetryRequest succeeded") {
 		t.Errorf("librdkafka logged no successful push")
 	}
-	if !strings.Contains(out.String(), "librdkafka 2.12") {
-		t.Errorf("the script did not run librdkafka 2.12:\n%s", out.String())
+	if !strings.Contains(out.String(), version) {
+		t.Errorf("the script did not run %s:\n%s", version, out.String())
 	}
 }
 

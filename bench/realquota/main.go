@@ -12,6 +12,7 @@
 // fresh Tollgate bucket let some seconds of Q through at once).
 //
 //	go run ./bench/realquota -kafka 4.4.0 -q 262144 -warmup 15s -measure 30s
+//	go run ./bench/realquota -kafka 4.4.0 -q 262144 -warmup 10s -measure 20s -run tools
 package main
 
 import (
@@ -45,6 +46,7 @@ var (
 	measure = flag.Duration("measure", 30*time.Second, "measured period")
 	recSize = flag.Int("record", 1024, "record size")
 	parts   = flag.Int("partitions", 6, "partitions of the topic (leaders spread over the 3 brokers)")
+	run     = flag.String("run", "clients,tools", "what to run: clients (franz-go and the Java producer), tools (Kafka's perf tools with their throttle metrics)")
 )
 
 func main() {
@@ -66,6 +68,12 @@ func main() {
 	must(err)
 	defer gw.Stop(context.Background())
 
+	if strings.Contains(*run, "tools") {
+		defer javaTools(c, gw)
+	}
+	if !strings.Contains(*run, "clients") {
+		return
+	}
 	fmt.Printf("%-22s %-28s %10s %8s\n", "client", "way", "B/s", "÷ Q")
 	for _, client := range []string{"franz-go", "java"} {
 		for _, way := range []string{"kafka broker quota", "tollgate quota"} {

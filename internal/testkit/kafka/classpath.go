@@ -27,8 +27,8 @@ func DefaultVersion() string {
 }
 
 // CacheDir is where the classpaths are kept: $TOLLGATE_KAFKA_CACHE, or
-// tollgate-test under the user's cache directory (the node-rdkafka build's
-// neighbour), outside the repository.
+// tollgate-test under the user's cache directory (beside the Python and
+// JavaScript clients scripts/test.sh installs), outside the repository.
 func CacheDir() string {
 	if d := os.Getenv("TOLLGATE_KAFKA_CACHE"); d != "" {
 		return d
