@@ -50,16 +50,7 @@ func attackForgedClusterRecords(t *testing.T, up *testkit.Upstream) {
 	cfgTopic := st.ConfigLog.Topic
 	xTopic := strings.TrimSuffix(cfgTopic, "-config") + "-exchange"
 	admA, admB := adminAs(t, a, "127.0.0.2"), adminAs(t, b, "127.0.0.2")
-	alter := func(adm *kadm.Client, v float64) {
-		t.Helper()
-		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-			Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kadmStr("alice")}},
-			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
-		}})
-		if err != nil || res[0].Err != nil {
-			t.Fatalf("alter: %v %v", err, res)
-		}
-	}
+	alter := func(adm *kadm.Client, v float64) { t.Helper(); setAliceRate(t, ctx, adm, v) }
 	alter(admA, 1000)
 	alter(admA, 2000)
 	// A SCRAM credential, which must not be in the topic in the clear.

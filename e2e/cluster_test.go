@@ -131,6 +131,18 @@ func describeAlice(t *testing.T, ctx context.Context, adm *kadm.Client) (float64
 
 func kadmStr(s string) *string { return &s }
 
+// setAliceRate sets user alice's producer_byte_rate through adm.
+func setAliceRate(t *testing.T, ctx context.Context, adm *kadm.Client, v float64) {
+	t.Helper()
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kadmStr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+}
+
 // TestClusterSharedControlPlane: a quota set through A is read back at once
 // through A and reaches B and C; alterations through two instances at once
 // converge; an API key created on A logs in on C; a SCRAM credential set
@@ -150,16 +162,7 @@ func clusterSharedControlPlane(t *testing.T, up *testkit.Upstream) {
 	defer http.DefaultClient.CloseIdleConnections()
 	admA, admB, admC := adminAs(t, a, "127.0.0.2"), adminAs(t, b, "127.0.0.2"), adminAs(t, c, "127.0.0.2")
 
-	alter := func(adm *kadm.Client, v float64) {
-		t.Helper()
-		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-			Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kadmStr("alice")}},
-			Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
-		}})
-		if err != nil || res[0].Err != nil {
-			t.Fatalf("alter: %v %v", err, res)
-		}
-	}
+	alter := func(adm *kadm.Client, v float64) { t.Helper(); setAliceRate(t, ctx, adm, v) }
 	alter(admA, 1<<20)
 	if v, ok := describeAlice(t, ctx, admA); !ok || v != 1<<20 {
 		t.Fatalf("A does not read its own write back: %v %v", v, ok)

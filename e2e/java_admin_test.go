@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate/tollgate/internal/app"
-	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/testkit"
 	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
@@ -20,19 +18,11 @@ import (
 // a field report brings is one more row.
 func TestJavaAdminAgainstKafka(t *testing.T) {
 	t.Parallel()
-	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
-		if !up.Real() {
-			t.Skip("the reference is the real broker: this row is the real upstream's")
-		}
-		javaAdminDifferential(t, up)
-	})
+	testkit.EachUpstream(t, againstTheBroker(javaAdminDifferential))
 }
 
 func javaAdminDifferential(t *testing.T, up *testkit.Upstream) {
-	env := up.Start(t, app.Options{}, func(c *app.Config) {
-		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.1/32", Principal: "admin"}}
-		c.Authorization.QuotaAdmins = []string{"admin"}
-	})
+	env := startLoopbackAdmin(t, up)
 	p := up.Topic(t, "adm")
 	u, c := p+"-u", p+"-c"
 	broker := strconv.Itoa(int(up.Kafka.Nodes()[0].ID))

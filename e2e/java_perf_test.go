@@ -3,7 +3,6 @@ package e2e
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/tollgate/tollgate/internal/app"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 // The Java client's throttle metrics under Tollgate's quotas (issue 21
@@ -28,26 +28,6 @@ import (
 func TestJavaPerfToolsThrottled(t *testing.T) {
 	t.Parallel()
 	testkit.EachUpstream(t, javaPerfToolsThrottled)
-}
-
-// perfMetric is a --print-metrics line: "group:name:{client-id=x} : value".
-var perfMetric = regexp.MustCompile(`^([\w-]+):([\w-]+):\{([^}]*)\}\s*:\s*([-\d.E]+|NaN)\s*$`)
-
-// perfMetrics reads the --print-metrics table: name → value, for the
-// metrics tagged with the client-id.
-func perfMetrics(out, clientID string) map[string]float64 {
-	m := map[string]float64{}
-	for _, l := range strings.Split(out, "\n") {
-		f := perfMetric.FindStringSubmatch(strings.TrimSpace(l))
-		if f == nil || !strings.Contains(f[3], "client-id="+clientID) {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[4], 64)
-		if err == nil {
-			m[f[1]+":"+f[2]] = v
-		}
-	}
-	return m
 }
 
 func javaPerfToolsThrottled(t *testing.T, up *testkit.Upstream) {
@@ -70,7 +50,7 @@ func javaPerfToolsThrottled(t *testing.T, up *testkit.Upstream) {
 	prod := runJava(t, up, 2*time.Minute, "", "org.apache.kafka.tools.ProducerPerformance",
 		"--topic", topic, "--num-records", strconv.Itoa(records), "--record-size", strconv.Itoa(size), "--throughput", "-1",
 		"--print-metrics", "--producer-props", "bootstrap.servers="+env.Bootstrap, "client.id="+id, "acks=1", "linger.ms=5")
-	pm := perfMetrics(prod.Stdout, id)
+	pm := kafka.PerfMetrics(prod.Stdout, id)
 	t.Logf("producer: produce-throttle-time avg %.0f ms, max %.0f ms; outgoing-byte-rate %.0f B/s",
 		pm["producer-metrics:produce-throttle-time-avg"], pm["producer-metrics:produce-throttle-time-max"], pm["producer-metrics:outgoing-byte-rate"])
 	if pm["producer-metrics:produce-throttle-time-max"] <= 0 || pm["producer-metrics:produce-throttle-time-avg"] <= 0 {
@@ -84,7 +64,7 @@ func javaPerfToolsThrottled(t *testing.T, up *testkit.Upstream) {
 	cons := runJava(t, up, 2*time.Minute, "", "org.apache.kafka.tools.ConsumerPerformance",
 		"--bootstrap-server", env.Bootstrap, "--topic", topic, "--messages", strconv.Itoa(records), "--print-metrics",
 		"--timeout", "60000", "--group", up.GroupID(t, "perf-g"), consumerConfigFlag(javaVersion(up)), props)
-	cm := perfMetrics(cons.Stdout, id)
+	cm := kafka.PerfMetrics(cons.Stdout, id)
 	t.Logf("consumer: fetch-throttle-time avg %.0f ms, max %.0f ms", cm["consumer-fetch-manager-metrics:fetch-throttle-time-avg"], cm["consumer-fetch-manager-metrics:fetch-throttle-time-max"])
 	if cm["consumer-fetch-manager-metrics:fetch-throttle-time-max"] <= 0 {
 		t.Errorf("the Java consumer saw no throttle under consumer_byte_rate=%d:\n%s", q, tail(cons.Stdout, 30))

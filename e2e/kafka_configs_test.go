@@ -72,6 +72,27 @@ func runTools(t *testing.T, up *testkit.Upstream, cmds [][]string) []toolResult 
 	return out
 }
 
+// againstTheBroker runs a differential test on the real upstream's row:
+// the reference is the real broker, which the kfake row has not.
+func againstTheBroker(f func(*testing.T, *testkit.Upstream)) func(*testing.T, *testkit.Upstream) {
+	return func(t *testing.T, up *testkit.Upstream) {
+		if !up.Real() {
+			t.Skip("the reference is the real broker: this row is the real upstream's")
+		}
+		f(t, up)
+	}
+}
+
+// startLoopbackAdmin runs Tollgate in front of up with every connection
+// from 127.0.0.1 — the JVM tools' — the quota admin.
+func startLoopbackAdmin(t *testing.T, up *testkit.Upstream) *testkit.Env {
+	t.Helper()
+	return up.Start(t, app.Options{}, func(c *app.Config) {
+		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.1/32", Principal: "admin"}}
+		c.Authorization.QuotaAdmins = []string{"admin"}
+	})
+}
+
 // configCommand is kafka-configs' main class in the release.
 func configCommand(version string) string {
 	if strings.HasPrefix(version, "3.") {
@@ -82,20 +103,11 @@ func configCommand(version string) string {
 
 func TestKafkaConfigsAgainstKafka(t *testing.T) {
 	t.Parallel()
-	testkit.EachUpstream(t, func(t *testing.T, up *testkit.Upstream) {
-		if !up.Real() {
-			t.Skip("the reference is the real broker: this row is the real upstream's")
-		}
-		kafkaConfigsDifferential(t, up)
-	})
+	testkit.EachUpstream(t, againstTheBroker(kafkaConfigsDifferential))
 }
 
 func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
-	env := up.Start(t, app.Options{}, func(c *app.Config) {
-		// The JVM's connections come from 127.0.0.1: the quota admin.
-		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{{CIDR: "127.0.0.1/32", Principal: "admin"}}
-		c.Authorization.QuotaAdmins = []string{"admin"}
-	})
+	env := startLoopbackAdmin(t, up)
 	p := up.Topic(t, "cfg")
 	u, c := p+"-user", p+"-client"
 	broker := strconv.Itoa(int(up.Kafka.Nodes()[0].ID))
@@ -219,4 +231,3 @@ func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
-

@@ -23,9 +23,6 @@ import (
 // Tollgate with Tollgate's: the rates after the start-up burst (their 5 s
 // windows) and the Java client's throttle metrics (--print-metrics).
 
-// perfMetricLine is a --print-metrics line: "group:name:{tags} : value".
-var perfMetricLine = regexp.MustCompile(`^([\w-]+):([\w-]+):\{([^}]*)\}\s*:\s*([-\d.E]+)\s*$`)
-
 // consumerWindow is ConsumerPerformance's --show-detailed-stats line:
 // time, threadId, MB consumed, MB/s, records, records/s, ...
 var consumerWindow = regexp.MustCompile(`^\d{4}-\d\d-\d\d [\d:,.]+, -?\d+, ([\d.]+), ([\d.]+), `)
@@ -46,9 +43,9 @@ func javaTools(c *kafka.Cluster, gw *app.App) {
 		bootstrap := strings.Join(c.Bootstrap(kafka.Plaintext), ",")
 		expect := 3.0 // Kafka: about Q per broker
 		if way == "kafka broker quota" {
-			must(setBrokerQuotas(c, id, *q))
+			must(setBrokerQuotas(c, id, *q, "producer_byte_rate", "consumer_byte_rate"))
 		} else {
-			must(setTollgateQuotas(gw, id, *q))
+			must(setTollgateQuotas(gw, id, *q, "producer_byte_rate", "consumer_byte_rate"))
 			bootstrap = gw.Bootstrap()
 			expect = 1
 		}
@@ -57,7 +54,7 @@ func javaTools(c *kafka.Cluster, gw *app.App) {
 		fmt.Printf("%-20s %12.0f %8.3f %12.0f %8.3f %8.0f/%-7.0f %8.0f/%-7.0f\n", way, f.produceBps, f.produceBps / *q,
 			f.consumeBps, f.consumeBps / *q, f.produceAvg, f.produceMax, f.fetchAvg, f.fetchMax)
 		if way == "kafka broker quota" {
-			must(setBrokerQuotas(c, id, 0))
+			must(setBrokerQuotas(c, id, 0, "producer_byte_rate", "consumer_byte_rate"))
 		}
 	}
 }
@@ -94,7 +91,7 @@ func javaToolsRun(c *kafka.Cluster, bootstrap, id string, expect float64) (javaF
 	if k := n - int(*warmup/(5*time.Second)); k > 0 {
 		f.produceBps = sum / float64(k)
 	}
-	pm := toolMetrics(string(out), id)
+	pm := kafka.PerfMetrics(string(out), id)
 	f.produceAvg, f.produceMax = pm["producer-metrics:produce-throttle-time-avg"], pm["producer-metrics:produce-throttle-time-max"]
 
 	props := filepath.Join(dir, "consumer.properties")
@@ -128,31 +125,17 @@ func javaToolsRun(c *kafka.Cluster, bootstrap, id string, expect float64) (javaF
 	if k > 0 {
 		f.consumeBps = sum / float64(k)
 	}
-	cm := toolMetrics(string(out), id)
+	cm := kafka.PerfMetrics(string(out), id)
 	f.fetchAvg, f.fetchMax = cm["consumer-fetch-manager-metrics:fetch-throttle-time-avg"], cm["consumer-fetch-manager-metrics:fetch-throttle-time-max"]
 	return f, nil
 }
 
-func toolMetrics(out, id string) map[string]float64 {
-	m := map[string]float64{}
-	for _, l := range strings.Split(out, "\n") {
-		f := perfMetricLine.FindStringSubmatch(strings.TrimSpace(l))
-		if f == nil || !strings.Contains(f[3], "client-id="+id) {
-			continue
-		}
-		if v, err := strconv.ParseFloat(f[4], 64); err == nil {
-			m[f[1]+":"+f[2]] = v
-		}
-	}
-	return m
-}
-
-// setBrokerQuotas sets (v > 0) or removes Kafka's own producer and
-// consumer byte rates on client-id id, on the brokers.
-func setBrokerQuotas(c *kafka.Cluster, id string, v float64) error {
+// setBrokerQuotas sets (v > 0) or removes Kafka's own quota keys on
+// client-id id, on the brokers.
+func setBrokerQuotas(c *kafka.Cluster, id string, v float64, keys ...string) error {
 	err := withAdmin(c, func(ctx context.Context, adm *kadm.Client) error {
 		var ops []kadm.AlterClientQuotaOp
-		for _, k := range []string{"producer_byte_rate", "consumer_byte_rate"} {
+		for _, k := range keys {
 			ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Value: v, Remove: v == 0})
 		}
 		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
@@ -169,19 +152,23 @@ func setBrokerQuotas(c *kafka.Cluster, id string, v float64) error {
 	return err
 }
 
-// setTollgateQuotas sets Tollgate's producer and consumer byte rates on
-// client-id id through its Kafka API.
-func setTollgateQuotas(gw *app.App, id string, v float64) error {
+// setTollgateQuotas sets Tollgate's quota keys on client-id id through its
+// Kafka API, as kafka-configs would.
+func setTollgateQuotas(gw *app.App, id string, v float64, keys ...string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(gw.Bootstrap()))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	var ops []kadm.AlterClientQuotaOp
+	for _, k := range keys {
+		ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Value: v})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
 		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
-		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}, {Key: "consumer_byte_rate", Value: v}},
+		Ops:    ops,
 	}})
 	if err == nil && res[0].Err != nil {
 		err = fmt.Errorf("Tollgate's AlterClientQuotas: %w", res[0].Err)

@@ -82,9 +82,9 @@ func main() {
 			must(createTopic(c, topic))
 			bootstrap := strings.Join(c.Bootstrap(kafka.Plaintext), ",")
 			if way == "kafka broker quota" {
-				must(setBrokerQuota(c, id, *q))
+				must(setBrokerQuotas(c, id, *q, "producer_byte_rate"))
 			} else {
-				must(setTollgateQuota(gw, id, *q))
+				must(setTollgateQuotas(gw, id, *q, "producer_byte_rate"))
 				bootstrap = gw.Bootstrap()
 			}
 			var rate float64
@@ -96,7 +96,7 @@ func main() {
 			must(err)
 			fmt.Printf("%-22s %-28s %10.0f %8.3f\n", client, way, rate, rate / *q)
 			if way == "kafka broker quota" {
-				must(setBrokerQuota(c, id, 0))
+				must(setBrokerQuotas(c, id, 0, "producer_byte_rate"))
 			}
 		}
 	}
@@ -140,46 +140,6 @@ func createTopic(c *kafka.Cluster, topic string) error {
 		_, err := adm.CreateTopic(ctx, int32(*parts), -1, nil, topic)
 		return err
 	})
-}
-
-// setBrokerQuota sets (v > 0) or removes Kafka's own producer_byte_rate on
-// client-id id, on the brokers.
-func setBrokerQuota(c *kafka.Cluster, id string, v float64) error {
-	err := withAdmin(c, func(ctx context.Context, adm *kadm.Client) error {
-		op := kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: v, Remove: v == 0}
-		res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-			Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
-			Ops:    []kadm.AlterClientQuotaOp{op},
-		}})
-		if err == nil && res[0].Err != nil {
-			err = fmt.Errorf("the brokers' AlterClientQuotas: %w", res[0].Err)
-		}
-		return err
-	})
-	if err == nil && v > 0 {
-		time.Sleep(2 * time.Second) // the brokers apply it from the metadata log
-	}
-	return err
-}
-
-// setTollgateQuota sets Tollgate's producer_byte_rate on client-id id
-// through its Kafka API, as kafka-configs would.
-func setTollgateQuota(gw *app.App, id string, v float64) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(gw.Bootstrap()))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-		Entity: []kadm.ClientQuotaEntityComponent{{Type: "client-id", Name: &id}},
-		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}},
-	}})
-	if err == nil && res[0].Err != nil {
-		err = fmt.Errorf("Tollgate's AlterClientQuotas: %w", res[0].Err)
-	}
-	return err
 }
 
 // franzGo produces as fast as it is let for warmup+measure and returns

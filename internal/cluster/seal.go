@@ -209,6 +209,17 @@ func (k *Keyring) acceptUnsigned() string {
 	return RefusedUnsigned
 }
 
+// hasher returns a MAC of sk and what to call when done with it: the
+// current key's from its pool, the previous one's made afresh (it is
+// only read during a rotation's grace).
+func (k *Keyring) hasher(sk *sealKey, previous bool) (hash.Hash, func()) {
+	if previous {
+		return hmac.New(sha256.New, sk.mac), func() {}
+	}
+	h := k.macs.Get().(hash.Hash)
+	return h, func() { k.macs.Put(h) }
+}
+
 // recordMAC computes a configuration record's MAC with key.
 func recordMAC(h hash.Hash, dst []byte, key, value []byte, ts int64, flags byte) []byte {
 	h.Reset()
@@ -283,13 +294,8 @@ func (k *Keyring) VerifyRecord(key, stored, sig []byte) (Verified, string) {
 		return Verified{}, RefusedMalformed
 	}
 	var want [macLen]byte
-	var h hash.Hash
-	if previous {
-		h = hmac.New(sha256.New, sk.mac)
-	} else {
-		h = k.macs.Get().(hash.Hash)
-		defer k.macs.Put(h)
-	}
+	h, done := k.hasher(sk, previous)
+	defer done()
 	if !hmac.Equal(recordMAC(h, want[:0], key, stored, ts, flags), sig[sigLen-macLen:]) {
 		return Verified{}, RefusedBadSignature
 	}
@@ -361,13 +367,8 @@ func (k *Keyring) OpenReport(b []byte) ([]byte, string) {
 	}
 	part := b[reportSealLen:]
 	var want [macLen]byte
-	var h hash.Hash
-	if previous {
-		h = hmac.New(sha256.New, sk.mac)
-	} else {
-		h = k.macs.Get().(hash.Hash)
-		defer k.macs.Put(h)
-	}
+	h, done := k.hasher(sk, previous)
+	defer done()
 	if !hmac.Equal(reportMAC(h, want[:0], part), b[4+keyIDLen:reportSealLen]) {
 		return nil, RefusedBadSignature
 	}

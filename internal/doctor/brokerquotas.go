@@ -19,17 +19,11 @@ import (
 // upstream.sasl) and warns when there is any.
 func (r *runner) brokerQuotas(ctx context.Context) Result {
 	res := Result{Check: "broker quotas"}
-	if !r.haveBrokers(&res, "embedded cluster: its brokers enforce no quotas") {
+	cl, qctx, done, ok := r.brokerClient(ctx, &res, "embedded cluster: its brokers enforce no quotas")
+	if !ok {
 		return res
 	}
-	cl, err := r.client()
-	if err != nil {
-		res.Status, res.Detail = Warn, "not checked: "+err.Error()
-		return res
-	}
-	defer cl.Close()
-	qctx, cancel := context.WithTimeout(ctx, 2*r.t.DialTimeout)
-	defer cancel()
+	defer done()
 	quotas, err := kadm.NewClient(cl).DescribeClientQuotas(qctx, false, nil)
 	switch {
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):

@@ -42,17 +42,11 @@ func (r *runner) clusterTopics(ctx context.Context) Result {
 	if !ct.Signed {
 		unsigned = "; and cluster.secret_file is not set: what anyone writes to them is trusted"
 	}
-	if !r.haveBrokers(&res, "embedded cluster: no one else reaches it") {
+	cl, qctx, done, ok := r.brokerClient(ctx, &res, "embedded cluster: no one else reaches it")
+	if !ok {
 		return res
 	}
-	cl, err := r.client()
-	if err != nil {
-		res.Status, res.Detail = Warn, "not checked: "+err.Error()
-		return res
-	}
-	defer cl.Close()
-	qctx, cancel := context.WithTimeout(ctx, 2*r.t.DialTimeout)
-	defer cancel()
+	defer done()
 	fix := "grant Write on " + ct.Config + " and " + ct.Exchange + " to Tollgate's principal only (kafka-acls --list --topic <topic>; kafka-acls --remove ...), and set cluster.secret_file on every instance"
 	var others []string
 	named := true // every topic is covered by some binding

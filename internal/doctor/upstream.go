@@ -122,6 +122,22 @@ func (r *runner) haveBrokers(res *Result, embedded string) bool {
 	return true
 }
 
+// brokerClient opens a client for a check that asks the brokers, bounded
+// by two dial timeouts: ok false when there are none to ask (res says
+// why). done closes it.
+func (r *runner) brokerClient(ctx context.Context, res *Result, embedded string) (cl *kgo.Client, qctx context.Context, done func(), ok bool) {
+	if !r.haveBrokers(res, embedded) {
+		return nil, nil, nil, false
+	}
+	cl, err := r.client()
+	if err != nil {
+		res.Status, res.Detail = Warn, "not checked: "+err.Error()
+		return nil, nil, nil, false
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*r.t.DialTimeout)
+	return cl, qctx, func() { cancel(); cl.Close() }, true
+}
+
 // advertised: every broker address from Metadata resolves and accepts
 // connections from here, since each client connection is forwarded to the
 // broker at the address that broker advertises.

@@ -3,6 +3,8 @@ package kafka
 import (
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -58,4 +60,25 @@ func toolCmd(java, cp, dir, main string, args ...string) *exec.Cmd {
 	cmd := exec.Command(java, append(jvm, args...)...)
 	cmd.Dir = dir
 	return cmd
+}
+
+// perfMetricLine is a line of the perf tools' --print-metrics table:
+// "group:name:{tag=value, ...} : value".
+var perfMetricLine = regexp.MustCompile(`^([\w-]+):([\w-]+):\{([^}]*)\}\s*:\s*([-\d.E]+|NaN)\s*$`)
+
+// PerfMetrics reads the --print-metrics table of ProducerPerformance or
+// ConsumerPerformance: "group:name" → value, for the metrics tagged with
+// the client-id.
+func PerfMetrics(out, clientID string) map[string]float64 {
+	m := map[string]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		f := perfMetricLine.FindStringSubmatch(strings.TrimSpace(l))
+		if f == nil || !strings.Contains(f[3], "client-id="+clientID) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[4], 64); err == nil {
+			m[f[1]+":"+f[2]] = v
+		}
+	}
+	return m
 }
