@@ -209,15 +209,21 @@ func (k *Keyring) acceptUnsigned() string {
 	return RefusedUnsigned
 }
 
-// hasher returns a MAC of sk and what to call when done with it: the
-// current key's from its pool, the previous one's made afresh (it is
-// only read during a rotation's grace).
-func (k *Keyring) hasher(sk *sealKey, previous bool) (hash.Hash, func()) {
+// hasher returns a MAC of sk: the current key's from its pool (release
+// puts it back), the previous one's made afresh (it is only read during a
+// rotation's grace).
+func (k *Keyring) hasher(sk *sealKey, previous bool) hash.Hash {
 	if previous {
-		return hmac.New(sha256.New, sk.mac), func() {}
+		return hmac.New(sha256.New, sk.mac)
 	}
-	h := k.macs.Get().(hash.Hash)
-	return h, func() { k.macs.Put(h) }
+	return k.macs.Get().(hash.Hash)
+}
+
+// release returns a hasher's MAC to the pool it came from.
+func (k *Keyring) release(h hash.Hash, previous bool) {
+	if !previous {
+		k.macs.Put(h)
+	}
 }
 
 // recordMAC computes a configuration record's MAC with key.
@@ -294,8 +300,8 @@ func (k *Keyring) VerifyRecord(key, stored, sig []byte) (Verified, string) {
 		return Verified{}, RefusedMalformed
 	}
 	var want [macLen]byte
-	h, done := k.hasher(sk, previous)
-	defer done()
+	h := k.hasher(sk, previous)
+	defer k.release(h, previous)
 	if !hmac.Equal(recordMAC(h, want[:0], key, stored, ts, flags), sig[sigLen-macLen:]) {
 		return Verified{}, RefusedBadSignature
 	}
@@ -367,8 +373,8 @@ func (k *Keyring) OpenReport(b []byte) ([]byte, string) {
 	}
 	part := b[reportSealLen:]
 	var want [macLen]byte
-	h, done := k.hasher(sk, previous)
-	defer done()
+	h := k.hasher(sk, previous)
+	defer k.release(h, previous)
 	if !hmac.Equal(reportMAC(h, want[:0], part), b[4+keyIDLen:reportSealLen]) {
 		return nil, RefusedBadSignature
 	}
