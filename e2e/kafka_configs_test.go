@@ -128,9 +128,15 @@ func kafkaConfigsDifferential(t *testing.T, up *testkit.Upstream) {
 		{"user and client: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-name", c}, nil},
 		{"user and default client: add", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-default", "--add-config", "producer_byte_rate=1000000000000"}, nil},
 		{"user and default client: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u, "--entity-type", "clients", "--entity-default"}, nil},
+		// Every entity of a type: the shared cluster has other tests'
+		// too, so only this test's lines are compared.
+		{"users: describe all", []string{"--describe", "--entity-type", "users"}, []string{p}},
+		{"clients: describe all", []string{"--describe", "--entity-type", "clients"}, []string{p}},
+		{"users and clients: describe all", []string{"--describe", "--entity-type", "users", "--entity-type", "clients"}, []string{p}},
 		{"users: describe one with no quotas", []string{"--describe", "--entity-type", "users", "--entity-name", p + "-nobody"}, nil},
 		{"ips: add", []string{"--alter", "--entity-type", "ips", "--entity-name", "127.0.0.77", "--add-config", "connection_creation_rate=100"}, nil},
 		{"ips: describe", []string{"--describe", "--entity-type", "ips", "--entity-name", "127.0.0.77"}, nil},
+		{"ips: describe all", []string{"--describe", "--entity-type", "ips"}, []string{"127.0.0.77"}},
 		{"ips: delete", []string{"--alter", "--entity-type", "ips", "--entity-name", "127.0.0.77", "--delete-config", "connection_creation_rate"}, nil},
 		{"scram: add", []string{"--alter", "--entity-type", "users", "--entity-name", u, "--add-config", "SCRAM-SHA-256=[iterations=8192,password=pw-1],SCRAM-SHA-512=[password=pw-2]"}, nil},
 		{"scram: describe", []string{"--describe", "--entity-type", "users", "--entity-name", u}, nil},
