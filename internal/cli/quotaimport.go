@@ -149,7 +149,7 @@ func renderImport(st state, from, scale string, brokers int) string {
 				&yaml.Node{Kind: yaml.ScalarNode, Value: v, Tag: tag})
 		}
 		for _, c := range []struct {
-			p          part
+			p         part
 			key, dflt string
 		}{{e.user, "user", "default_user"}, {e.client, "client_id", "default_client_id"}, {e.ip, "ip", "default_ip"}} {
 			switch {
