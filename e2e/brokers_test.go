@@ -517,25 +517,9 @@ func TestDoctorBrokerQuotas(t *testing.T) {
 		env := up.Start(t, app.Options{})
 		ctx := ctxT(t, 60*time.Second)
 		user := up.Topic(t, "doctor-user")
-		adm := upstreamAdmin(t, env)
-		set := func(remove bool) {
-			res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-				Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}},
-				Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 2048, Remove: remove}},
-			}})
-			if err != nil || res[0].Err != nil {
-				t.Fatalf("%v %+v", err, res)
-			}
-		}
-		set(false)
-		t.Cleanup(func() { set(true) })
-		var got doctor.Result
+		upstreamUserQuota(t, ctx, upstreamAdmin(t, env), user, map[string]float64{"producer_byte_rate": 2048})
 		eventually(t, 15*time.Second, "the doctor's broker quotas check", func() error {
-			for _, r := range doctor.Run(ctx, doctor.Target{Upstream: env.UpstreamAddrs(), DialTimeout: 5 * time.Second}) {
-				if r.Check == "broker quotas" {
-					got = r
-				}
-			}
+			got := doctorCheck(t, ctx, doctor.Target{Upstream: env.UpstreamAddrs(), DialTimeout: 5 * time.Second}, "broker quotas")
 			if got.Status != doctor.Warn || !strings.Contains(got.Detail, "throttled twice") {
 				return fmt.Errorf("%+v", got)
 			}
@@ -556,13 +540,7 @@ func TestDoctorClusterTopics(t *testing.T) {
 		id := up.Topic(t, "doctor-cluster")
 		ct := &doctor.ClusterTopics{Config: "_tollgate-" + id + "-config", Exchange: "_tollgate-" + id + "-exchange", Signed: true}
 		check := func() doctor.Result {
-			for _, r := range doctor.Run(ctx, doctor.Target{Upstream: env.UpstreamAddrs(), DialTimeout: 5 * time.Second, Cluster: ct}) {
-				if r.Check == "cluster topics" {
-					return r
-				}
-			}
-			t.Fatal("no cluster topics check")
-			return doctor.Result{}
+			return doctorCheck(t, ctx, doctor.Target{Upstream: env.UpstreamAddrs(), DialTimeout: 5 * time.Second, Cluster: ct}, "cluster topics")
 		}
 		if got := check(); got.Status != doctor.OK || !strings.Contains(got.Detail, "no ACL names them") {
 			t.Fatalf("%+v", got)
@@ -592,18 +570,7 @@ func TestQuotasImportFromUpstream(t *testing.T) {
 		env := up.Start(t, app.Options{}, func(c *app.Config) { c.Authorization.QuotaAdmins = []string{"ANONYMOUS"} })
 		ctx := ctxT(t, 60*time.Second)
 		user := up.Topic(t, "import-user")
-		adm := upstreamAdmin(t, env)
-		set := func(remove bool) {
-			res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-				Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}},
-				Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 4096, Remove: remove}, {Key: "controller_mutation_rate", Value: 5, Remove: remove}},
-			}})
-			if err != nil || res[0].Err != nil {
-				t.Fatalf("%v %+v", err, res)
-			}
-		}
-		set(false)
-		t.Cleanup(func() { set(true) })
+		upstreamUserQuota(t, ctx, upstreamAdmin(t, env), user, map[string]float64{"producer_byte_rate": 4096, "controller_mutation_rate": 5})
 		from := strings.Join(env.UpstreamAddrs(), ",")
 		file := filepath.Join(t.TempDir(), "imported.yaml")
 		var out, errb bytes.Buffer
@@ -637,4 +604,37 @@ func TestQuotasImportFromUpstream(t *testing.T) {
 			t.Errorf("Tollgate enforces %v on the user, want %d", r.Quota, 4096*brokers)
 		}
 	})
+}
+
+// doctorCheck runs the doctor against target and returns the check named.
+func doctorCheck(t *testing.T, ctx context.Context, target doctor.Target, name string) doctor.Result {
+	t.Helper()
+	for _, r := range doctor.Run(ctx, target) {
+		if r.Check == name {
+			return r
+		}
+	}
+	t.Fatalf("the doctor ran no %q check", name)
+	return doctor.Result{}
+}
+
+// upstreamUserQuota sets a user's quotas straight on the upstream's
+// brokers and removes them when the test ends (the real cluster is
+// shared).
+func upstreamUserQuota(t *testing.T, ctx context.Context, adm *kadm.Client, user string, vals map[string]float64) {
+	t.Helper()
+	set := func(remove bool) {
+		var ops []kadm.AlterClientQuotaOp
+		for k, v := range vals {
+			ops = append(ops, kadm.AlterClientQuotaOp{Key: k, Value: v, Remove: remove})
+		}
+		res, err := adm.AlterClientQuotas(context.Background(), []kadm.AlterClientQuotaEntry{{
+			Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &user}}, Ops: ops,
+		}})
+		if err != nil || res[0].Err != nil {
+			t.Errorf("%v %+v", err, res)
+		}
+	}
+	set(false)
+	t.Cleanup(func() { set(true) })
 }
