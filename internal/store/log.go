@@ -69,7 +69,7 @@ type leaf struct {
 
 // topBuckets are the top-level buckets the log carries.
 func topBuckets() [][]byte {
-	return [][]byte{bucketQuotas, bucketBrokers, bucketScram, bucketAPIKeys, bucketTenants}
+	return [][]byte{bucketQuotas, bucketBrokers, bucketMetrics, bucketScram, bucketAPIKeys, bucketTenants}
 }
 
 func knownTop(name []byte) bool {

@@ -34,6 +34,8 @@ const schemaVersion = "1"
 //	                in it, quota key → 8-byte big-endian IEEE-754 bits
 //	broker_configs  one nested bucket per broker scope (encodeBroker);
 //	                in it, config key → value
+//	client_metrics  one nested bucket per client-metrics subscription,
+//	                named by its name; in it, config key → value
 //	scram_credentials, api_keys
 //	                credentials Tollgate manages (credentials.go)
 //	tenants         tenant name → JSON of Tenant (tenants.go)
@@ -45,6 +47,7 @@ var (
 	bucketMeta    = []byte("meta")
 	bucketQuotas  = []byte("client_quotas")
 	bucketBrokers = []byte("broker_configs")
+	bucketMetrics = []byte("client_metrics")
 	keySchema     = []byte("schema")
 )
 
@@ -489,30 +492,35 @@ type BrokerResult struct {
 // then brokers by id.
 func (s *Store) BrokerConfigs() ([]BrokerConfigs, error) {
 	var out []BrokerConfigs
-	err := s.view(func(tx *bolt.Tx) error {
-		root := tx.Bucket(bucketBrokers)
-		return root.ForEachBucket(func(k []byte) error {
-			b, err := decodeBroker(k)
-			if err != nil {
-				return err
-			}
-			vals := map[string]string{}
-			err = root.Bucket(k).ForEach(func(k, v []byte) error {
-				vals[string(k)] = string(v)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			if len(vals) > 0 {
-				out = append(out, BrokerConfigs{Broker: b, Values: vals})
-			}
-			return nil
-		})
+	err := s.readScopes(bucketBrokers, func(k []byte, vals map[string]string) error {
+		b, err := decodeBroker(k)
+		if err == nil {
+			out = append(out, BrokerConfigs{Broker: b, Values: vals})
+		}
+		return err
 	})
 	// Keys sort 'b'+id before 'd', and negative ids after positive ones.
 	sortBrokers(out)
 	return out, err
+}
+
+// readScopes calls fn with each nested bucket of top that holds string
+// values, and its values.
+func (s *Store) readScopes(top []byte, fn func(k []byte, vals map[string]string) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		root := tx.Bucket(top)
+		return root.ForEachBucket(func(k []byte) error {
+			vals := map[string]string{}
+			err := root.Bucket(k).ForEach(func(k, v []byte) error {
+				vals[string(k)] = string(v)
+				return nil
+			})
+			if err != nil || len(vals) == 0 {
+				return err
+			}
+			return fn(k, vals)
+		})
+	})
 }
 
 func sortBrokers(bs []BrokerConfigs) {
