@@ -37,7 +37,10 @@ func Clamp(resp *kmsg.ApiVersionsResponse, drop func(key int16) bool) {
 }
 
 // RewriteApiVersions decodes the ApiVersions response frame in buf, clamps
-// it and re-encodes it at the same version. A body that starts with error
+// it, applies the overrides and re-encodes it at the same version. An
+// override replaces the broker's range of its key (added when the broker
+// has none); one made by Floor only adds its range when the broker has
+// none, and keeps the broker's otherwise. A body that starts with error
 // 35 is in v0 format whatever the request version (KIP-511) and is decoded
 // as such.
 func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool, override ...kmsg.ApiVersionsResponseApiKey) error {
@@ -66,14 +69,25 @@ func RewriteApiVersions(buf *Buffer, version int16, drop func(key int16) bool, o
 	}
 	for _, o := range override {
 		i := slices.IndexFunc(resp.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return k.ApiKey == o.ApiKey })
-		if i < 0 {
+		floor := o.MinVersion < 0
+		if floor {
+			o.MinVersion = 0
+		}
+		switch {
+		case i < 0:
 			resp.ApiKeys = append(resp.ApiKeys, o)
-		} else {
+		case !floor:
 			resp.ApiKeys[i].MinVersion, resp.ApiKeys[i].MaxVersion = o.MinVersion, o.MaxVersion
 		}
 	}
 	ReplaceBody(buf, 4, resp)
 	return nil
+}
+
+// Floor is an override of RewriteApiVersions advertising key from v0 to
+// max only when the broker does not advertise it.
+func Floor(key, max int16) kmsg.ApiVersionsResponseApiKey {
+	return kmsg.ApiVersionsResponseApiKey{ApiKey: key, MinVersion: -1, MaxVersion: max}
 }
 
 // UnsupportedApiVersions builds the KIP-511 answer to an ApiVersions request
