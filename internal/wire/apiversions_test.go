@@ -287,3 +287,39 @@ func TestEncodeResponseHeader(t *testing.T) {
 		t.Errorf("flexible response without header tags: %v", err)
 	}
 }
+
+// An override made by Floor adds its key when the broker has none and
+// keeps the broker's range when it has one; a plain override replaces it.
+func TestRewriteApiVersionsFloor(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		up   []avKey
+		want avKey
+	}{
+		{"broker without the key", []avKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 3}}, avKey{ApiKey: 74, MinVersion: 0, MaxVersion: 0}},
+		{"broker with the key", []avKey{{ApiKey: 18, MinVersion: 0, MaxVersion: 3}, {ApiKey: 74, MinVersion: 0, MaxVersion: 1}}, avKey{ApiKey: 74, MinVersion: 0, MaxVersion: 1}},
+	} {
+		up := kmsg.NewPtrApiVersionsResponse()
+		up.SetVersion(3)
+		up.ApiKeys = c.up
+		buf := wire.EncodeResponse(1, reqFlexible(int16(kmsg.ApiVersions), 3), up)
+		if err := wire.RewriteApiVersions(buf, 3, nil, wire.Floor(74, 0)); err != nil {
+			t.Fatal(err)
+		}
+		got := kmsg.NewPtrApiVersionsResponse()
+		got.SetVersion(3)
+		if err := got.ReadFrom(buf.B[4+4:]); err != nil { // ApiVersions answers have a v0 header
+			t.Fatal(err)
+		}
+		var k74 []avKey
+		for _, k := range got.ApiKeys {
+			if k.ApiKey == 74 {
+				k74 = append(k74, k)
+			}
+		}
+		if len(k74) != 1 || k74[0].MinVersion != c.want.MinVersion || k74[0].MaxVersion != c.want.MaxVersion {
+			t.Errorf("%s: key 74 advertised as %+v, want %+v", c.name, k74, c.want)
+		}
+		buf.Release()
+	}
+}
