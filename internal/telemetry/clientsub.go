@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"encoding/base64"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -223,4 +225,89 @@ func javaSplit(s, sep string) []string {
 		parts = parts[:len(parts)-1]
 	}
 	return parts
+}
+
+// Client is the client a request comes from, as Kafka's
+// ClientMetricsInstanceMetadata describes it for matching.
+type Client struct {
+	// User is the principal's name; instance ids are per user.
+	User string
+	// ClientID is the request header's client-id.
+	ClientID string
+	// SoftwareName and SoftwareVersion are what the connection's
+	// ApiVersions request gave; empty when unknown, and then a pattern on
+	// them matches nothing.
+	SoftwareName, SoftwareVersion string
+	// Addr is the connection's source; zero when unknown, and then a
+	// pattern on the address or port matches nothing.
+	Addr netip.AddrPort
+}
+
+// attribute is the client attribute attr of instance id, as Kafka's
+// ClientMetricsInstanceMetadata gives it; false where Kafka's is null.
+func (c Client) attribute(attr string, id [16]byte) (string, bool) {
+	switch attr {
+	case AttrClientInstanceID:
+		return uuidString(id), true
+	case AttrClientID:
+		// As the series key: read as Java reads the request header.
+		return strings.ToValidUTF8(c.ClientID, "\uFFFD"), true
+	case AttrClientSoftwareName:
+		return c.SoftwareName, c.SoftwareName != ""
+	case AttrClientSoftwareVersion:
+		return c.SoftwareVersion, c.SoftwareVersion != ""
+	case AttrClientSourceAddress:
+		if !c.Addr.Addr().IsValid() {
+			return "", false
+		}
+		return javaHostAddress(c.Addr.Addr()), true
+	case AttrClientSourcePort:
+		if !c.Addr.IsValid() {
+			return "", false
+		}
+		return strconv.Itoa(int(c.Addr.Port())), true
+	}
+	return "", false
+}
+
+// matches reports whether s matches the client c of instance id: s has no
+// patterns, or each matches the whole of its attribute (a null attribute
+// matches nothing), as Kafka's ClientMetricsInstanceMetadata.isMatch.
+func (s *ClientSubscription) matches(c Client, id [16]byte) bool {
+	for _, p := range s.Match {
+		v, ok := c.attribute(p.Attr, id)
+		if !ok || p.re == nil || !p.re.MatchString(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// uuidString is Kafka's Uuid.toString: the 16 bytes in URL-safe base64
+// without padding.
+func uuidString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
+
+// javaHostAddress is Java's InetAddress.getHostAddress of a connection's
+// address, as Kafka matches client_source_address: an IPv4 address (an
+// IPv4-mapped IPv6 one is IPv4 to Java, hence the Unmap) dotted, as
+// Addr.String gives it; an IPv6 one in Java's full form — eight groups of
+// hex without leading zeros, never "::" — and its zone after "%", where
+// Addr.String would shorten it ("2001:db8::1" is "2001:db8:0:0:0:0:0:1").
+func javaHostAddress(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	b := a.As16()
+	var sb strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			sb.WriteByte(':')
+		}
+		sb.WriteString(strconv.FormatUint(uint64(b[i])<<8|uint64(b[i+1]), 16))
+	}
+	if z := a.Zone(); z != "" {
+		sb.WriteString("%" + z)
+	}
+	return sb.String()
 }

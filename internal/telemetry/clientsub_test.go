@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -140,6 +141,86 @@ func TestJavaSplit(t *testing.T) {
 	} {
 		if got := javaSplit(tc.in, "="); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The attributes a client is matched on, as Kafka's
+// ClientMetricsInstanceMetadata gives them.
+func TestClientAttributes(t *testing.T) {
+	id := [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	c := Client{User: "alice", ClientID: "app\xff", SoftwareName: "apache-kafka-java", SoftwareVersion: "3.9.0",
+		Addr: netip.MustParseAddrPort("[::ffff:10.1.2.3]:53124")}
+	for _, tc := range []struct {
+		c    Client
+		attr string
+		want string
+		ok   bool
+	}{
+		{c, AttrClientInstanceID, "AAECAwQFBgcICQoLDA0ODw", true},
+		{c, AttrClientID, "app\uFFFD", true},
+		{Client{}, AttrClientID, "", true},
+		{c, AttrClientSoftwareName, "apache-kafka-java", true},
+		{Client{}, AttrClientSoftwareName, "", false},
+		{c, AttrClientSoftwareVersion, "3.9.0", true},
+		{Client{}, AttrClientSoftwareVersion, "", false},
+		{c, AttrClientSourceAddress, "10.1.2.3", true},
+		{c, AttrClientSourcePort, "53124", true},
+		{Client{Addr: netip.MustParseAddrPort("[2001:db8::1]:9092")}, AttrClientSourceAddress, "2001:db8:0:0:0:0:0:1", true},
+		{Client{Addr: netip.MustParseAddrPort("[fe80::a:ff%eth0]:1")}, AttrClientSourceAddress, "fe80:0:0:0:0:0:a:ff%eth0", true},
+		{Client{}, AttrClientSourceAddress, "", false},
+		{Client{}, AttrClientSourcePort, "", false},
+		{c, "client_rack", "", false},
+	} {
+		got, ok := tc.c.attribute(tc.attr, id)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s of %+v: got %q, %v, want %q, %v", tc.attr, tc.c, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// A subscription matches a client when each of its patterns matches the
+// whole of its attribute; one without patterns matches every client.
+func TestClientSubscriptionMatches(t *testing.T) {
+	id := [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	java := Client{User: "alice", ClientID: "orders-app-1", SoftwareName: "apache-kafka-java", SoftwareVersion: "3.9.0",
+		Addr: netip.MustParseAddrPort("10.1.2.3:53124")}
+	unknown := Client{User: "bob", ClientID: "legacy"}
+	for _, tc := range []struct {
+		match string
+		c     Client
+		want  bool
+	}{
+		{"", java, true},
+		{"", unknown, true},
+		{"client_id=orders-.*", java, true},
+		{"client_id=orders", java, false}, // a full match, not a find
+		{"client_id=app", java, false},
+		{"client_id=.*app.*", java, true},
+		{"client_instance_id=AAECAwQFBgcICQoLDA0ODw", java, true},
+		{"client_instance_id=AAEC.*", java, true},
+		{"client_instance_id=000102030405060708090a0b0c0d0e0f", java, false},
+		{"client_software_name=apache-kafka-java", java, true},
+		{"client_software_name=.*", unknown, false}, // null matches nothing
+		{"client_software_version=3\\.9\\..*", java, true},
+		{"client_software_version=.*", unknown, false},
+		{"client_source_address=10\\.1\\..*", java, true},
+		{"client_source_address=10\\.1", java, false},
+		{"client_source_address=.*", unknown, false},
+		{"client_source_port=53124", java, true},
+		{"client_source_port=5312", java, false},
+		{"client_source_port=.*", unknown, false},
+		{"client_id=orders-.*,client_software_name=apache-kafka-java", java, true},
+		{"client_id=orders-.*,client_software_name=librdkafka", java, false}, // all must match
+		{"client_id=a|orders-app-1", java, true},                             // the alternation is wrapped whole
+		{"client_id=(?m)orders-app-1$", java, true},
+	} {
+		s, err := ParseClientSubscription("sub", map[string]string{"match": tc.match})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.matches(tc.c, id); got != tc.want {
+			t.Errorf("%q against %+v: got %v, want %v", tc.match, tc.c, got, tc.want)
 		}
 	}
 }
