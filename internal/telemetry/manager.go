@@ -201,21 +201,21 @@ func reserved(id [16]byte) bool {
 	return id == [16]byte{} || id == [16]byte{15: 1}
 }
 
-// GetSubscriptions answers GetTelemetrySubscriptions for user: a zero
+// GetSubscriptions answers GetTelemetrySubscriptions for client c: a zero
 // instance id gets a new one; an instance asking again before its push
 // interval has passed since its last request is refused
 // THROTTLING_QUOTA_EXCEEDED, unless its last push was refused for an
 // unknown subscription or compression.
-func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, user string, now time.Time) *kmsg.GetTelemetrySubscriptionsResponse {
+func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, c Client, now time.Time) *kmsg.GetTelemetrySubscriptionsResponse {
 	resp := req.ResponseKind().(*kmsg.GetTelemetrySubscriptionsResponse)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.expire(now)
 	id := req.ClientInstanceID
 	if id == [16]byte{} {
-		id = m.newID(user)
+		id = m.newID(c.User)
 	}
-	in := m.instance(instanceKey{user, id}, now)
+	in := m.instance(instanceKey{c.User, id}, c, now)
 	if !in.mayGet(now) && in.lastErr != kerr.UnknownSubscriptionID.Code && in.lastErr != kerr.UnsupportedCompressionType.Code {
 		resp.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
 		m.count(req.Key(), resp.ErrorCode)
@@ -240,9 +240,8 @@ func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, u
 	return resp
 }
 
-// Push answers PushTelemetry for user, whose connection's client-id is
-// clientID, and keeps the chosen metrics of an accepted push in the
-// (user, clientID) series. Kafka's checks, in Kafka's order: a reserved
+// Push answers PushTelemetry for client c, and keeps the chosen metrics of
+// an accepted push in the (c.User, c.ClientID) series. Kafka's checks, in Kafka's order: a reserved
 // instance id is INVALID_REQUEST; a push after a terminating one
 // INVALID_REQUEST; a push sooner than the push interval after the last one
 // (unless a GetTelemetrySubscriptions came in between, or it is
@@ -251,7 +250,7 @@ func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, u
 // UNSUPPORTED_COMPRESSION_TYPE; more than MaxBytes TELEMETRY_TOO_LARGE.
 // Then the metrics are decompressed and decoded: past MaxBytes
 // decompressed is TELEMETRY_TOO_LARGE, anything unreadable INVALID_RECORD.
-func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, now time.Time) *kmsg.PushTelemetryResponse {
+func (m *Manager) Push(req *kmsg.PushTelemetryRequest, c Client, now time.Time) *kmsg.PushTelemetryResponse {
 	resp := req.ResponseKind().(*kmsg.PushTelemetryResponse)
 	if reserved(req.ClientInstanceID) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -260,10 +259,10 @@ func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, no
 		m.mu.Unlock()
 		return resp
 	}
-	key := instanceKey{user, req.ClientInstanceID}
+	key := instanceKey{c.User, req.ClientInstanceID}
 	m.mu.Lock()
 	m.expire(now)
-	in := m.instance(key, now)
+	in := m.instance(key, c, now)
 	code := m.validatePush(in, req, now)
 	// As Kafka: the request's terminating flag is the instance's from
 	// now on, whatever the answer.
@@ -301,7 +300,7 @@ func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, no
 	}
 	in.lastErr = code
 	if code == 0 && !vals.Empty() {
-		m.store(in, seriesKey(user, clientID), vals, now)
+		m.store(in, seriesKey(c.User, c.ClientID), vals, now)
 	}
 	return resp
 }
@@ -367,7 +366,7 @@ func (m *Manager) newID(user string) [16]byte {
 // instance Tollgate forgot (a restart, an eviction) is served as Kafka
 // serves one from a broker that never saw it — and re-made when the
 // subscription changed since its last request. It is marked seen now.
-func (m *Manager) instance(key instanceKey, now time.Time) *instance {
+func (m *Manager) instance(key instanceKey, c Client, now time.Time) *instance {
 	in, ok := m.inst[key]
 	if !ok {
 		for len(m.inst) >= m.maxInst {
