@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"testing"
@@ -71,11 +73,17 @@ func TestGetSubscriptionsNewClient(t *testing.T) {
 	if s.PushIntervalMillis != 10000 || s.TelemetryMaxBytes != DefaultMaxBytes || !s.DeltaTemporality {
 		t.Errorf("interval %d, max bytes %d, delta %v", s.PushIntervalMillis, s.TelemetryMaxBytes, s.DeltaTemporality)
 	}
-	if !slices.Equal(s.RequestedMetrics, DefaultMetrics) {
-		t.Errorf("requested %v", s.RequestedMetrics)
+	want := slices.Sorted(slices.Values(DefaultMetrics))
+	if !slices.Equal(s.RequestedMetrics, want) {
+		t.Errorf("requested %v, want %v", s.RequestedMetrics, want)
 	}
-	if s.SubscriptionID != m.subscriptionID(s.ClientInstanceID) {
-		t.Errorf("subscription id %d", s.SubscriptionID)
+	// A checksum of the metrics and interval, mixed with the instance id.
+	crc := crc32.Checksum([]byte(strings.Join(want, "\x00")+"\x00"+"10000"), crc32.MakeTable(crc32.Castagnoli))
+	for i := 0; i < 16; i += 4 {
+		crc ^= binary.BigEndian.Uint32(s.ClientInstanceID[i:])
+	}
+	if s.SubscriptionID != int32(crc) {
+		t.Errorf("subscription id %d, want %d", s.SubscriptionID, int32(crc))
 	}
 }
 
