@@ -85,11 +85,13 @@ type MatchPattern struct {
 	Attr string
 	// Regex is the regular expression, in Go's syntax (RE2).
 	Regex string
-	re    *regexp.Regexp // ^(?:Regex)$; nil: not compiled yet
+	// re is \A(?:Regex)\z compiled; nil until compiled, or when Regex
+	// does not compile.
+	re *regexp.Regexp
 }
 
-// compile compiles Regex to match the whole of an attribute, as Java's
-// Matcher.matches does. The regex is compiled alone first: wrapped at
+// compileMatch compiles regex to match the whole of an attribute, as
+// Java's Matcher.matches does. The regex is compiled alone first: wrapped at
 // once, one such as "a)|(b" would compile into another.
 func compileMatch(regex string) (*regexp.Regexp, error) {
 	if _, err := regexp.Compile(regex); err != nil {
