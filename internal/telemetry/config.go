@@ -50,9 +50,11 @@ type Config struct {
 	// Enabled answers GetTelemetrySubscriptions and PushTelemetry and
 	// advertises them in ApiVersions (default true).
 	Enabled *bool `yaml:"enabled"`
-	// PushInterval is the push interval clients are given.
+	// PushInterval is the push interval clients are given; a named
+	// client-metrics subscription a client matches may shorten it.
 	PushInterval time.Duration `yaml:"push_interval"`
-	// Metrics are the metric name prefixes clients are asked to push; "*"
+	// Metrics are the metric name prefixes every client is asked to push,
+	// with those of the named client-metrics subscriptions it matches; "*"
 	// alone asks for all of them.
 	Metrics []string `yaml:"metrics"`
 	// MaxBytes bounds a push's metrics, compressed and decompressed.
@@ -66,7 +68,8 @@ type Config struct {
 // On reports telemetry.enabled (default true).
 func (c Config) On() bool { return c.Enabled == nil || *c.Enabled }
 
-// Subscription is the subscription the settings give every client.
+// Subscription is Tollgate's own subscription, which the settings give
+// every client.
 func (c Config) Subscription() Subscription {
 	s := Subscription{PushInterval: cmp.Or(c.PushInterval, DefaultPushInterval), Metrics: c.Metrics}
 	if len(s.Metrics) == 0 {

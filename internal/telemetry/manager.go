@@ -3,6 +3,7 @@ package telemetry
 import (
 	"container/list"
 	"crypto/rand"
+	"encoding/binary"
 	"hash/crc32"
 	"slices"
 	"strconv"
@@ -14,11 +15,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Subscription is what every client is asked for. Kafka matches
-// subscriptions to clients by their client-id, software and address;
-// Tollgate has one, for every client.
+// Subscription is Tollgate's own subscription, what every client is asked
+// for: the metrics Tollgate shows. Kafka asks a client only for what the
+// named subscriptions (CLIENT_METRICS resources) it matches ask for;
+// Tollgate, whose dashboard needs its metrics of every client, asks each
+// for its own subscription and the named ones it matches
+// (ClientSubscription) together: all their metrics, at the shortest of
+// their intervals.
 type Subscription struct {
-	// Metrics are metric name prefixes; "*" alone is every metric.
+	// Metrics are metric name prefixes; "*" is every metric (Config wants
+	// it alone).
 	Metrics []string
 	// PushInterval is how often clients push.
 	PushInterval time.Duration
@@ -28,15 +34,41 @@ func (s Subscription) equal(o Subscription) bool {
 	return s.PushInterval == o.PushInterval && slices.Equal(s.Metrics, o.Metrics)
 }
 
-// requested is RequestedMetrics on the wire. Every metric is asked for
-// with one empty prefix rather than Kafka's "*": Java clients and
-// librdkafka read "*" alone as every metric and franz-go does not, while
-// all three match every name against the prefix "".
-func (s Subscription) requested() []string {
-	if len(s.Metrics) == 1 && s.Metrics[0] == "*" {
-		return []string{""}
+// effective is the subscription of a client instance, as Kafka's
+// createClientInstance makes it: Tollgate's own with those of the named
+// subscriptions the client matched — the union of their metrics, the
+// shortest of their intervals. Instances that matched the same named
+// subscriptions share one.
+type effective struct {
+	names     []string // of the named subscriptions matched, sorted
+	requested []string // RequestedMetrics
+	interval  time.Duration
+	crc       uint32 // of requested and interval: subscriptionID
+}
+
+func newEffective(base Subscription, matched []*ClientSubscription) *effective {
+	e := &effective{interval: base.PushInterval}
+	all := slices.Contains(base.Metrics, "*")
+	metrics := slices.Clone(base.Metrics)
+	for _, s := range matched {
+		e.names = append(e.names, s.Name)
+		all = all || slices.Contains(s.Metrics, "*")
+		metrics = append(metrics, s.Metrics...)
+		e.interval = min(e.interval, s.Interval)
 	}
-	return slices.Clone(s.Metrics)
+	// RequestedMetrics asks for every metric with one empty prefix
+	// rather than Kafka's "*": Java clients and librdkafka read "*" alone
+	// as every metric and franz-go does not, while all three match every
+	// name against the prefix "".
+	if all {
+		e.requested = []string{""}
+	} else {
+		slices.Sort(metrics)
+		e.requested = slices.Compact(metrics)
+	}
+	e.crc = crc32.Checksum([]byte(strings.Join(e.requested, "\x00")+"\x00"+strconv.FormatInt(e.interval.Milliseconds(), 10)),
+		crc32.MakeTable(crc32.Castagnoli))
+	return e
 }
 
 // Options configure a Manager (Config.Options gives them with defaults).
@@ -61,7 +93,20 @@ const minExpiry = time.Minute
 // is a broker's: it answers GetTelemetrySubscriptions and PushTelemetry
 // with Kafka's semantics and error codes, and keeps the chosen metrics of
 // the last push of every client instance, combined per (user, client-id)
-// series. Everything it holds is bounded: client instances by
+// series.
+//
+// Each client instance is asked for Tollgate's own Subscription and for
+// those of the named client-metrics subscriptions (SetClientSubscriptions)
+// that match the client, matched when the instance is made, and made
+// again — matched again, a new subscription id — at its next request once
+// either changed, as Kafka's ClientMetricsManager does. Kafka matches with
+// the client of the connection the instance was made on, and forgets the
+// instance when that connection closes; Tollgate, which keeps instances
+// past their connection, matches with the client of the request that
+// makes or re-makes it. Matching is linear in the named subscriptions, per
+// instance made; the control plane bounds them.
+//
+// Everything it holds is bounded: client instances by
 // MaxClientInstances (least recently seen evicted first; idle ones
 // expire), series by MaxSeries (least recently pushed evicted first).
 // Instance ids are per user: a client naming another user's instance id
@@ -75,8 +120,9 @@ type Manager struct {
 
 	mu         sync.Mutex
 	sub        Subscription
-	subVersion int
-	subCRC     uint32
+	named      []ClientSubscription // sorted by name
+	subVersion int                  // changes with sub and named
+	effs       map[string]*effective
 	inst       map[instanceKey]*instance
 	instLRU    list.List // of *instance, most recently seen first
 	series     map[SeriesKey]*series
@@ -104,8 +150,9 @@ type instance struct {
 	key         instanceKey
 	subID       int32
 	subVersion  int
-	interval    time.Duration
-	lastGet     time.Time // zero: never
+	eff         *effective
+	interval    time.Duration // eff's
+	lastGet     time.Time     // zero: never
 	lastPush    time.Time
 	seen        time.Time // last request: expiry
 	terminating bool
@@ -131,8 +178,15 @@ func seriesKey(user, clientID string) SeriesKey {
 type series struct {
 	key     SeriesKey
 	last    time.Time
-	samples map[*instance]Values
+	samples map[*instance]sample
 	elem    *list.Element
+}
+
+// sample is an instance's last push, and the named subscriptions it was
+// pushed for.
+type sample struct {
+	vals Values
+	subs []string
 }
 
 // New makes a Manager.
@@ -143,6 +197,7 @@ func New(o Options) *Manager {
 		maxBytes:  o.MaxBytes,
 		maxInst:   max(o.MaxClientInstances, 1),
 		maxSeries: max(o.MaxSeries, 1),
+		effs:      map[string]*effective{},
 		inst:      map[instanceKey]*instance{},
 		series:    map[SeriesKey]*series{},
 		requests:  map[requestKey]uint64{},
@@ -151,7 +206,7 @@ func New(o Options) *Manager {
 	return m
 }
 
-// SetSubscription changes what clients are asked for: each instance gets
+// SetSubscription changes Tollgate's own subscription: each instance gets
 // the new subscription id and interval at its next request (a push with
 // the old id is answered UNKNOWN_SUBSCRIPTION_ID, and the client asks
 // again at once).
@@ -170,11 +225,81 @@ func (m *Manager) setSubscription(s Subscription) {
 		s.PushInterval = DefaultPushInterval
 	}
 	m.sub = s
-	m.subCRC = crc32.Checksum([]byte(strings.Join(s.requested(), "\x00")+"\x00"+strconv.FormatInt(s.PushInterval.Milliseconds(), 10)),
-		crc32.MakeTable(crc32.Castagnoli))
+	clear(m.effs)
 }
 
-// Subscription returns what clients are asked for.
+// SetClientSubscriptions replaces the named client-metrics subscriptions,
+// those ParseClientSubscription reads: when they changed, each instance is
+// matched again and gets its new subscription id, metrics and interval at
+// its next request, as after SetSubscription. Of two with one name the
+// last is kept; an Interval of zero is Kafka's default, one outside Kafka's
+// bounds is brought within them; a match pattern whose regex does not
+// compile matches no client.
+func (m *Manager) SetClientSubscriptions(subs []ClientSubscription) {
+	set := make([]ClientSubscription, 0, len(subs))
+	for _, s := range subs {
+		set = append(set, normalized(s))
+	}
+	slices.SortStableFunc(set, func(a, b ClientSubscription) int { return strings.Compare(a.Name, b.Name) })
+	set = lastOfEach(set, func(s ClientSubscription) string { return s.Name })
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if slices.EqualFunc(set, m.named, ClientSubscription.equal) {
+		return
+	}
+	m.named = set
+	clear(m.effs)
+	m.subVersion++
+}
+
+// normalized is a copy of s as the Manager keeps it.
+func normalized(s ClientSubscription) ClientSubscription {
+	s = s.clone()
+	switch {
+	case s.Interval == 0:
+		s.Interval = DefaultClientSubscriptionInterval
+	case s.Interval < MinPushInterval:
+		s.Interval = MinPushInterval
+	case s.Interval > MaxPushInterval:
+		s.Interval = MaxPushInterval
+	}
+	slices.SortStableFunc(s.Match, func(a, b MatchPattern) int { return strings.Compare(a.Attr, b.Attr) })
+	s.Match = lastOfEach(s.Match, func(p MatchPattern) string { return p.Attr })
+	for i := range s.Match {
+		p := &s.Match[i]
+		if p.re == nil || p.re.String() != `\A(?:`+p.Regex+`)\z` {
+			p.re, _ = compileMatch(p.Regex) // nil if not: matches nothing
+		}
+	}
+	return s
+}
+
+// lastOfEach keeps the last of each run of elements of sorted s with one
+// key.
+func lastOfEach[T any](s []T, key func(T) string) []T {
+	out := s[:0]
+	for i, x := range s {
+		if i+1 < len(s) && key(s[i+1]) == key(x) {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// ClientSubscriptions returns the named client-metrics subscriptions,
+// sorted by name.
+func (m *Manager) ClientSubscriptions() []ClientSubscription {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]ClientSubscription, len(m.named))
+	for i, s := range m.named {
+		out[i] = s.clone()
+	}
+	return out
+}
+
+// Subscription returns Tollgate's own subscription.
 func (m *Manager) Subscription() Subscription {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -183,13 +308,13 @@ func (m *Manager) Subscription() Subscription {
 	return s
 }
 
-// subscriptionID is, as Kafka's, a checksum of the subscription (metrics
-// and interval) mixed with the instance id: it changes when the
-// subscription does, and is the same after a restart, so that a client
-// pushing to a restarted Tollgate with an unchanged configuration goes on
-// without asking again.
-func (m *Manager) subscriptionID(id [16]byte) int32 {
-	h := m.subCRC
+// subscriptionID is, as Kafka's, a checksum of the instance's
+// subscription (metrics and interval, crc) mixed with the instance id: it
+// changes when the subscription does, and is the same after a restart, so
+// that a client pushing to a restarted Tollgate with unchanged
+// subscriptions goes on without asking again.
+func subscriptionID(crc uint32, id [16]byte) int32 {
+	h := crc
 	for i := 0; i < 16; i += 4 {
 		h ^= uint32(id[i])<<24 | uint32(id[i+1])<<16 | uint32(id[i+2])<<8 | uint32(id[i+3])
 	}
@@ -201,21 +326,21 @@ func reserved(id [16]byte) bool {
 	return id == [16]byte{} || id == [16]byte{15: 1}
 }
 
-// GetSubscriptions answers GetTelemetrySubscriptions for user: a zero
+// GetSubscriptions answers GetTelemetrySubscriptions for client c: a zero
 // instance id gets a new one; an instance asking again before its push
 // interval has passed since its last request is refused
 // THROTTLING_QUOTA_EXCEEDED, unless its last push was refused for an
 // unknown subscription or compression.
-func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, user string, now time.Time) *kmsg.GetTelemetrySubscriptionsResponse {
+func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, c Client, now time.Time) *kmsg.GetTelemetrySubscriptionsResponse {
 	resp := req.ResponseKind().(*kmsg.GetTelemetrySubscriptionsResponse)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.expire(now)
 	id := req.ClientInstanceID
 	if id == [16]byte{} {
-		id = m.newID(user)
+		id = m.newID(c.User)
 	}
-	in := m.instance(instanceKey{user, id}, now)
+	in := m.instance(instanceKey{c.User, id}, c, now)
 	if !in.mayGet(now) && in.lastErr != kerr.UnknownSubscriptionID.Code && in.lastErr != kerr.UnsupportedCompressionType.Code {
 		resp.ErrorCode = kerr.ThrottlingQuotaExceeded.Code
 		m.count(req.Key(), resp.ErrorCode)
@@ -235,14 +360,13 @@ func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, u
 	resp.PushIntervalMillis = int32(in.interval.Milliseconds())
 	resp.TelemetryMaxBytes = int32(m.maxBytes)
 	resp.DeltaTemporality = true
-	resp.RequestedMetrics = m.sub.requested()
+	resp.RequestedMetrics = slices.Clone(in.eff.requested)
 	m.count(req.Key(), 0)
 	return resp
 }
 
-// Push answers PushTelemetry for user, whose connection's client-id is
-// clientID, and keeps the chosen metrics of an accepted push in the
-// (user, clientID) series. Kafka's checks, in Kafka's order: a reserved
+// Push answers PushTelemetry for client c, and keeps the chosen metrics of
+// an accepted push in the (c.User, c.ClientID) series. Kafka's checks, in Kafka's order: a reserved
 // instance id is INVALID_REQUEST; a push after a terminating one
 // INVALID_REQUEST; a push sooner than the push interval after the last one
 // (unless a GetTelemetrySubscriptions came in between, or it is
@@ -251,7 +375,7 @@ func (m *Manager) GetSubscriptions(req *kmsg.GetTelemetrySubscriptionsRequest, u
 // UNSUPPORTED_COMPRESSION_TYPE; more than MaxBytes TELEMETRY_TOO_LARGE.
 // Then the metrics are decompressed and decoded: past MaxBytes
 // decompressed is TELEMETRY_TOO_LARGE, anything unreadable INVALID_RECORD.
-func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, now time.Time) *kmsg.PushTelemetryResponse {
+func (m *Manager) Push(req *kmsg.PushTelemetryRequest, c Client, now time.Time) *kmsg.PushTelemetryResponse {
 	resp := req.ResponseKind().(*kmsg.PushTelemetryResponse)
 	if reserved(req.ClientInstanceID) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
@@ -260,11 +384,12 @@ func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, no
 		m.mu.Unlock()
 		return resp
 	}
-	key := instanceKey{user, req.ClientInstanceID}
+	key := instanceKey{c.User, req.ClientInstanceID}
 	m.mu.Lock()
 	m.expire(now)
-	in := m.instance(key, now)
+	in := m.instance(key, c, now)
 	code := m.validatePush(in, req, now)
+	subs := in.eff.names // of the subscription the push was accepted for
 	// As Kafka: the request's terminating flag is the instance's from
 	// now on, whatever the answer.
 	in.terminating = req.Terminating
@@ -301,7 +426,7 @@ func (m *Manager) Push(req *kmsg.PushTelemetryRequest, user, clientID string, no
 	}
 	in.lastErr = code
 	if code == 0 && !vals.Empty() {
-		m.store(in, seriesKey(user, clientID), vals, now)
+		m.store(in, seriesKey(c.User, c.ClientID), sample{vals, subs}, now)
 	}
 	return resp
 }
@@ -366,8 +491,9 @@ func (m *Manager) newID(user string) [16]byte {
 // seen at the cap) when it is unknown — a push from a client whose
 // instance Tollgate forgot (a restart, an eviction) is served as Kafka
 // serves one from a broker that never saw it — and re-made when the
-// subscription changed since its last request. It is marked seen now.
-func (m *Manager) instance(key instanceKey, now time.Time) *instance {
+// subscriptions changed since its last request; made or re-made, it is
+// matched with client c. It is marked seen now.
+func (m *Manager) instance(key instanceKey, c Client, now time.Time) *instance {
 	in, ok := m.inst[key]
 	if !ok {
 		for len(m.inst) >= m.maxInst {
@@ -377,22 +503,49 @@ func (m *Manager) instance(key instanceKey, now time.Time) *instance {
 		in = &instance{key: key}
 		in.elem = m.instLRU.PushFront(in)
 		m.inst[key] = in
-		m.subscribe(in)
+		m.subscribe(in, c)
 	} else if in.subVersion != m.subVersion {
 		// Kafka makes a new instance with the same id: its timestamps,
 		// error and terminating flag start afresh.
 		*in = instance{key: in.key, series: in.series, elem: in.elem}
-		m.subscribe(in)
+		m.subscribe(in, c)
 	}
 	in.seen = now
 	m.instLRU.MoveToFront(in.elem)
 	return in
 }
 
-func (m *Manager) subscribe(in *instance) {
-	in.subID = m.subscriptionID(in.key.id)
+// subscribe gives in the subscription of client c, as Kafka's
+// createClientInstance.
+func (m *Manager) subscribe(in *instance, c Client) {
+	in.eff = m.effective(c, in.key.id)
+	in.subID = subscriptionID(in.eff.crc, in.key.id)
 	in.subVersion = m.subVersion
-	in.interval = m.sub.PushInterval
+	in.interval = in.eff.interval
+}
+
+// effective is the subscription of client c, instance id: Tollgate's own
+// with the named subscriptions it matches. They are kept by the named
+// subscriptions matched until those change (no more of them than the cap
+// on instances).
+func (m *Manager) effective(c Client, id [16]byte) *effective {
+	var key []byte
+	var matched []*ClientSubscription
+	for i := range m.named {
+		if m.named[i].matches(c, id) {
+			key = binary.AppendUvarint(key, uint64(i))
+			matched = append(matched, &m.named[i])
+		}
+	}
+	if e := m.effs[string(key)]; e != nil {
+		return e
+	}
+	if len(m.effs) >= m.maxInst {
+		clear(m.effs)
+	}
+	e := newEffective(m.sub, matched)
+	m.effs[string(key)] = e
+	return e
 }
 
 // expire forgets the instances that have sent nothing for the longer of a
@@ -415,9 +568,9 @@ func (m *Manager) drop(in *instance) {
 	delete(m.inst, in.key)
 }
 
-// store makes vals the last sample of in, in series k (evicting the least
+// store makes smp the last sample of in, in series k (evicting the least
 // recently pushed series at the cap).
-func (m *Manager) store(in *instance, k SeriesKey, vals Values, now time.Time) {
+func (m *Manager) store(in *instance, k SeriesKey, smp sample, now time.Time) {
 	if in.series != nil && in.series.key != k {
 		m.unstore(in) // the client's connection now has another client-id
 	}
@@ -428,13 +581,13 @@ func (m *Manager) store(in *instance, k SeriesKey, vals Values, now time.Time) {
 				m.evictSeries(m.seriesLRU.Back().Value.(*series))
 				m.stats.evictedSeries++
 			}
-			s = &series{key: k, samples: map[*instance]Values{}}
+			s = &series{key: k, samples: map[*instance]sample{}}
 			s.elem = m.seriesLRU.PushFront(s)
 			m.series[k] = s
 		}
 		in.series = s
 	}
-	s.samples[in] = vals
+	s.samples[in] = smp
 	s.last = now
 	m.seriesLRU.MoveToFront(s.elem)
 }
@@ -472,7 +625,10 @@ type Series struct {
 	Instances int
 	// LastPush is when the last of them pushed.
 	LastPush time.Time
-	Values   Values
+	// Subscriptions are the named client-metrics subscriptions those
+	// instances matched when they pushed, sorted.
+	Subscriptions []string
+	Values        Values
 }
 
 // Series returns the live series at now, most recently pushed first.
@@ -491,13 +647,16 @@ func (m *Manager) Series(now time.Time) []Series {
 func (s *series) combined() Series {
 	out := Series{User: s.key.User, ClientID: s.key.ClientID, Instances: len(s.samples), LastPush: s.last}
 	var n [NumMetrics]int
-	for _, v := range s.samples {
+	for _, smp := range s.samples {
+		out.Subscriptions = append(out.Subscriptions, smp.subs...)
 		for mt := Metric(0); mt < NumMetrics; mt++ {
-			if x, ok := v.Get(mt); ok {
+			if x, ok := smp.vals.Get(mt); ok {
 				out.Values.add(mt, x, &n)
 			}
 		}
 	}
+	slices.Sort(out.Subscriptions)
+	out.Subscriptions = slices.Compact(out.Subscriptions)
 	return out
 }
 

@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +24,7 @@ func testOptions() Options {
 func get(m *Manager, user string, id [16]byte, now time.Time) *kmsg.GetTelemetrySubscriptionsResponse {
 	req := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
 	req.ClientInstanceID = id
-	return m.GetSubscriptions(req, user, now)
+	return m.GetSubscriptions(req, Client{User: user}, now)
 }
 
 // pushReq is the push a client that got s makes with metrics (raw).
@@ -71,11 +73,17 @@ func TestGetSubscriptionsNewClient(t *testing.T) {
 	if s.PushIntervalMillis != 10000 || s.TelemetryMaxBytes != DefaultMaxBytes || !s.DeltaTemporality {
 		t.Errorf("interval %d, max bytes %d, delta %v", s.PushIntervalMillis, s.TelemetryMaxBytes, s.DeltaTemporality)
 	}
-	if !slices.Equal(s.RequestedMetrics, DefaultMetrics) {
-		t.Errorf("requested %v", s.RequestedMetrics)
+	want := slices.Sorted(slices.Values(DefaultMetrics))
+	if !slices.Equal(s.RequestedMetrics, want) {
+		t.Errorf("requested %v, want %v", s.RequestedMetrics, want)
 	}
-	if s.SubscriptionID != m.subscriptionID(s.ClientInstanceID) {
-		t.Errorf("subscription id %d", s.SubscriptionID)
+	// A checksum of the metrics and interval, mixed with the instance id.
+	crc := crc32.Checksum([]byte(strings.Join(want, "\x00")+"\x00"+"10000"), crc32.MakeTable(crc32.Castagnoli))
+	for i := 0; i < 16; i += 4 {
+		crc ^= binary.BigEndian.Uint32(s.ClientInstanceID[i:])
+	}
+	if s.SubscriptionID != int32(crc) {
+		t.Errorf("subscription id %d, want %d", s.SubscriptionID, int32(crc))
 	}
 }
 
@@ -88,7 +96,7 @@ func TestGetSubscriptionsTooSoon(t *testing.T) {
 	wantCode(t, "again at once", get(m, "alice", id, t0.Add(time.Second)).ErrorCode, kerr.ThrottlingQuotaExceeded)
 	wantCode(t, "an interval on", get(m, "alice", id, t0.Add(10*time.Second)).ErrorCode, nil)
 	// A push counts as a request too.
-	wantCode(t, "push", m.Push(pushReq(s, nil, 0), "alice", "c", t0.Add(11*time.Second)).ErrorCode, nil)
+	wantCode(t, "push", m.Push(pushReq(s, nil, 0), Client{User: "alice", ClientID: "c"}, t0.Add(11*time.Second)).ErrorCode, nil)
 	wantCode(t, "get after push", get(m, "alice", id, t0.Add(15*time.Second)).ErrorCode, kerr.ThrottlingQuotaExceeded)
 }
 
@@ -102,7 +110,7 @@ func TestPushInterval(t *testing.T) {
 	at := func(d time.Duration, terminating bool) int16 {
 		req := pushReq(s, raw, CompressionNone)
 		req.Terminating = terminating
-		return m.Push(req, "alice", "app", t0.Add(d)).ErrorCode
+		return m.Push(req, Client{User: "alice", ClientID: "app"}, t0.Add(d)).ErrorCode
 	}
 	wantCode(t, "first push, half an interval on", at(5*time.Second, false), nil)
 	wantCode(t, "second push at once", at(6*time.Second, false), kerr.ThrottlingQuotaExceeded)
@@ -139,7 +147,7 @@ func TestPushErrors(t *testing.T) {
 			s := get(m, "alice", [16]byte{}, t0)
 			req := pushReq(s, raw, CompressionNone)
 			tc.edit(req)
-			wantCode(t, "push", m.Push(req, "alice", "app", t0.Add(time.Second)).ErrorCode, tc.want)
+			wantCode(t, "push", m.Push(req, Client{User: "alice", ClientID: "app"}, t0.Add(time.Second)).ErrorCode, tc.want)
 			if got := m.Series(t0.Add(time.Second)); len(got) != 0 {
 				t.Fatalf("a refused push made series %+v", got)
 			}
@@ -163,18 +171,18 @@ func TestSubscriptionChange(t *testing.T) {
 	s := get(m, "alice", [16]byte{}, t0)
 	restarted := New(testOptions())
 	req := pushReq(s, marshal(t, librdkafkaPush()), CompressionNone)
-	wantCode(t, "push to a restarted Tollgate", restarted.Push(req, "alice", "app", t0).ErrorCode, nil)
+	wantCode(t, "push to a restarted Tollgate", restarted.Push(req, Client{User: "alice", ClientID: "app"}, t0).ErrorCode, nil)
 
 	m.SetSubscription(Subscription{Metrics: []string{"*"}, PushInterval: 2 * time.Second})
-	wantCode(t, "push with the old id", m.Push(pushReq(s, nil, 0), "alice", "app", t0.Add(time.Second)).ErrorCode, kerr.UnknownSubscriptionID)
+	wantCode(t, "push with the old id", m.Push(pushReq(s, nil, 0), Client{User: "alice", ClientID: "app"}, t0.Add(time.Second)).ErrorCode, kerr.UnknownSubscriptionID)
 	s2 := get(m, "alice", s.ClientInstanceID, t0.Add(1500*time.Millisecond))
 	wantCode(t, "get", s2.ErrorCode, nil)
 	if s2.SubscriptionID == s.SubscriptionID || s2.PushIntervalMillis != 2000 || !slices.Equal(s2.RequestedMetrics, []string{""}) {
 		t.Fatalf("new subscription %d (was %d), interval %d, metrics %q", s2.SubscriptionID, s.SubscriptionID, s2.PushIntervalMillis, s2.RequestedMetrics)
 	}
-	wantCode(t, "push with the new id", m.Push(pushReq(s2, nil, 0), "alice", "app", t0.Add(2*time.Second)).ErrorCode, nil)
+	wantCode(t, "push with the new id", m.Push(pushReq(s2, nil, 0), Client{User: "alice", ClientID: "app"}, t0.Add(2*time.Second)).ErrorCode, nil)
 	m.SetSubscription(m.Subscription()) // unchanged: nothing happens
-	wantCode(t, "an interval on", m.Push(pushReq(s2, nil, 0), "alice", "app", t0.Add(4*time.Second)).ErrorCode, nil)
+	wantCode(t, "an interval on", m.Push(pushReq(s2, nil, 0), Client{User: "alice", ClientID: "app"}, t0.Add(4*time.Second)).ErrorCode, nil)
 }
 
 // Instance ids are per principal: bob naming alice's instance id gets an
@@ -186,8 +194,8 @@ func TestInstancesPerPrincipal(t *testing.T) {
 	raw := marshal(t, librdkafkaPush())
 	forged := pushReq(s, raw, CompressionNone)
 	forged.Terminating = true
-	wantCode(t, "bob's push", m.Push(forged, "bob", "bobs", t0.Add(time.Second)).ErrorCode, nil)
-	wantCode(t, "alice's push", m.Push(pushReq(s, raw, CompressionNone), "alice", "app", t0.Add(2*time.Second)).ErrorCode, nil)
+	wantCode(t, "bob's push", m.Push(forged, Client{User: "bob", ClientID: "bobs"}, t0.Add(time.Second)).ErrorCode, nil)
+	wantCode(t, "alice's push", m.Push(pushReq(s, raw, CompressionNone), Client{User: "alice", ClientID: "app"}, t0.Add(2*time.Second)).ErrorCode, nil)
 	got := m.Series(t0.Add(2 * time.Second))
 	if len(got) != 2 || got[0].User != "alice" || got[1].User != "bob" {
 		t.Fatalf("series %+v", got)
@@ -204,7 +212,7 @@ func TestSeriesCombineInstances(t *testing.T) {
 			gauge{"org.apache.kafka.producer.produce.throttle.time.avg", []point{dbl(avg)}},
 			gauge{"org.apache.kafka.producer.produce.throttle.time.max", []point{num(maxv)}},
 		)
-		wantCode(t, "push", m.Push(pushReq(s, marshal(t, md), CompressionNone), "alice", "app", t0.Add(at)).ErrorCode, nil)
+		wantCode(t, "push", m.Push(pushReq(s, marshal(t, md), CompressionNone), Client{User: "alice", ClientID: "app"}, t0.Add(at)).ErrorCode, nil)
 	}
 	push(100, 400, time.Second)
 	push(300, 900, 2*time.Second)
@@ -228,13 +236,13 @@ func TestSeriesLastPushWins(t *testing.T) {
 	one := func(v float64) []byte {
 		return marshal(t, metricsData(gauge{"org.apache.kafka.producer.produce.throttle.time.avg", []point{dbl(v)}}))
 	}
-	wantCode(t, "push", m.Push(pushReq(s, one(10), 0), "alice", "a", t0).ErrorCode, nil)
-	wantCode(t, "push", m.Push(pushReq(s, one(20), 0), "alice", "a", t0.Add(10*time.Second)).ErrorCode, nil)
+	wantCode(t, "push", m.Push(pushReq(s, one(10), 0), Client{User: "alice", ClientID: "a"}, t0).ErrorCode, nil)
+	wantCode(t, "push", m.Push(pushReq(s, one(20), 0), Client{User: "alice", ClientID: "a"}, t0.Add(10*time.Second)).ErrorCode, nil)
 	got := m.Series(t0.Add(10 * time.Second))
 	if len(got) != 1 || got[0].Values.V[ProduceThrottleAvg] != 20 || got[0].Instances != 1 {
 		t.Fatalf("series %+v", got)
 	}
-	wantCode(t, "push", m.Push(pushReq(s, one(30), 0), "alice", "b", t0.Add(20*time.Second)).ErrorCode, nil)
+	wantCode(t, "push", m.Push(pushReq(s, one(30), 0), Client{User: "alice", ClientID: "b"}, t0.Add(20*time.Second)).ErrorCode, nil)
 	got = m.Series(t0.Add(20 * time.Second))
 	if len(got) != 1 || got[0].ClientID != "b" || got[0].Values.V[ProduceThrottleAvg] != 30 {
 		t.Fatalf("series %+v", got)
@@ -256,7 +264,7 @@ func TestInstancesBounded(t *testing.T) {
 		if i == 0 {
 			first = s
 		}
-		wantCode(t, "push", m.Push(pushReq(s, raw, 0), "mallory", "m", t0.Add(time.Duration(i)*time.Millisecond)).ErrorCode, nil)
+		wantCode(t, "push", m.Push(pushReq(s, raw, 0), Client{User: "mallory", ClientID: "m"}, t0.Add(time.Duration(i)*time.Millisecond)).ErrorCode, nil)
 	}
 	st := m.Stats(t0.Add(time.Second))
 	if st.ClientInstances != 3 || st.EvictedInstances != 97 || st.Series != 1 {
@@ -267,7 +275,7 @@ func TestInstancesBounded(t *testing.T) {
 	}
 	// The evicted first client pushes again: served as Kafka serves a
 	// client the broker forgot (its subscription id still matches).
-	wantCode(t, "forgotten client", m.Push(pushReq(first, raw, 0), "mallory", "m", t0.Add(2*time.Second)).ErrorCode, nil)
+	wantCode(t, "forgotten client", m.Push(pushReq(first, raw, 0), Client{User: "mallory", ClientID: "m"}, t0.Add(2*time.Second)).ErrorCode, nil)
 	// Idle for the expiry (a minute: three intervals are 30 s): gone.
 	st = m.Stats(t0.Add(2*time.Second + time.Minute))
 	if st.ClientInstances != 0 || st.Series != 0 || st.ExpiredInstances != 3 {
@@ -288,9 +296,9 @@ func TestSeriesBounded(t *testing.T) {
 	for i := range 50 {
 		at := t0.Add(time.Duration(i) * time.Second)
 		s := get(m, "mallory", [16]byte{}, at)
-		wantCode(t, "push", m.Push(pushReq(s, raw, 0), "mallory", fmt.Sprint("cid-", i), at).ErrorCode, nil)
+		wantCode(t, "push", m.Push(pushReq(s, raw, 0), Client{User: "mallory", ClientID: fmt.Sprint("cid-", i)}, at).ErrorCode, nil)
 		if i%2 == 0 { // alice keeps pushing, every 2 s
-			wantCode(t, "alice", m.Push(pushReq(alice, raw, 0), "alice", "app", at).ErrorCode, nil)
+			wantCode(t, "alice", m.Push(pushReq(alice, raw, 0), Client{User: "alice", ClientID: "app"}, at).ErrorCode, nil)
 		}
 	}
 	now := t0.Add(50 * time.Second)
@@ -317,8 +325,8 @@ func TestStatsCountAnswers(t *testing.T) {
 	m := New(testOptions())
 	s := get(m, "alice", [16]byte{}, t0)
 	get(m, "alice", s.ClientInstanceID, t0)
-	m.Push(pushReq(s, nil, 0), "alice", "a", t0)
-	m.Push(pushReq(s, nil, 0), "alice", "a", t0)
+	m.Push(pushReq(s, nil, 0), Client{User: "alice", ClientID: "a"}, t0)
+	m.Push(pushReq(s, nil, 0), Client{User: "alice", ClientID: "a"}, t0)
 	want := []RequestCount{
 		{API: 71, ErrorCode: 0, N: 1},
 		{API: 71, ErrorCode: kerr.ThrottlingQuotaExceeded.Code, N: 1},

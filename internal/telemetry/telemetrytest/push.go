@@ -18,7 +18,17 @@ import (
 // protobuf; it fails t unless the push is accepted.
 func PushGauges(t testing.TB, m *telemetry.Manager, user, cid string, now time.Time, gauges map[string]float64) {
 	t.Helper()
-	sub := m.GetSubscriptions(kmsg.NewPtrGetTelemetrySubscriptionsRequest(), user, now)
+	PushGaugesAs(t, m, telemetry.Client{User: user, ClientID: cid}, now, gauges)
+}
+
+// PushGaugesAs is PushGauges for client c: its software and address too,
+// as the subscriptions that match clients read them.
+func PushGaugesAs(t testing.TB, m *telemetry.Manager, c telemetry.Client, now time.Time, gauges map[string]float64) {
+	t.Helper()
+	sub := m.GetSubscriptions(kmsg.NewPtrGetTelemetrySubscriptionsRequest(), c, now)
+	if sub.ErrorCode != 0 {
+		t.Fatalf("get subscriptions: error %d", sub.ErrorCode)
+	}
 	var ms []*metricspb.Metric
 	for name, v := range gauges {
 		ms = append(ms, &metricspb.Metric{Name: name, Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{
@@ -31,7 +41,7 @@ func PushGauges(t testing.TB, m *telemetry.Manager, user, cid string, now time.T
 	}
 	req := kmsg.NewPtrPushTelemetryRequest()
 	req.ClientInstanceID, req.SubscriptionID, req.Metrics = sub.ClientInstanceID, sub.SubscriptionID, raw
-	if resp := m.Push(req, user, cid, now); resp.ErrorCode != 0 {
+	if resp := m.Push(req, c, now); resp.ErrorCode != 0 {
 		t.Fatalf("push: error %d", resp.ErrorCode)
 	}
 }
