@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,6 +29,7 @@ import (
 	"github.com/tollgate/tollgate/internal/httpapi"
 	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/testkit"
+	"github.com/tollgate/tollgate/internal/testkit/kafka"
 )
 
 // The clients' own view (KIP-714): real clients push their metrics
@@ -405,4 +408,79 @@ func TestTelemetryReload(t *testing.T) {
 	if got := env.App.Telemetry().MaxSeries(); got != 1000 {
 		t.Errorf("max_series %d after the reload, want the running 1000 (restart-only)", got)
 	}
+}
+
+// The Java client (3.7+) pushes its metrics through the gateway (issue 21
+// point 4): Kafka's own producer perf tool, throttled by a
+// producer_byte_rate quota, shows in /api/v1/telemetry with the throttle
+// and the latencies it measured, next to Tollgate's bucket. A
+// client-metrics subscription made with kafka-client-metrics through
+// Tollgate, matching Java clients by their software name (KIP-511), is
+// matched to it; one matching another client-id is not.
+func TestTelemetryJavaClient(t *testing.T) {
+	t.Parallel()
+	testkit.EachUpstream(t, telemetryJavaClient)
+}
+
+func telemetryJavaClient(t *testing.T, up *testkit.Upstream) {
+	cid := up.Topic(t, "tg-java")
+	user, rate, burst := "ANONYMOUS", float64(256<<10), 1.0
+	env := up.Start(t, app.Options{}, func(c *app.Config) {
+		c.Telemetry.PushInterval = time.Second
+		c.Authorization.AllowAnonymousDescribe = true
+		c.Authorization.QuotaAdmins = []string{"ANONYMOUS"} // kafka-client-metrics alters through the gateway
+		c.Quotas = []app.QuotaEntry{{User: &user, ClientID: &cid, ProducerByteRate: &rate, BurstSeconds: &burst}}
+	})
+	java, other := cid+"-java-clients", cid+"-not-this-one"
+	for i, r := range runTools(t, up, [][]string{
+		{clientMetricsCommand, "--bootstrap-server", env.Bootstrap, "--alter", "--name", java, "--metrics", "org.apache.kafka.producer.buffer.", "--interval", "5000",
+			"--match", "client_software_name=apache-kafka-java,client_id=" + cid},
+		{clientMetricsCommand, "--bootstrap-server", env.Bootstrap, "--alter", "--name", other, "--metrics", "*", "--match", "client_id=" + cid + "-other"},
+	}) {
+		if r.exit != 0 || !strings.Contains(r.stdout, "Altered client metrics config") {
+			t.Fatalf("kafka-client-metrics %d: exit %d\n%s%s", i, r.exit, r.stdout, r.stderr)
+		}
+	}
+	topic := up.Topic(t, "telemetry-java")
+	ctx := ctxT(t, 2*time.Minute)
+	if _, err := kadm.NewClient(newClient(t, env, nil)).CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	env.WaitTopic(t, topic, 1)
+	// 6 MiB at 256 KiB/s: some 24 s of quota, pushes every second.
+	cmd, err := kafka.Tool(javaVersion(up), t.TempDir(), "org.apache.kafka.tools.ProducerPerformance",
+		"--topic", topic, "--num-records", "6144", "--record-size", "1024", "--throughput", "-1",
+		"--producer-props", "bootstrap.servers="+env.Bootstrap, "client.id="+cid, "acks=1", "linger.ms=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+	})
+	c := waitThrottleSeenByBoth(t, env, cid, 80*time.Second, func() error {
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("the producer ended (%v):\n%s", err, tail(out.String(), 20))
+		default:
+			return nil
+		}
+	})
+	for _, k := range []string{"produce_request_latency_max_ms", "node_request_latency_max_ms", "record_queue_time_max_ms"} {
+		if c.Reported[k] <= 0 {
+			t.Errorf("the Java producer reported no %s: %v", k, c.Reported)
+		}
+	}
+	if !slices.Equal(c.Subscriptions, []string{java}) {
+		t.Errorf("matched subscriptions %v, want [%s]", c.Subscriptions, java)
+	}
+	telemetryAllAccepted(t, env)
 }

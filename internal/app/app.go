@@ -38,34 +38,37 @@ import (
 
 // App is a running Tollgate.
 type App struct {
-	cfg         Config
-	path        string
-	log         *slog.Logger
-	opts        Options
-	store       *store.Store
-	audit       *audit.Logger
-	ctl         *control.ClientQuotas
-	brokers     *control.BrokerConfigs
-	creds       *control.Credentials
-	tenants     *control.Tenants // tenants.go
-	ipQuotas    control.IPQuotas
-	engine      *quota.Engine
-	admit       *admission.Limiter
-	mu          sync.Mutex
-	admSettings admission.Settings
-	upstream    []string      // the upstream's bootstrap addresses (or the embedded cluster's)
-	stop        chan struct{} // closed to stop the config watcher (reload.go)
-	done        chan struct{} // closed once it has stopped
-	watching    bool          // startWatch ran: done will be closed
-	dev         *devcluster.Cluster
-	gw          *proxy.Gateway
-	metrics     *metrics.Metrics
-	httpLn      net.Listener
-	httpTCP     net.Listener // httpLn under its TLS layer, for a handover
-	httpSrv     *http.Server
-	usage       *usageRun          // nil when usage.enabled is false (usage.go)
-	cluster     *clusterRun        // nil without cluster.id (cluster.go)
-	telemetry   *telemetry.Manager // nil when telemetry.enabled is false
+	cfg     Config
+	path    string
+	log     *slog.Logger
+	opts    Options
+	store   *store.Store
+	audit   *audit.Logger
+	ctl     *control.ClientQuotas
+	brokers *control.BrokerConfigs
+	// clientMetrics are the client-metrics subscriptions; nil when
+	// telemetry.enabled is false.
+	clientMetrics *control.ClientMetrics
+	creds         *control.Credentials
+	tenants       *control.Tenants // tenants.go
+	ipQuotas      control.IPQuotas
+	engine        *quota.Engine
+	admit         *admission.Limiter
+	mu            sync.Mutex
+	admSettings   admission.Settings
+	upstream      []string      // the upstream's bootstrap addresses (or the embedded cluster's)
+	stop          chan struct{} // closed to stop the config watcher (reload.go)
+	done          chan struct{} // closed once it has stopped
+	watching      bool          // startWatch ran: done will be closed
+	dev           *devcluster.Cluster
+	gw            *proxy.Gateway
+	metrics       *metrics.Metrics
+	httpLn        net.Listener
+	httpTCP       net.Listener // httpLn under its TLS layer, for a handover
+	httpSrv       *http.Server
+	usage         *usageRun          // nil when usage.enabled is false (usage.go)
+	cluster       *clusterRun        // nil without cluster.id (cluster.go)
+	telemetry     *telemetry.Manager // nil when telemetry.enabled is false
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
 	apiKeys auth.APIKeys
@@ -288,6 +291,7 @@ func (a *App) chain() (proxy.Chain, error) {
 		ClientQuotas:  a.ctl,
 		Credentials:   a.creds,
 		BrokerConfigs: a.brokers,
+		ClientMetrics: a.clientMetrics,
 		Quota:         qf,
 		Reserved:      a.reservedTopics(),
 		Topics:        gatewayTopics{a},

@@ -403,7 +403,8 @@ func (a *App) Cluster() (cluster.Status, bool) { return a.clusterStatus() }
 // followStore applies what other instances change: every change the
 // shared log brings into the store reloads the credentials (closing the
 // sessions of withdrawn ones) and the quotas, broker configs and
-// connection limits, as a change made here does.
+// connection limits and the client-metrics subscriptions, as a change
+// made here does.
 func (a *App) followStore(ctx context.Context) {
 	a.store.Follow(ctx, nil, func() {
 		if err := a.creds.Load(); err != nil {
@@ -411,6 +412,9 @@ func (a *App) followStore(ctx context.Context) {
 		}
 		if err := a.refreshQuotas(); err != nil {
 			a.log.Error("quotas from the shared configuration topic not applied", "err", err)
+		}
+		if err := a.refreshClientMetrics(); err != nil {
+			a.log.Error("client-metrics subscriptions from the shared configuration topic not applied", "err", err)
 		}
 	})
 }

@@ -166,6 +166,26 @@ func (a *App) openControl(upstream []string) error {
 			}
 		},
 	}
+	if a.telemetry != nil {
+		a.clientMetrics = &control.ClientMetrics{Store: st, Audit: a.audit, Authz: a.ctl.Authz, OnChange: a.telemetry.SetClientSubscriptions}
+		if err := a.refreshClientMetrics(); err != nil {
+			return fmt.Errorf("client-metrics subscriptions: %w", err)
+		}
+	}
+	return nil
+}
+
+// refreshClientMetrics gives the telemetry manager the stored
+// client-metrics subscriptions.
+func (a *App) refreshClientMetrics() error {
+	if a.clientMetrics == nil {
+		return nil
+	}
+	subs, err := a.clientMetrics.Subscriptions()
+	if err != nil {
+		return err
+	}
+	a.telemetry.SetClientSubscriptions(subs)
 	return nil
 }
 

@@ -16,6 +16,7 @@ import (
 const (
 	ActionAlterClientQuotas  = "alter_client_quotas"
 	ActionAlterBrokerConfigs = "alter_broker_configs"
+	ActionAlterClientMetrics = "alter_client_metrics"
 	ActionAPIKeyCreate       = "apikey_create"
 	ActionAPIKeyRevoke       = "apikey_revoke"
 	// ActionAuthenticate is a failed SASL login (source address, listener

@@ -14,6 +14,7 @@ var (
 	errClusterAuthorizationFailed       = kerr.ClusterAuthorizationFailed.Code
 	errUnsupportedVersion               = kerr.UnsupportedVersion.Code
 	errInvalidRequest                   = kerr.InvalidRequest.Code
+	errInvalidConfig                    = kerr.InvalidConfig.Code
 )
 
 // msgClusterAuthorizationFailed is Errors.CLUSTER_AUTHORIZATION_FAILED's

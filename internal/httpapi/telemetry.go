@@ -26,6 +26,10 @@ type TelemetryClient struct {
 	// milliseconds, by name (produce_throttle_time_avg_ms, ...); absent
 	// when not pushed.
 	Reported map[string]float64 `json:"reported"`
+	// Subscriptions are the client-metrics subscriptions (CLIENT_METRICS
+	// resources, kafka-client-metrics) matched to its instances, by name;
+	// absent when none is.
+	Subscriptions []string `json:"subscriptions,omitempty"`
 	// Tollgate is Tollgate's own view of the same user and client-id: the
 	// byte-rate and request quotas that apply and their buckets.
 	Tollgate []TelemetryBucket `json:"tollgate"`
@@ -80,7 +84,8 @@ func (s Sources) telemetry(w http.ResponseWriter, r *http.Request) {
 	clients := make([]TelemetryClient, 0, len(series))
 	for _, sr := range series {
 		c := TelemetryClient{User: sr.User, ClientID: sr.ClientID, Instances: sr.Instances,
-			LastPush: sr.LastPush.UTC().Format(time.RFC3339Nano), Reported: map[string]float64{}, Tollgate: []TelemetryBucket{}}
+			LastPush: sr.LastPush.UTC().Format(time.RFC3339Nano), Reported: map[string]float64{}, Tollgate: []TelemetryBucket{},
+			Subscriptions: sr.Subscriptions}
 		for m := telemetry.Metric(0); m < telemetry.NumMetrics; m++ {
 			if v, ok := sr.Values.Get(m); ok {
 				c.Reported[m.String()] = v
@@ -112,10 +117,11 @@ func (s Sources) telemetry(w http.ResponseWriter, r *http.Request) {
 			"push_interval_ms": sub.PushInterval.Milliseconds(),
 			"metrics":          sub.Metrics,
 		},
-		"series":           st.Series,
-		"max_series":       s.Telemetry.MaxSeries(),
-		"client_instances": st.ClientInstances,
-		"evictions":        map[string]uint64{"series": st.EvictedSeries, "client_instance": st.EvictedInstances},
-		"clients":          clients,
+		"client_subscriptions": len(s.Telemetry.ClientSubscriptions()),
+		"series":               st.Series,
+		"max_series":           s.Telemetry.MaxSeries(),
+		"client_instances":     st.ClientInstances,
+		"evictions":            map[string]uint64{"series": st.EvictedSeries, "client_instance": st.EvictedInstances},
+		"clients":              clients,
 	})
 }

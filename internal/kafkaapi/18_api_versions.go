@@ -80,6 +80,13 @@ var saslVersions = []kmsg.ApiVersionsResponseApiKey{
 // no upstream connection, and has the session replay it upstream when it
 // opens one.
 func (a *apiVersions) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
+	if r.Version >= 3 {
+		// The client's software, as Kafka registers it for the
+		// connection (client-metrics subscriptions match on it).
+		if av, err := proxy.DecodeAs[*kmsg.ApiVersionsRequest](r); err == nil && validSoftware(av) {
+			c.Info().SoftwareName, c.Info().SoftwareVersion = av.ClientSoftwareName, av.ClientSoftwareVersion
+		}
+	}
 	if c.Dialed() {
 		return proxy.Verdict{}
 	}
@@ -112,6 +119,10 @@ func (a *apiVersions) OnResponse(c proxy.Conn, r *proxy.Response) error {
 // softwareName is Kafka's ApiVersionsRequest validation of
 // ClientSoftwareName and ClientSoftwareVersion (v3+).
 var softwareName = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
+
+func validSoftware(av *kmsg.ApiVersionsRequest) bool {
+	return softwareName.MatchString(av.ClientSoftwareName) && softwareName.MatchString(av.ClientSoftwareVersion)
+}
 
 // tooNew is KIP-511's answer to a version newer than the broker takes, as
 // the broker's cached answer says (UNSUPPORTED_VERSION and its ApiVersions
@@ -151,7 +162,7 @@ func (a *apiVersions) cached(c proxy.Conn, r *proxy.Request) *kmsg.ApiVersionsRe
 	if err != nil {
 		return nil // the broker says what is wrong with it
 	}
-	if r.Version >= 3 && (!softwareName.MatchString(av.ClientSoftwareName) || !softwareName.MatchString(av.ClientSoftwareVersion)) {
+	if r.Version >= 3 && !validSoftware(av) {
 		return nil
 	}
 	if r.Version >= 5 && (av.ClusterID != nil || av.NodeID != -1) {

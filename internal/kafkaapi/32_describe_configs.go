@@ -229,3 +229,22 @@ func (f *reservedTopics) describeConfigs(req *kmsg.DescribeConfigsRequest) proxy
 		dr.Resources = append(dr.Resources, rr)
 	})
 }
+
+// describe answers the CLIENT_METRICS resources (clientmetrics.go):
+// their configs as Kafka 4's broker lists them (control.ClientMetrics).
+func (m *clientMetrics) describe(who control.Initiator, req *kmsg.DescribeConfigsRequest) proxy.Verdict {
+	return takeLocal(req, &req.Resources, func(r *kmsg.DescribeConfigsRequestResource) bool {
+		return isClientMetrics(r.ResourceType)
+	}, func(r kmsg.DescribeConfigsRequestResource) kmsg.DescribeConfigsResponseResource {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		cfgs, code, msg := m.ctl.Describe(who, r.ResourceName, r.ConfigNames, req.Version >= 1 && req.IncludeSynonyms, req.IncludeDocumentation)
+		rr.Configs, rr.ErrorCode = cfgs, code
+		if code != 0 {
+			rr.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		return rr
+	}, func(dr *kmsg.DescribeConfigsResponse, rr kmsg.DescribeConfigsResponseResource) {
+		dr.Resources = append(dr.Resources, rr)
+	})
+}

@@ -71,3 +71,32 @@ func refusedTopicConfigs(topic string) kmsg.AlterConfigsResponseResource {
 	rr.ErrorCode, rr.ErrorMessage = taf, kmsg.StringPtr(topicAuthFailed)
 	return rr
 }
+
+// alter answers the CLIENT_METRICS resources (clientmetrics.go): each
+// subscription's configs replaced by the resource's.
+func (m *clientMetrics) alter(ctx context.Context, who control.Initiator, req *kmsg.AlterConfigsRequest) proxy.Verdict {
+	return takeLocal(req, &req.Resources, func(r *kmsg.AlterConfigsRequestResource) bool {
+		return isClientMetrics(r.ResourceType)
+	}, func(r kmsg.AlterConfigsRequestResource) kmsg.AlterConfigsResponseResource {
+		ops := make([]control.ConfigAlter, len(r.Configs))
+		for i, c := range r.Configs {
+			ops[i] = control.ConfigAlter{Key: c.Name, Op: kmsg.IncrementalAlterConfigOpSet, Value: c.Value}
+		}
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		code, msg := m.ctl.Alter(ctx, who, r.ResourceName, ops, true, req.ValidateOnly)
+		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(code, msg)
+		return rr
+	}, func(ar *kmsg.AlterConfigsResponse, rr kmsg.AlterConfigsResponseResource) {
+		ar.Resources = append(ar.Resources, rr)
+	})
+}
+
+// errorMessage is a resource's error message on the wire: null on
+// success.
+func errorMessage(code int16, msg string) *string {
+	if code == 0 {
+		return nil
+	}
+	return kmsg.StringPtr(msg)
+}

@@ -77,3 +77,23 @@ func (f *reservedTopics) incrementalAlterConfigs(req *kmsg.IncrementalAlterConfi
 		ir.Resources = append(ir.Resources, kmsg.IncrementalAlterConfigsResponseResource(refusedTopicConfigs(r.ResourceName)))
 	})
 }
+
+// incrementalAlter answers the CLIENT_METRICS resources (clientmetrics.go):
+// each op applied to the subscription as Kafka's controller applies it.
+func (m *clientMetrics) incrementalAlter(ctx context.Context, who control.Initiator, req *kmsg.IncrementalAlterConfigsRequest) proxy.Verdict {
+	return takeLocal(req, &req.Resources, func(r *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		return isClientMetrics(r.ResourceType)
+	}, func(r kmsg.IncrementalAlterConfigsRequestResource) kmsg.IncrementalAlterConfigsResponseResource {
+		ops := make([]control.ConfigAlter, len(r.Configs))
+		for i, c := range r.Configs {
+			ops[i] = control.ConfigAlter{Key: c.Name, Op: c.Op, Value: c.Value}
+		}
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		code, msg := m.ctl.Alter(ctx, who, r.ResourceName, ops, false, req.ValidateOnly)
+		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(code, msg)
+		return rr
+	}, func(ir *kmsg.IncrementalAlterConfigsResponse, rr kmsg.IncrementalAlterConfigsResponseResource) {
+		ir.Resources = append(ir.Resources, rr)
+	})
+}

@@ -1,6 +1,7 @@
 package kafkaapi
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,9 +27,15 @@ import (
 // only with a metrics reporter configured). It stands after the quota
 // filter: a client held for request_percentage is held here too.
 //
-// Differs from a broker: one subscription for every client (Kafka matches
-// named subscriptions to clients by client-id, software and address);
-// "every metric" (telemetry.metrics "*") is sent as the prefix "" rather
+// Subscriptions: Tollgate's own (telemetry.metrics, telemetry.push_interval)
+// applies to every client; the named client-metrics subscriptions
+// (CLIENT_METRICS resources, clientmetrics.go) are matched to each client
+// instance as Kafka matches them — by instance id, client-id, software name
+// and version (its ApiVersions), source address and port — and add their
+// metrics, and their interval when shorter.
+//
+// Differs from a broker: Tollgate's own subscription applies to every
+// client, whatever the named ones say; "every metric" (telemetry.metrics "*") is sent as the prefix "" rather
 // than "*", which franz-go does not read as every metric; instance ids are
 // per principal: a client naming another principal's instance id gets an
 // instance of its own.
@@ -59,12 +66,16 @@ func (t *telemetryAPIs) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict 
 	if err != nil {
 		return proxy.Verdict{Close: proxy.ReasonBadFrame}
 	}
-	user := c.Info().Principal.Name
+	in := c.Info()
+	// Kafka's ClientInformation names a client that sent no ApiVersions
+	// v3+ "unknown".
+	cl := telemetry.Client{User: in.Principal.Name, ClientID: r.ClientID,
+		SoftwareName: cmp.Or(in.SoftwareName, "unknown"), SoftwareVersion: cmp.Or(in.SoftwareVersion, "unknown"), Addr: in.Remote}
 	switch k := kr.(type) {
 	case *kmsg.GetTelemetrySubscriptionsRequest:
-		return proxy.Verdict{Respond: t.m.GetSubscriptions(k, user, t.now())}
+		return proxy.Verdict{Respond: t.m.GetSubscriptions(k, cl, t.now())}
 	case *kmsg.PushTelemetryRequest:
-		return t.push(k, user, r.ClientID)
+		return t.push(k, cl)
 	}
 	return proxy.Verdict{}
 }

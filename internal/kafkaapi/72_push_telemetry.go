@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/proxy"
+	"github.com/tollgate/tollgate/internal/telemetry"
 )
 
 // PushTelemetry (key 72), v0. KIP-714.
@@ -29,7 +30,7 @@ import (
 // but kept, bounded (telemetry.max_client_instances,
 // telemetry.max_series), and shown.
 
-// push answers one PushTelemetry for user's connection with clientID.
-func (t *telemetryAPIs) push(req *kmsg.PushTelemetryRequest, user, clientID string) proxy.Verdict {
-	return proxy.Verdict{Respond: t.m.Push(req, user, clientID, t.now())}
+// push answers one PushTelemetry of the client c.
+func (t *telemetryAPIs) push(req *kmsg.PushTelemetryRequest, c telemetry.Client) proxy.Verdict {
+	return proxy.Verdict{Respond: t.m.Push(req, c, t.now())}
 }

@@ -2,6 +2,7 @@ package kafkaapi
 
 import (
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -10,6 +11,7 @@ import (
 	"github.com/tollgate/tollgate/internal/enforce"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/telemetry"
+	"github.com/tollgate/tollgate/internal/wire"
 )
 
 // Deps are what the filters answer from. A nil control-plane part leaves
@@ -24,6 +26,11 @@ type Deps struct {
 	// BrokerConfigs answers the broker configs Tollgate owns within
 	// DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 	BrokerConfigs *control.BrokerConfigs
+	// ClientMetrics answers the CLIENT_METRICS config resources (the
+	// client-metrics subscriptions) within DescribeConfigs, AlterConfigs,
+	// IncrementalAlterConfigs and ListConfigResources; set only with
+	// Telemetry.
+	ClientMetrics *control.ClientMetrics
 	// Quota is the quota filter (enforce.Filter); nil charges nothing.
 	Quota proxy.Filter
 	// Reserved are the topics Tollgate keeps its own state in on the
@@ -72,7 +79,10 @@ func Chain(d Deps) proxy.Chain {
 	}
 	var answered []kmsg.ApiVersionsResponseApiKey
 	if d.Telemetry != nil {
-		answered = telemetryVersions
+		answered = slices.Clone(telemetryVersions)
+	}
+	if d.ClientMetrics != nil {
+		answered = append(answered, wire.Floor(int16(kmsg.ListConfigResources), 0))
 	}
 	c := proxy.Chain{
 		newAPIVersions(answered...), // 18: the KIP-511 clamp; answered from cache before a SASL login
@@ -86,6 +96,9 @@ func Chain(d Deps) proxy.Chain {
 		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every key but the exempt for request_percentage
 	}
 	c = append(c, &brokerConfigs{owner: d.BrokerConfigs, log: d.Log}) // 32, 33, 44: Tollgate's broker configs; upstream addresses hidden
+	if d.ClientMetrics != nil {
+		c = append(c, &clientMetrics{ctl: d.ClientMetrics}) // 32, 33, 44, 74: the client-metrics subscriptions, answered from the control plane
+	}
 	if d.ClientQuotas != nil {
 		c = append(c, newClientQuotas(d.ClientQuotas)) // 48, 49: answered from the control plane
 	}

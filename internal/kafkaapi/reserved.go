@@ -504,17 +504,7 @@ func split[T any](xs []T, refused func(*T) bool) (kept, out []T) {
 // answered by Tollgate — and answer adds each refused item's answer to
 // the response.
 func refuse[T any, R kmsg.Response](req kmsg.Request, xs *[]T, refused func(*T) bool, answer func(R, T)) proxy.Verdict {
-	kept, out := split(*xs, refused)
-	if len(out) == 0 {
-		return proxy.Verdict{}
-	}
-	*xs = kept
-	return answerOrForward(req, len(kept), func(resp kmsg.Response) {
-		r := resp.(R)
-		for _, x := range out {
-			answer(r, x)
-		}
-	})
+	return takeLocal(req, xs, refused, func(x T) T { return x }, answer)
 }
 
 // reservedResource reports whether a config resource is a reserved topic.

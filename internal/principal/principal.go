@@ -46,4 +46,7 @@ type ConnInfo struct {
 	// connections can be closed when the credential is withdrawn; "" for
 	// other connections. Set with Principal.
 	Credential string
+	// SoftwareName and SoftwareVersion are what the client's ApiVersions
+	// (v3+, KIP-511) named, once Kafka would take them; "" before.
+	SoftwareName, SoftwareVersion string
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The configs of a client-metrics subscription (a Kafka CLIENT_METRICS
@@ -25,6 +26,22 @@ const (
 // DefaultClientSubscriptionInterval is a subscription's interval.ms when
 // it has none: Kafka's DEFAULT_INTERVAL_MS.
 const DefaultClientSubscriptionInterval = 5 * time.Minute
+
+// ClientConfigDef is one config of a client-metrics subscription as Kafka
+// 4's broker describes it (DescribeConfigs): its type, its default and its
+// documentation.
+type ClientConfigDef struct {
+	Name, Default, Doc string
+	Type               kmsg.ConfigType
+}
+
+// ClientConfigDefs are the configs of a client-metrics subscription by
+// name, as Kafka 4.4's broker lists them (measured).
+var ClientConfigDefs = []ClientConfigDef{
+	{Name: ConfigIntervalMs, Type: kmsg.ConfigTypeInt, Default: "300000", Doc: "Metrics push interval in milliseconds"},
+	{Name: ConfigMatch, Type: kmsg.ConfigTypeList, Default: "", Doc: "Client match criteria"},
+	{Name: ConfigMetrics, Type: kmsg.ConfigTypeList, Default: "", Doc: "Telemetry metric name prefix list"},
+}
 
 // The client attributes a subscription's match patterns may name (Kafka's
 // ClientMetricsInstanceMetadata).
@@ -155,9 +172,11 @@ func ParseClientSubscription(name string, configs map[string]string) (ClientSubs
 		}
 	}
 	s := ClientSubscription{Name: name, Interval: DefaultClientSubscriptionInterval}
-	// ConfigDef parses in its definition order, metrics first; a LIST
-	// never fails to parse.
-	s.Metrics = parseList(configs[ConfigMetrics])
+	// ConfigDef parses in its definition order, metrics first.
+	var err error
+	if s.Metrics, err = parseList(ConfigMetrics, configs[ConfigMetrics]); err != nil {
+		return ClientSubscription{}, err
+	}
 	if v, ok := configs[ConfigIntervalMs]; ok {
 		n, err := strconv.ParseInt(javaTrim(v), 10, 32)
 		if err != nil {
@@ -169,7 +188,11 @@ func ParseClientSubscription(name string, configs map[string]string) (ClientSubs
 		}
 		s.Interval = time.Duration(n) * time.Millisecond
 	}
-	for _, p := range parseList(configs[ConfigMatch]) {
+	match, err := parseList(ConfigMatch, configs[ConfigMatch])
+	if err != nil {
+		return ClientSubscription{}, err
+	}
+	for _, p := range match {
 		parts := javaSplit(p, "=")
 		if len(parts) != 2 {
 			return ClientSubscription{}, invalidConfig("Illegal client matching pattern: %s", p)
@@ -178,7 +201,6 @@ func ParseClientSubscription(name string, configs map[string]string) (ClientSubs
 		if !matchAttribute(mp.Attr) {
 			return ClientSubscription{}, invalidConfig("Illegal client matching pattern: %s", p)
 		}
-		var err error
 		if mp.re, err = compileMatch(mp.Regex); err != nil {
 			return ClientSubscription{}, invalidConfig("Illegal client matching pattern: %s", p)
 		}
@@ -198,21 +220,24 @@ func javaTrim(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
 }
 
-// parseList reads a LIST config as Kafka's ConfigDef does — the value
+// parseList reads a LIST config as Kafka 4's ConfigDef does — the value
 // trimmed, then split on commas with the whitespace (Java's \s) around
-// them — dropping empty entries.
-func parseList(v string) []string {
+// them — refusing an empty entry as its ValidList does ("a,,b", "a,", ","
+// are refused INVALID_CONFIG; Kafka 3.9 took them, dropping the trailing
+// ones). An empty value is the empty list.
+func parseList(key, v string) ([]string, error) {
 	v = javaTrim(v)
 	if v == "" {
-		return nil
+		return nil, nil
 	}
 	var out []string
 	for e := range strings.SplitSeq(v, ",") {
-		if e = strings.Trim(e, " \t\n\v\f\r"); e != "" {
-			out = append(out, e)
+		if e = strings.Trim(e, " \t\n\v\f\r"); e == "" {
+			return nil, invalidConfig("Configuration '%s' values must not be empty.", key)
 		}
+		out = append(out, e)
 	}
-	return out
+	return out, nil
 }
 
 // javaSplit is Java's String.split(sep) for a literal sep: trailing empty

@@ -63,6 +63,15 @@ func TestParseClientSubscriptionRefused(t *testing.T) {
 			`Illegal client matching pattern: client_id=(?=a)a`},
 		{"the entry as listed", "s", map[string]string{"match": " client_id=a ,  client_id = ( "}, kerr.InvalidConfig,
 			"Illegal client matching pattern: client_id = ("},
+		// Kafka 4.4's broker (measured): an empty entry of a list.
+		{"an empty match entry", "s", map[string]string{"match": ", client_id=a"}, kerr.InvalidConfig,
+			"Configuration 'match' values must not be empty."},
+		{"a trailing comma", "s", map[string]string{"match": "client_id=a,"}, kerr.InvalidConfig,
+			"Configuration 'match' values must not be empty."},
+		{"an empty metrics entry", "s", map[string]string{"metrics": "a,,b"}, kerr.InvalidConfig,
+			"Configuration 'metrics' values must not be empty."},
+		{"a comma alone", "s", map[string]string{"metrics": ","}, kerr.InvalidConfig,
+			"Configuration 'metrics' values must not be empty."},
 		{"the first bad entry", "s", map[string]string{"match": "client_id=a,bad,client_id=("}, kerr.InvalidConfig,
 			"Illegal client matching pattern: bad"},
 	} {
@@ -91,7 +100,7 @@ func TestParseClientSubscriptionAccepted(t *testing.T) {
 		{"interval 100", map[string]string{"interval.ms": "100"}, ClientSubscription{Interval: 100 * time.Millisecond}},
 		{"interval 3600000", map[string]string{"interval.ms": "3600000"}, ClientSubscription{Interval: time.Hour}},
 		{"interval trimmed, signed", map[string]string{"interval.ms": " +1500\t"}, ClientSubscription{Interval: 1500 * time.Millisecond}},
-		{"metrics list", map[string]string{"metrics": " org.apache.kafka.producer. ,org.apache.kafka.consumer.,, *,"},
+		{"metrics list", map[string]string{"metrics": " org.apache.kafka.producer. ,org.apache.kafka.consumer., *"},
 			ClientSubscription{Interval: 5 * time.Minute, Metrics: []string{"org.apache.kafka.producer.", "org.apache.kafka.consumer.", "*"}}},
 		{"match trimmed around =", map[string]string{"match": " client_id = app.* "},
 			ClientSubscription{Interval: 5 * time.Minute, Match: []MatchPattern{pat("client_id", "app.*")}}},
@@ -102,8 +111,8 @@ func TestParseClientSubscriptionAccepted(t *testing.T) {
 				pat("client_software_version", `1\..*`), pat("client_source_address", `10\..*`), pat("client_source_port", `9\d+`)}}},
 		{"an attribute twice: the last kept", map[string]string{"match": "client_id=a,client_id=b"},
 			ClientSubscription{Interval: 5 * time.Minute, Match: []MatchPattern{pat("client_id", "b")}}},
-		{"empty entries dropped", map[string]string{"match": ",client_id=a,,"},
-			ClientSubscription{Interval: 5 * time.Minute, Match: []MatchPattern{pat("client_id", "a")}}},
+		{"an empty list", map[string]string{"metrics": " ", "match": ""},
+			ClientSubscription{Interval: 5 * time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseClientSubscription("sub", tc.configs)
