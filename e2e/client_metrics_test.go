@@ -61,7 +61,10 @@ func clientMetricsDifferential(t *testing.T, up *testkit.Upstream) {
 	// describes only the configs set, without their synonyms, and answers
 	// an interval that is no number UNKNOWN_SERVER_ERROR; Tollgate
 	// describes and refuses as Kafka 4 does.
-	diffs := map[string]toolDiff{}
+	diffs := map[string]toolDiff{
+		// Kafka lists the subscriptions in its map's order.
+		"describe all": {"the subscriptions by name", func(o, e string) (string, string) { return kafka4Describe(o), e }},
+	}
 	if strings.HasPrefix(up.Kafka.Version, "3.") {
 		const why = "Kafka 4's describe: every config, defaults included, each set one its own synonym"
 		for _, r := range rows {

@@ -443,13 +443,17 @@ func telemetryJavaClient(t *testing.T, up *testkit.Upstream) {
 	}
 	topic := up.Topic(t, "telemetry-java")
 	ctx := ctxT(t, 2*time.Minute)
-	if _, err := kadm.NewClient(newClient(t, env, nil)).CreateTopic(ctx, 1, -1, nil, topic); err != nil {
+	// Three partitions led by three brokers: the Java client sends a
+	// push to a broker it is not throttled on (KIP-219: it sends nothing
+	// to a throttled one), and with one broker it always is.
+	if _, err := kadm.NewClient(newClient(t, env, nil)).CreateTopic(ctx, 3, -1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	env.WaitTopic(t, topic, 1)
-	// 6 MiB at 256 KiB/s: some 24 s of quota, pushes every second.
+	env.SpreadLeaders(t, topic, 3)
+	env.WaitTopic(t, topic, 3)
+	// 8 MiB at 256 KiB/s: some 32 s of quota, pushes every second.
 	cmd, err := kafka.Tool(javaVersion(up), t.TempDir(), "org.apache.kafka.tools.ProducerPerformance",
-		"--topic", topic, "--num-records", "6144", "--record-size", "1024", "--throughput", "-1",
+		"--topic", topic, "--num-records", "8192", "--record-size", "1024", "--throughput", "-1",
 		"--producer-props", "bootstrap.servers="+env.Bootstrap, "client.id="+cid, "acks=1", "linger.ms=5")
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +473,7 @@ func telemetryJavaClient(t *testing.T, up *testkit.Upstream) {
 		select {
 		case err := <-done:
 			done <- err
-			return fmt.Errorf("the producer ended (%v):\n%s", err, tail(out.String(), 20))
+			return fmt.Errorf("the producer ended (%v):\n%s\ntelemetry answers: %s", err, tail(out.String(), 20), telemetryRequests(t, env))
 		default:
 			return nil
 		}

@@ -27,6 +27,9 @@ import java.util.Arrays;
  * A line "sleep <ms>" waits (a real broker applies a change through its
  * metadata log a moment after it answers) and prints nothing.
  *
+ * The status is that of the tool's first exit call, and what it prints
+ * after it is dropped, as the script's JVM ends there.
+ *
  * Output is caught by switching what System.out and System.err write to,
  * never the streams themselves: Scala's Console (Kafka 3.x's tools print
  * through it) keeps the System.out it first saw. Logging is set up before
@@ -65,6 +68,10 @@ public class Tools {
         }
     }
 
+    /** The status of the command's first exit call, or null. */
+    static volatile Integer firstExit;
+    static Switch outSwitch, errSwitch;
+
     public static void main(String[] args) throws Exception {
         Class<?> exit;
         try {
@@ -75,6 +82,14 @@ public class Tools {
         Class<?> procedure = Class.forName(exit.getName() + "$Procedure");
         Object toThrow = Proxy.newProxyInstance(Tools.class.getClassLoader(), new Class<?>[] {procedure}, (proxy, m, a) -> {
             if (m.getName().equals("execute")) {
+                // The script's JVM ends at the first exit: what a tool
+                // prints after catching it (ClientMetricsCommand's catch
+                // of Throwable, then its exit 1) is not the tool's.
+                if (firstExit == null) {
+                    firstExit = (Integer) a[0];
+                    outSwitch.to = OutputStream.nullOutputStream();
+                    errSwitch.to = OutputStream.nullOutputStream();
+                }
                 throw new ToolExit((Integer) a[0]);
             }
             if (m.getName().equals("hashCode")) {
@@ -90,8 +105,8 @@ public class Tools {
         Class.forName("org.slf4j.LoggerFactory").getMethod("getLogger", String.class).invoke(null, "Tools");
         PrintStream out = System.out;
         PrintStream err = System.err;
-        Switch outSwitch = new Switch(out);
-        Switch errSwitch = new Switch(err);
+        outSwitch = new Switch(out);
+        errSwitch = new Switch(err);
         System.setOut(new PrintStream(outSwitch, true, StandardCharsets.UTF_8));
         System.setErr(new PrintStream(errSwitch, true, StandardCharsets.UTF_8));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -110,6 +125,7 @@ public class Tools {
             outSwitch.to = o;
             errSwitch.to = e;
             int status = 0;
+            firstExit = null;
             try {
                 Method m = Class.forName(parts[0]).getMethod("main", String[].class);
                 m.invoke(null, (Object) Arrays.copyOfRange(parts, 1, parts.length));
@@ -122,6 +138,9 @@ public class Tools {
                     c.printStackTrace(System.err);
                 }
             } finally {
+                if (firstExit != null) {
+                    status = firstExit;
+                }
                 System.out.flush();
                 System.err.flush();
                 outSwitch.to = out;
