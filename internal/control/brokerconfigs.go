@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -210,9 +209,7 @@ func (b *BrokerConfigs) Alter(ctx context.Context, who Initiator, resource strin
 		ev.Changes = append(ev.Changes, audit.Change{Key: c.Key, New: strValue(c.Value)})
 	}
 	if !b.authorize(who, OpAlterConfigs) {
-		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Denied, errClusterAuthorizationFailed, msgClusterAuthorizationFailed
-		b.Audit.Record(ctx, ev)
-		return errClusterAuthorizationFailed, msgClusterAuthorizationFailed
+		return denied(ctx, b.Audit, ev)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -227,17 +224,10 @@ func (b *BrokerConfigs) Alter(ctx context.Context, who Initiator, resource strin
 	if err := b.validate(next); err != nil {
 		// Kafka's broker refuses a dynamic broker config it cannot take
 		// with INVALID_REQUEST and the ConfigException's message.
-		msg := kafkaMessage(err)
-		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Rejected, errInvalidRequest, msg
-		b.Audit.Record(ctx, ev)
-		return errInvalidRequest, msg
+		return rejected(ctx, b.Audit, ev, errInvalidRequest, kafkaMessage(err))
 	}
 	if validateOnly {
-		ev.Outcome = audit.Validated
-		if err := b.Audit.Record(ctx, ev); err != nil {
-			return errUnknownServerError, "the change was not validated: the required audit log could not record it (" + err.Error() + ")"
-		}
-		return 0, ""
+		return validated(ctx, b.Audit, ev)
 	}
 	return b.commit(ctx, ev, ops)
 }
@@ -294,25 +284,13 @@ func (b *BrokerConfigs) validate(next map[string]string) error {
 // commit writes ops to the store once ev, with the changes the store
 // reports, is recorded, and reports the new configs if they changed.
 func (b *BrokerConfigs) commit(ctx context.Context, ev audit.Event, ops []store.ConfigOp) (int16, string) {
-	res, err := b.Store.SetBrokerConfigsFunc([]store.BrokerChange{{Broker: store.BrokerDefault(), Ops: ops}}, func(rs []store.BrokerResult) error {
-		ev.Changes = ev.Changes[:0]
-		for _, r := range rs {
-			for _, c := range r.Changes {
-				ev.Changes = append(ev.Changes, audit.Change{Key: c.Key, Old: strValue(c.Old), New: strValue(c.New)})
-			}
-		}
-		ev.Outcome = audit.Applied
-		return b.Audit.Record(ctx, ev)
-	})
-	if err != nil {
-		return errUnknownServerError, fmt.Sprintf("the change was not applied: %v; nothing was changed", err)
-	}
-	if len(res) > 0 && res[0].Changed && b.OnChange != nil {
-		if d, err := b.Dynamic(); err == nil {
+	return commitAudited(ctx, b.Audit, ev, func(hook func([]store.BrokerResult) error) ([]store.BrokerResult, error) {
+		return b.Store.SetBrokerConfigsFunc([]store.BrokerChange{{Broker: store.BrokerDefault(), Ops: ops}}, hook)
+	}, func(r store.BrokerResult) ([]store.StringChange, bool) { return r.Changes, r.Changed }, func() {
+		if d, err := b.Dynamic(); err == nil && b.OnChange != nil {
 			b.OnChange(d)
 		}
-	}
-	return 0, ""
+	})
 }
 
 func strValue(s *string) *audit.Value {

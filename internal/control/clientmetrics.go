@@ -156,9 +156,7 @@ func (m *ClientMetrics) Alter(ctx context.Context, who Initiator, name string, o
 		ev.Changes = append(ev.Changes, audit.Change{Key: op.Key, New: strValue(op.Value)})
 	}
 	if !m.authorize(who, OpAlterConfigs) {
-		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Denied, errClusterAuthorizationFailed, msgClusterAuthorizationFailed
-		m.Audit.Record(ctx, ev)
-		return errClusterAuthorizationFailed, msgClusterAuthorizationFailed
+		return denied(ctx, m.Audit, ev)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -177,16 +175,10 @@ func (m *ClientMetrics) Alter(ctx context.Context, who Initiator, name string, o
 		}
 	}
 	if code != 0 {
-		ev.Outcome, ev.ErrorCode, ev.ErrorMessage = audit.Rejected, code, msg
-		m.Audit.Record(ctx, ev)
-		return code, msg
+		return rejected(ctx, m.Audit, ev, code, msg)
 	}
 	if validateOnly {
-		ev.Outcome = audit.Validated
-		if err := m.Audit.Record(ctx, ev); err != nil {
-			return errUnknownServerError, "the change was not validated: the required audit log could not record it (" + err.Error() + ")"
-		}
-		return 0, ""
+		return validated(ctx, m.Audit, ev)
 	}
 	var sops []store.ConfigOp
 	for _, k := range slices.Sorted(maps.Keys(cur)) {
@@ -199,37 +191,18 @@ func (m *ClientMetrics) Alter(ctx context.Context, who Initiator, name string, o
 			sops = append(sops, store.ConfigOp{Key: k, Value: next[k]})
 		}
 	}
-	res, err := m.Store.SetClientMetricsFunc([]store.ClientMetricsChange{{Name: name, Ops: sops}}, func(rs []store.ClientMetricsResult) error {
-		ev.Changes = ev.Changes[:0]
-		for _, r := range rs {
-			ev.Changes = appendChanges(ev.Changes, r.Changes)
-		}
-		ev.Outcome = audit.Applied
-		return m.Audit.Record(ctx, ev)
-	})
-	if err != nil {
-		return errUnknownServerError, fmt.Sprintf("the change was not applied: %v; nothing was changed", err)
-	}
-	if len(res) > 0 && res[0].Changed && m.OnChange != nil {
-		if subs, err := m.Subscriptions(); err == nil {
+	return commitAudited(ctx, m.Audit, ev, func(hook func([]store.ClientMetricsResult) error) ([]store.ClientMetricsResult, error) {
+		return m.Store.SetClientMetricsFunc([]store.ClientMetricsChange{{Name: name, Ops: sops}}, hook)
+	}, func(r store.ClientMetricsResult) ([]store.StringChange, bool) { return r.Changes, r.Changed }, func() {
+		if subs, err := m.Subscriptions(); err == nil && m.OnChange != nil {
 			m.OnChange(subs)
 		}
-	}
-	return 0, ""
+	})
 }
 
 func hasKey(m map[string]string, k string) bool {
 	_, ok := m[k]
 	return ok
-}
-
-// appendChanges adds the store's report of what a change did to an audit
-// event's changes.
-func appendChanges(to []audit.Change, cs []store.StringChange) []audit.Change {
-	for _, c := range cs {
-		to = append(to, audit.Change{Key: c.Key, Old: strValue(c.Old), New: strValue(c.New)})
-	}
-	return to
 }
 
 // applyAlters returns the configs ops leave of cur (replace: those ops set

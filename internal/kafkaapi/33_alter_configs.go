@@ -82,21 +82,19 @@ func (m *clientMetrics) alter(ctx context.Context, who control.Initiator, req *k
 		for i, c := range r.Configs {
 			ops[i] = control.ConfigAlter{Key: c.Name, Op: kmsg.IncrementalAlterConfigOpSet, Value: c.Value}
 		}
-		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		code, msg := m.ctl.Alter(ctx, who, r.ResourceName, ops, true, req.ValidateOnly)
-		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(code, msg)
-		return rr
+		return m.alterOne(ctx, who, r.ResourceName, ops, true, req.ValidateOnly)
 	}, func(ar *kmsg.AlterConfigsResponse, rr kmsg.AlterConfigsResponseResource) {
 		ar.Resources = append(ar.Resources, rr)
 	})
 }
 
-// errorMessage is a resource's error message on the wire: null on
-// success.
-func errorMessage(code int16, msg string) *string {
-	if code == 0 {
-		return nil
+// alterOne applies ops to the subscription name: its resource of an
+// AlterConfigs answer (IncrementalAlterConfigs' has the same fields).
+func (m *clientMetrics) alterOne(ctx context.Context, who control.Initiator, name string, ops []control.ConfigAlter, replace, validateOnly bool) kmsg.AlterConfigsResponseResource {
+	rr := kmsg.NewAlterConfigsResponseResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeClientMetrics, name
+	if code, msg := m.ctl.Alter(ctx, who, name, ops, replace, validateOnly); code != 0 {
+		rr.ErrorCode, rr.ErrorMessage = code, kmsg.StringPtr(msg)
 	}
-	return kmsg.StringPtr(msg)
+	return rr
 }

@@ -88,11 +88,7 @@ func (m *clientMetrics) incrementalAlter(ctx context.Context, who control.Initia
 		for i, c := range r.Configs {
 			ops[i] = control.ConfigAlter{Key: c.Name, Op: c.Op, Value: c.Value}
 		}
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		code, msg := m.ctl.Alter(ctx, who, r.ResourceName, ops, false, req.ValidateOnly)
-		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(code, msg)
-		return rr
+		return kmsg.IncrementalAlterConfigsResponseResource(m.alterOne(ctx, who, r.ResourceName, ops, false, req.ValidateOnly))
 	}, func(ir *kmsg.IncrementalAlterConfigsResponse, rr kmsg.IncrementalAlterConfigsResponseResource) {
 		ir.Resources = append(ir.Resources, rr)
 	})

@@ -2,12 +2,13 @@ package kafkaapi
 
 import (
 	"net/netip"
-	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/principal"
+	"github.com/tollgate/tollgate/internal/proxy"
 )
 
 // Group members behind a gateway: the group coordinator records each
@@ -101,25 +102,8 @@ func (m *memberHosts) learnLocked(member string, a netip.AddrPort) {
 // alone, IPv6 uncompressed), others host:port.
 func clientHost(upstream string, client netip.AddrPort) string {
 	if strings.HasPrefix(upstream, "/") {
-		return "/" + javaAddr(client.Addr())
+		return "/" + principal.HostAddress(client.Addr())
 	}
 	return client.String()
 }
 
-// javaAddr is InetAddress.getHostAddress: dotted IPv4, or eight
-// uncompressed lower-case hex groups for IPv6.
-func javaAddr(a netip.Addr) string {
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	b := a.As16()
-	var sb strings.Builder
-	for i := 0; i < 16; i += 2 {
-		if i > 0 {
-			sb.WriteByte(':')
-		}
-		sb.WriteString(strconv.FormatUint(uint64(b[i])<<8|uint64(b[i+1]), 16))
-	}
-	return sb.String()
-}

@@ -6,6 +6,8 @@ package principal
 
 import (
 	"net/netip"
+	"strconv"
+	"strings"
 )
 
 // Anonymous is Kafka's principal name for unauthenticated connections.
@@ -49,4 +51,29 @@ type ConnInfo struct {
 	// SoftwareName and SoftwareVersion are what the client's ApiVersions
 	// (v3+, KIP-511) named, once Kafka would take them; "" before.
 	SoftwareName, SoftwareVersion string
+}
+
+// HostAddress is a client address as Kafka names it (Java's
+// InetAddress.getHostAddress): an IPv4 address (an IPv4-mapped IPv6 one is
+// IPv4 to Java, hence the Unmap) dotted, as Addr.String gives it; an IPv6
+// one in Java's full form — eight groups of hex without leading zeros,
+// never "::" — and its zone after "%", where Addr.String would shorten it
+// ("2001:db8::1" is "2001:db8:0:0:0:0:0:1").
+func HostAddress(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	b := a.As16()
+	var sb strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			sb.WriteByte(':')
+		}
+		sb.WriteString(strconv.FormatUint(uint64(b[i])<<8|uint64(b[i+1]), 16))
+	}
+	if z := a.Zone(); z != "" {
+		sb.WriteString("%" + z)
+	}
+	return sb.String()
 }

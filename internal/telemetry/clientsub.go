@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate/tollgate/internal/principal"
 )
 
 // The configs of a client-metrics subscription (a Kafka CLIENT_METRICS
@@ -287,7 +289,7 @@ func (c Client) attribute(attr string, id [16]byte) (string, bool) {
 		if !c.Addr.Addr().IsValid() {
 			return "", false
 		}
-		return javaHostAddress(c.Addr.Addr()), true
+		return principal.HostAddress(c.Addr.Addr()), true
 	case AttrClientSourcePort:
 		if !c.Addr.IsValid() {
 			return "", false
@@ -314,27 +316,3 @@ func (s *ClientSubscription) matches(c Client, id [16]byte) bool {
 // without padding.
 func uuidString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
-// javaHostAddress is Java's InetAddress.getHostAddress of a connection's
-// address, as Kafka matches client_source_address: an IPv4 address (an
-// IPv4-mapped IPv6 one is IPv4 to Java, hence the Unmap) dotted, as
-// Addr.String gives it; an IPv6 one in Java's full form — eight groups of
-// hex without leading zeros, never "::" — and its zone after "%", where
-// Addr.String would shorten it ("2001:db8::1" is "2001:db8:0:0:0:0:0:1").
-func javaHostAddress(a netip.Addr) string {
-	a = a.Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	b := a.As16()
-	var sb strings.Builder
-	for i := 0; i < 16; i += 2 {
-		if i > 0 {
-			sb.WriteByte(':')
-		}
-		sb.WriteString(strconv.FormatUint(uint64(b[i])<<8|uint64(b[i+1]), 16))
-	}
-	if z := a.Zone(); z != "" {
-		sb.WriteString("%" + z)
-	}
-	return sb.String()
-}
