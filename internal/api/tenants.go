@@ -15,6 +15,9 @@ type TenantSpec struct {
 	ProducerByteRate       *float64 `yaml:"producer_byte_rate" json:"producer_byte_rate,omitempty"`
 	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate" json:"consumer_byte_rate,omitempty"`
 	ControllerMutationRate *float64 `yaml:"controller_mutation_rate" json:"controller_mutation_rate,omitempty"`
+	// ProducerIDsRate is Tollgate's producer_ids_rate: new producer ids
+	// a second for the whole tenant.
+	ProducerIDsRate *float64 `yaml:"producer_ids_rate" json:"producer_ids_rate,omitempty"`
 	// Shadow: the ceilings are computed and shown, not applied.
 	Shadow bool `yaml:"shadow" json:"shadow,omitempty"`
 	// BurstSeconds is the ceilings' start-up burst in seconds of ceiling
@@ -27,7 +30,7 @@ type TenantSpec struct {
 }
 
 // CeilingKeys are a tenant's ceilings by Kafka's key names.
-var CeilingKeys = []string{"producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate"}
+var CeilingKeys = []string{"producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate", "producer_ids_rate"}
 
 // Ceilings returns the spec's ceilings by key name.
 func (s TenantSpec) Ceilings() map[string]float64 {
@@ -55,12 +58,14 @@ func (s *TenantSpec) ceiling(key string) **float64 {
 		return &s.ConsumerByteRate
 	case "controller_mutation_rate":
 		return &s.ControllerMutationRate
+	case "producer_ids_rate":
+		return &s.ProducerIDsRate
 	}
 	return nil
 }
 
 // TenantAlter is a change to a tenant, kafka-configs style: lists gain
-// and lose entries, ceilings and options are set (Set: the three ceiling
+// and lose entries, ceilings and options are set (Set: the ceiling
 // keys, shadow = 1, burst_seconds) or deleted (Delete). Removing what is
 // absent, or adding what is there, is an error: the caller's view is
 // stale.

@@ -293,6 +293,7 @@ func (a *App) chain() (proxy.Chain, error) {
 		BrokerConfigs: a.brokers,
 		ClientMetrics: a.clientMetrics,
 		Quota:         qf,
+		ProducerIDs:   qf.ProducerIDs(),
 		Reserved:      a.reservedTopics(),
 		Topics:        gatewayTopics{a},
 		Telemetry:     a.telemetry,

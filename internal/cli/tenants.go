@@ -209,6 +209,8 @@ func applyConfigs(b *api.TenantSpec, set map[string]float64) error {
 			b.ConsumerByteRate = &v
 		case "controller_mutation_rate":
 			b.ControllerMutationRate = &v
+		case "producer_ids_rate":
+			b.ProducerIDsRate = &v
 		case "shadow":
 			if v != 1 {
 				return errors.New("shadow must be 1")
@@ -217,7 +219,7 @@ func applyConfigs(b *api.TenantSpec, set map[string]float64) error {
 		case "burst_seconds":
 			b.BurstSeconds = &v
 		default:
-			return fmt.Errorf("unknown key %s (want producer_byte_rate, consumer_byte_rate, controller_mutation_rate, shadow or burst_seconds)", k)
+			return fmt.Errorf("unknown key %s (want producer_byte_rate, consumer_byte_rate, controller_mutation_rate, producer_ids_rate, shadow or burst_seconds)", k)
 		}
 	}
 	return nil
@@ -229,7 +231,7 @@ func ceilings(b api.TenantSpec) string {
 	for _, kv := range []struct {
 		k string
 		v *float64
-	}{{"producer_byte_rate", b.ProducerByteRate}, {"consumer_byte_rate", b.ConsumerByteRate}, {"controller_mutation_rate", b.ControllerMutationRate}} {
+	}{{"producer_byte_rate", b.ProducerByteRate}, {"consumer_byte_rate", b.ConsumerByteRate}, {"controller_mutation_rate", b.ControllerMutationRate}, {"producer_ids_rate", b.ProducerIDsRate}} {
 		if kv.v != nil {
 			parts = append(parts, kv.k+"="+strconv.FormatFloat(*kv.v, 'f', -1, 64))
 		}

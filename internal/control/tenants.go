@@ -27,7 +27,8 @@ import (
 //
 // A tenant is a named set of principals — listed, by principal prefix, or
 // by principal mapping rules — with ceilings all of them share
-// (producer_byte_rate, consumer_byte_rate, controller_mutation_rate), a
+// (producer_byte_rate, consumer_byte_rate, controller_mutation_rate,
+// producer_ids_rate), a
 // shadow mark and a burst for the whole tenant, and admins who manage its
 // principals' quotas through the Kafka API (delegate.go). The quota engine
 // enforces them (quota.TenantSet).
@@ -124,7 +125,7 @@ func ValidateTenant(s TenantSpec) error {
 		switch {
 		case !(v > 0) || math.IsInf(v, 1):
 			bad("%s must be greater than 0 and finite", k)
-		case k != "controller_mutation_rate" && (v > math.MaxInt64 || math.Abs(math.Mod(v, 1)) > 1e-6):
+		case k != "controller_mutation_rate" && k != "producer_ids_rate" && (v > math.MaxInt64 || math.Abs(math.Mod(v, 1)) > 1e-6):
 			bad("%s must be a whole number of bytes per second", k)
 		}
 	}

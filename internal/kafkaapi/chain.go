@@ -33,6 +33,9 @@ type Deps struct {
 	ClientMetrics *control.ClientMetrics
 	// Quota is the quota filter (enforce.Filter); nil charges nothing.
 	Quota proxy.Filter
+	// ProducerIDs is the quota filter's InitProducerId part
+	// (producer_ids_rate, enforce.Filter.ProducerIDs); nil charges none.
+	ProducerIDs proxy.Filter
 	// Reserved are the topics Tollgate keeps its own state in on the
 	// upstream cluster (audit.topic, usage.topic, a Tollgate cluster's
 	// configuration and usage exchange topics), by exact name: requests
@@ -94,6 +97,9 @@ func Chain(d Deps) proxy.Chain {
 		// held and throttled as any request, and charged the time the
 		// gateway took to answer them (proxy.LocalHook).
 		c = append(c, d.Quota) // 0, 1, 11, 19, 20, 37, 78 by content; every key but the exempt for request_percentage
+	}
+	if d.ProducerIDs != nil {
+		c = append(c, d.ProducerIDs) // 22: producer_ids_rate, new producer ids held and charged
 	}
 	c = append(c, &brokerConfigs{owner: d.BrokerConfigs, log: d.Log}) // 32, 33, 44: Tollgate's broker configs; upstream addresses hidden
 	if d.ClientMetrics != nil {

@@ -106,4 +106,3 @@ func clientHost(upstream string, client netip.AddrPort) string {
 	}
 	return client.String()
 }
-

@@ -132,7 +132,7 @@ func (b *bucket) throttleLeft(nowMs int64) int64 {
 	if b.level == model.LevelNone {
 		return t
 	}
-	if b.useTokens || b.key == model.ControllerMutationRate {
+	if b.useTokens || b.key.Counted() {
 		if tok := b.tokens.Peek(nowMs); tok < 0 {
 			t = max(t, rate.TokenThrottleTime(tok, b.tokens.Quota()))
 		}

@@ -214,22 +214,35 @@ func (c *Client) ReserveFetch(requested int32, now time.Time) (clamp int32, rese
 // Mutation starts one request's controller-mutation accounting. strict is
 // true for CreateTopics v6+, DeleteTopics v5+ and CreatePartitions v3+.
 func (c *Client) Mutation(strict bool, now time.Time) Mutation {
+	return c.counted(model.ControllerMutationRate, strict, now)
+}
+
+// counted starts the accounting of one request's events on the token
+// bucket of the counted key k (model.Key.Counted).
+func (c *Client) counted(k model.Key, strict bool, now time.Time) Mutation {
 	// lock rather than bucket: a cached bucket that expired must be
 	// replaced here, or the whole request would charge a dropped bucket.
 	var b *bucket
-	if c.own.lock(model.ControllerMutationRate, now.UnixMilli(), false) {
+	if c.own.lock(k, now.UnixMilli(), false) {
 		b = c.own.b
 		c.own.unlock()
 	}
-	return Mutation{b: b, c: c, strict: strict}
+	return Mutation{key: k, b: b, c: c, strict: strict}
 }
 
 // CheckMutation reports whether the client's mutation bucket is below zero
 // at now, and the throttle that goes with it. A strict request is rejected
 // exactly when this reports exceeded.
 func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
+	return c.deficit(model.ControllerMutationRate, now)
+}
+
+// deficit reports whether the client's token bucket of the counted key k
+// is below zero at now (a shadow bucket never is), and the throttle that
+// pays the deficit off.
+func (c *Client) deficit(k model.Key, now time.Time) (time.Duration, bool) {
 	nowMs := now.UnixMilli()
-	if !c.own.lock(model.ControllerMutationRate, nowMs, false) {
+	if !c.own.lock(k, nowMs, false) {
 		return 0, false
 	}
 	b := c.own.b
@@ -240,6 +253,30 @@ func (c *Client) CheckMutation(now time.Time) (time.Duration, bool) {
 		return ms(max(rate.TokenThrottleTime(tok, q), 0)), true
 	}
 	return 0, false
+}
+
+// HoldProducerID returns how long an InitProducerId that may get a new
+// producer id must wait before it is forwarded (producer_ids_rate): while
+// the client's bucket, or its tenant's, is below zero, until the deficit
+// is paid off, at most quota.max_throttle. A shadow bucket holds nothing.
+func (c *Client) HoldProducerID(now time.Time) time.Duration {
+	t, _ := c.deficit(model.ProducerIDsRate, now)
+	if c.tnl.lock(model.ProducerIDsRate, now.UnixMilli(), false) {
+		if tt, refused := c.tnl.refuses(now.UnixMilli()); refused {
+			t = max(t, ms(tt))
+		}
+		c.tnl.unlock()
+	}
+	return min(t, time.Duration(c.e.maxThrottleMs)*time.Millisecond)
+}
+
+// RecordProducerID charges one new producer id (an InitProducerId answer
+// that gave one) to producer_ids_rate, and returns the throttle the
+// deficit it leaves calls for (0: none).
+func (c *Client) RecordProducerID(now time.Time) time.Duration {
+	m := c.counted(model.ProducerIDsRate, false, now)
+	m.Record(1, now)
+	return m.Throttle(now)
 }
 
 // RecordMutation charges n partitions in one go. Strict: if the bucket is

@@ -212,7 +212,7 @@ func (e *Engine) leaseFor(b *bucket, nowMs int64) float64 {
 		return math.Inf(1)
 	}
 	var headroom float64
-	if b.useTokens || b.key == model.ControllerMutationRate {
+	if b.useTokens || b.key.Counted() {
 		headroom = b.tokens.Peek(nowMs)
 	} else {
 		r, w := b.rate.Peek(nowMs)
@@ -255,7 +255,7 @@ func (e *Engine) standIn(b *bucket, nowMs int64) {
 	span := min(nowMs-from, int64(b.rate.Samples())*b.rate.SampleMs())
 	v := r * float64(span) / 1000
 	b.rate.Record(v, nowMs)
-	if b.useTokens || b.key == model.ControllerMutationRate {
+	if b.useTokens || b.key.Counted() {
 		b.tokens.Record(v, nowMs)
 	}
 	b.share.synthMs = nowMs
@@ -347,7 +347,7 @@ func (e *Engine) ApplyRemote(ds []Delta, now time.Time) {
 // and unlocks it.
 func (e *Engine) recordRemote(b *bucket, v float64, nowMs int64) {
 	b.rate.Record(v, nowMs)
-	if b.useTokens || b.key == model.ControllerMutationRate {
+	if b.useTokens || b.key.Counted() {
 		b.tokens.Record(v, nowMs)
 	}
 	b.lastActive = nowMs
@@ -446,7 +446,7 @@ func (e *Engine) learnBucket(b *bucket, nowMs int64) {
 		e.cl.undecided = append(e.cl.undecided, b)
 		e.cl.mu.Unlock()
 	}
-	if b.useTokens || b.key == model.ControllerMutationRate {
+	if b.useTokens || b.key.Counted() {
 		b.tokens.Empty(nowMs)
 		return
 	}
@@ -467,7 +467,7 @@ func (e *Engine) unlearnBucket(b *bucket, nowMs int64) {
 	if b.dead {
 		return
 	}
-	if b.useTokens || b.key == model.ControllerMutationRate {
+	if b.useTokens || b.key.Counted() {
 		b.tokens.Record(-b.tokens.Burst(), nowMs) // capped at the burst
 		return
 	}

@@ -491,7 +491,7 @@ func (e *Engine) newBucket(m *manager, tg model.Tags, nowMs int64) *bucket {
 // initAccounting gives b the accounting state of a new bucket of its key
 // and quota: an empty window, and a token bucket that fills at first use.
 func (e *Engine) initAccounting(b *bucket) {
-	if b.key == model.ControllerMutationRate {
+	if b.key.Counted() {
 		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
 		b.tokens = rate.NewTokenBucket(b.quota, e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {

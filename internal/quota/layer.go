@@ -235,7 +235,7 @@ func (l *bucketLayer) unrecord(v float64, nowMs int64) {
 	b.rate.Record(-v, nowMs)
 	l.c.e.noteLocal(b, -v, nowMs)
 	b.until = 0 // the deadline may have come from what is taken back
-	if b.key == model.ControllerMutationRate || b.useTokens {
+	if b.key.Counted() || b.useTokens {
 		b.tokens.Record(-v, nowMs)
 	}
 	b.lastActive = nowMs

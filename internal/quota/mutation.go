@@ -57,8 +57,9 @@ func (b *bucket) recordMutation(n float64, strict bool, nowMs int64) (bool, int6
 // response. The zero Mutation is unbounded. It is not safe for concurrent
 // use; each request has its own.
 type Mutation struct {
-	b          *bucket // nil: no controller_mutation_rate quota is configured
-	c          *Client // its tenant layer (nil: none)
+	key        model.Key // ControllerMutationRate, or ProducerIDsRate (Client.RecordProducerID)
+	b          *bucket   // nil: no quota of key is configured
+	c          *Client   // its tenant layer (nil: none)
 	strict     bool
 	throttleMs int64
 	recordedMs int64
@@ -76,7 +77,7 @@ func (m *Mutation) Record(n float64, now time.Time) bool {
 	if m.c != nil {
 		tl = &m.c.tnl
 	}
-	if tl != nil && m.strict && tl.lock(model.ControllerMutationRate, nowMs, false) {
+	if tl != nil && m.strict && tl.lock(m.key, nowMs, false) {
 		// The tenant's refusal first: a refused mutation is charged nowhere.
 		t, refused := tl.refuses(nowMs)
 		tl.unlock()
@@ -96,7 +97,7 @@ func (m *Mutation) Record(n float64, now time.Time) bool {
 			return false
 		}
 	}
-	if tl != nil && tl.lock(model.ControllerMutationRate, nowMs, true) {
+	if tl != nil && tl.lock(m.key, nowMs, true) {
 		t := tl.record(n, nowMs, 0)
 		tl.unlock()
 		if !m.strict && t > m.Throttle(now).Milliseconds() {

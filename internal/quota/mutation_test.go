@@ -139,3 +139,40 @@ func TestMutationQuotaChangeKeepsTokens(t *testing.T) {
 		t.Errorf("CheckMutation = %v %v, want 10s true", d, ex)
 	}
 }
+
+// producer_ids_rate is a counted key on the controller window's token
+// bucket: Q=1 id/s, N=10, W=1 s gives a burst of 10 ids; the 11th drives
+// the bucket to −1 and is throttled a second, and a new id is then held
+// until the deficit is paid off. Another client-id is not.
+func TestProducerIDsRate(t *testing.T) {
+	e, err := NewEngine(EngineConfig{ControllerWindowNum: 10, ControllerWindowSize: time.Second, MaxThrottle: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var qs model.Quotas
+	if err := qs.Set(model.UserClientEntity(model.Exact("ANONYMOUS"), model.Default()), model.ProducerIDsRate, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.SetQuotas(qs)
+	cl := e.Client("ANONYMOUS", "per-message")
+	for i := range 10 {
+		if h := cl.HoldProducerID(at(0)); h != 0 {
+			t.Fatalf("id %d held %v within the burst", i+1, h)
+		}
+		if th := cl.RecordProducerID(at(0)); th != 0 {
+			t.Fatalf("id %d throttled %v within the burst", i+1, th)
+		}
+	}
+	if th := cl.RecordProducerID(at(0)); th != time.Second {
+		t.Fatalf("the 11th id throttled %v, want 1s", th)
+	}
+	if h := cl.HoldProducerID(at(0)); h != time.Second {
+		t.Fatalf("the 12th held %v, want 1s", h)
+	}
+	if h := cl.HoldProducerID(at(1000)); h != 0 {
+		t.Fatalf("held %v once the deficit is paid off", h)
+	}
+	if h := e.Client("ANONYMOUS", "well-behaved").HoldProducerID(at(0)); h != 0 {
+		t.Fatalf("another client-id held %v", h)
+	}
+}

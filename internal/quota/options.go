@@ -46,7 +46,7 @@ func (e *Engine) setOptions(b *bucket, o model.Options) {
 		b.until = 0
 		return
 	}
-	if burst && (b.useTokens || b.key == model.ControllerMutationRate) {
+	if burst && (b.useTokens || b.key.Counted()) {
 		b.tokens.SetBurst(e.burstSeconds(b))
 	}
 }
@@ -57,7 +57,7 @@ func (e *Engine) burstSeconds(b *bucket) float64 {
 	switch {
 	case b.hasBurst:
 		return b.burst
-	case b.key == model.ControllerMutationRate:
+	case b.key.Counted():
 		return float64(e.cfg.ControllerWindowNum) * float64(e.ctlWindowMs) / 1000
 	}
 	return float64(e.cfg.WindowNum-1) * float64(e.windowMs) / 1000

@@ -25,14 +25,14 @@ import (
 // starved below min(its own quota, ceiling ÷ active) by the others, and
 // what one does not use, the others may take.
 
-// TenantKeys are the keys a tenant may have a ceiling for: the byte rates
-// and the mutation rate. request_percentage has none (a principal's share
+// TenantKeys are the keys a tenant may have a ceiling for: the byte rates,
+// the mutation rate and the producer ids rate. request_percentage has none (a principal's share
 // of broker time is its own quota's business).
-var TenantKeys = []model.Key{model.ProducerByteRate, model.ConsumerByteRate, model.ControllerMutationRate}
+var TenantKeys = []model.Key{model.ProducerByteRate, model.ConsumerByteRate, model.ControllerMutationRate, model.ProducerIDsRate}
 
 // tenantKey reports whether k may carry a tenant ceiling.
 func tenantKey(k model.Key) bool {
-	return k == model.ProducerByteRate || k == model.ConsumerByteRate || k == model.ControllerMutationRate
+	return k == model.ProducerByteRate || k == model.ConsumerByteRate || k.Counted()
 }
 
 // Tenant is one tenant: who belongs and its ceilings.

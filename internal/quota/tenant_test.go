@@ -478,3 +478,28 @@ func TestTenantExchange(t *testing.T) {
 	nearly(t, "both instances, 15–45 s", total, 30*tc, 0.06)
 	nearly(t, "a (on both)", sx.sum("a", 15, 45)+sy.sum("a", 15, 45), 15*tc, 0.12)
 }
+
+// Producer ids: a tenant's producer_ids_rate ceiling holds its principals'
+// new ids once it binds and the principal has used its share, even without
+// a quota of its own; a principal of no tenant is not held.
+func TestTenantProducerIDs(t *testing.T) {
+	e := tenantEngine(t, model.Quotas{}, Tenant{Name: "t", Principals: []string{"a", "b"}, Ceilings: ceilings(model.ProducerIDsRate, 1.0)})
+	if !e.TenantsLimit(model.ProducerIDsRate) {
+		t.Fatal("TenantsLimit")
+	}
+	c := e.Client("a", "x")
+	held := 0
+	for i := range 30 {
+		if c.HoldProducerID(at(int64(i))) > 0 {
+			held++
+			continue
+		}
+		c.RecordProducerID(at(int64(i)))
+	}
+	if held == 0 {
+		t.Fatal("30 new ids at once under a ceiling of 1/s: none held")
+	}
+	if h := e.Client("outsider", "x").HoldProducerID(at(40)); h != 0 {
+		t.Fatalf("a principal of no tenant held %v", h)
+	}
+}

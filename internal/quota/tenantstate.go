@@ -176,7 +176,7 @@ func (ts *tenantState) shareBurstOf(model.Options) float64 {
 // fresh token bucket of burstSec seconds, whatever the client buckets'
 // algorithm, and the sampled rate its key's metrics use.
 func (e *Engine) initTenantAccounting(b *bucket, burstSec float64) {
-	if b.key == model.ControllerMutationRate {
+	if b.key.Counted() {
 		b.rate = rate.NewSampled(e.cfg.ControllerWindowNum, e.ctlWindowMs)
 	} else {
 		b.rate = rate.NewSampled(e.cfg.WindowNum, e.windowMs)

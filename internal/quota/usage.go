@@ -81,7 +81,7 @@ func (b *bucket) snapshot(nowMs int64, inCluster bool) Usage {
 	if inCluster {
 		u.InstanceRate = u.Rate * b.instancePart()
 	}
-	if b.key == model.ControllerMutationRate {
+	if b.key.Counted() {
 		u.Tokens = b.tokens.Peek(nowMs)
 	}
 	if b.level != model.LevelNone {

@@ -315,4 +315,3 @@ func (s *ClientSubscription) matches(c Client, id [16]byte) bool {
 // uuidString is Kafka's Uuid.toString: the 16 bytes in URL-safe base64
 // without padding.
 func uuidString(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
-

@@ -70,6 +70,7 @@ var (
 		"consumer_byte_rate":       TypeLong,
 		"request_percentage":       TypeDouble,
 		"controller_mutation_rate": TypeDouble,
+		"producer_ids_rate":        TypeDouble,
 		KeyShadow:                  TypeFlag,
 		KeyBurstSeconds:            TypeBurst,
 	}

@@ -7,8 +7,10 @@ import (
 	"strconv"
 )
 
-// Key is one of the four client quota keys. Kafka keeps an independent
-// manager per key, each with its own entities, enabled levels and buckets.
+// Key is one of the client quota keys: Kafka's four, and Tollgate's
+// producer_ids_rate (KIP-936, which Kafka has not adopted). Kafka keeps an
+// independent manager per key, each with its own entities, enabled levels
+// and buckets.
 type Key uint8
 
 // The client quota keys, in Kafka's order.
@@ -17,6 +19,7 @@ const (
 	ConsumerByteRate                  // consumer_byte_rate, bytes/s
 	RequestPercentage                 // request_percentage, % of one thread
 	ControllerMutationRate            // controller_mutation_rate, partitions/s
+	ProducerIDsRate                   // producer_ids_rate, new producer ids/s (Tollgate's, KIP-936)
 
 	// NumKeys is how many client quota keys there are.
 	NumKeys
@@ -27,11 +30,12 @@ var keyNames = [NumKeys]string{
 	ConsumerByteRate:       "consumer_byte_rate",
 	RequestPercentage:      "request_percentage",
 	ControllerMutationRate: "controller_mutation_rate",
+	ProducerIDsRate:        "producer_ids_rate",
 }
 
 // Keys lists every client quota key.
 func Keys() []Key {
-	return []Key{ProducerByteRate, ConsumerByteRate, RequestPercentage, ControllerMutationRate}
+	return []Key{ProducerByteRate, ConsumerByteRate, RequestPercentage, ControllerMutationRate, ProducerIDsRate}
 }
 
 // String returns Kafka's configuration name of the key.
@@ -42,8 +46,16 @@ func (k Key) String() string {
 	return "Key(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Valid reports whether k is one of the four client quota keys.
+// Valid reports whether k is one of the client quota keys.
 func (k Key) Valid() bool { return k < NumKeys }
+
+// Counted reports whether k counts events (partitions mutated, producer
+// ids) on a token bucket over Kafka's controller quota window, rather
+// than bytes or time.
+func (k Key) Counted() bool { return k == ControllerMutationRate || k == ProducerIDsRate }
+
+// Kafka reports whether Kafka's brokers know the key.
+func (k Key) Kafka() bool { return k < ProducerIDsRate }
 
 // ByteRate reports whether k is producer_byte_rate or consumer_byte_rate.
 func (k Key) ByteRate() bool { return k == ProducerByteRate || k == ConsumerByteRate }

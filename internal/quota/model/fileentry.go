@@ -41,6 +41,9 @@ type FileEntry struct {
 	ConsumerByteRate       *float64 `yaml:"consumer_byte_rate"`
 	RequestPercentage      *float64 `yaml:"request_percentage"`
 	ControllerMutationRate *float64 `yaml:"controller_mutation_rate"`
+	// ProducerIDsRate is Tollgate's producer_ids_rate: new producer ids a
+	// second (InitProducerId answers), KIP-936's quota.
+	ProducerIDsRate        *float64 `yaml:"producer_ids_rate"`
 	ConnectionCreationRate *float64 `yaml:"connection_creation_rate"`
 
 	// Shadow marks the entry's quotas shadow (Options.Shadow): measured

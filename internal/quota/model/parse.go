@@ -20,7 +20,7 @@ type Entry struct {
 // FileKeys are the keys of a file entry.
 var FileKeys = []string{
 	"user", "default_user", "client_id", "default_client_id", "client_id_prefix", "ip", "default_ip", "topic", "topic_prefix",
-	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "connection_creation_rate",
+	"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate", "producer_ids_rate", "connection_creation_rate",
 	"shadow", "burst_seconds",
 }
 
@@ -75,6 +75,7 @@ func (e FileEntry) Parse() (Entry, []error) {
 		{ConsumerByteRate.String(), e.ConsumerByteRate},
 		{RequestPercentage.String(), e.RequestPercentage},
 		{ControllerMutationRate.String(), e.ControllerMutationRate},
+		{ProducerIDsRate.String(), e.ProducerIDsRate},
 		{KeyConnectionCreationRate, e.ConnectionCreationRate},
 		{KeyShadow, shadowValue(e.Shadow)},
 		{KeyBurstSeconds, e.BurstSeconds},
