@@ -34,7 +34,9 @@ func producerIDsQuota(t *testing.T, up *testkit.Upstream) {
 		c.Listeners[0].PrincipalsByCIDR = []proxy.CIDRPrincipal{
 			{CIDR: "127.0.0.4/32", Principal: mallory},
 			{CIDR: "127.0.0.5/32", Principal: alice},
+			{CIDR: "127.0.0.6/32", Principal: "admin"},
 		}
+		c.Authorization.QuotaAdmins = []string{"admin"}
 		c.Quotas = append(c.Quotas,
 			app.QuotaEntry{User: &mallory, ProducerIDsRate: &rate, BurstSeconds: &burst},
 			app.QuotaEntry{User: &alice, ProducerIDsRate: &rate, BurstSeconds: &burst})
@@ -100,6 +102,22 @@ func producerIDsQuota(t *testing.T, up *testkit.Upstream) {
 	if got := throttled(alice); got != 0 || aliceAcked == 0 {
 		t.Errorf("alice, one producer: throttled %v times, %d records acknowledged", got, aliceAcked)
 	}
+	// Through Kafka's API, as Tollgate's extension: AlterClientQuotas
+	// sets it, DescribeClientQuotas shows it, and it applies at once.
+	adm := adminAs(t, env, "127.0.0.6")
+	carol := "carol"
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: &carol}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_ids_rate", Value: 2.5}},
+	}})
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("AlterClientQuotas producer_ids_rate: %v %+v", err, res)
+	}
+	desc, err := adm.DescribeClientQuotas(ctx, true, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: &carol, MatchType: 0}})
+	if err != nil || len(desc) != 1 || desc[0].Values[0].Key != "producer_ids_rate" || desc[0].Values[0].Value != 2.5 {
+		t.Fatalf("DescribeClientQuotas: %v %+v", err, desc)
+	}
+
 	t.Logf("mallory's %d producers took %v (ids held past the burst of %v at %v/s); alice's one producer had %d records acknowledged meanwhile",
 		n, took.Round(time.Millisecond), burst, rate, aliceAcked)
 }
