@@ -53,7 +53,7 @@ func commands() []command {
 		{name: "validate", usage: "check a config file offline", run: validate, flags: noFlags("validate")},
 		{name: "doctor", usage: "check that the host and the upstream can carry Tollgate; exit 0 when safe to start", run: doctorCmd, flags: func() *flag.FlagSet { return doctorFlags(new(doctorOpts), io.Discard) }},
 		{name: "configs", usage: "describe and alter client quotas (kafka-configs.sh flags and output)", run: cli.Configs},
-		{name: "quotas", usage: "apply a quota file; resolve which quota applies to a client; import the brokers' own", run: cli.Quotas, subs: []string{"apply", "resolve", "import"}},
+		{name: "quotas", usage: "apply a quota file; resolve which quota applies to a client; import the brokers' own; suggest quotas from usage", run: cli.Quotas, subs: []string{"apply", "resolve", "import", "suggest"}},
 		{name: "apikeys", usage: "create, list and revoke API keys (through the admin HTTP port)", run: cli.APIKeys, subs: []string{"create", "list", "revoke"}},
 		{name: "tenants", usage: "list, describe, create, alter and delete tenants (through the admin HTTP port)", run: cli.Tenants, subs: []string{"list", "describe", "create", "alter", "delete"}},
 		{name: "usage", usage: "report the usage ledger: bytes, requests, throttle and partition mutations per user or client id", run: cli.Usage},

@@ -30,6 +30,9 @@ commands:
                                       upstream's brokers enforce, as a FILE
   resolve --user U --client-id C [--ip A] [--topic T]
                                       show which quota applies to a client
+  suggest (--data-dir DIR | --usage-topic T) [--percentile 99] [--headroom 20%]
+                                      byte-rate quotas proposed from the usage
+                                      ledger, as a FILE
 
 common flags:
   --bootstrap-server HOST:PORT[,...]  servers to connect to (default 127.0.0.1:9092)
@@ -108,6 +111,8 @@ func runQuotas(ctx context.Context, env *Env, args []string) int {
 		return runResolve(ctx, env, args[1:])
 	case "import":
 		return runImport(ctx, env, args[1:])
+	case "suggest":
+		return runSuggest(ctx, env, args[1:], time.Now)
 	case "-h", "--help", "help":
 		fmt.Fprint(env.Stdout, quotasUsage)
 		return 0
