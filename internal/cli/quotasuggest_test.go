@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate/tollgate/internal/usage"
@@ -74,6 +76,41 @@ func TestQuotasSuggest(t *testing.T) {
 		if vals["producer_byte_rate"] != 120 || !strings.Contains(e.String(), "alice") {
 			t.Errorf("quotas apply reads %v = %v", e, vals)
 		}
+	}
+
+	// The same minutes from usage.topic, where a cluster's instances
+	// publish them (one delivered twice), give the same file.
+	tg := startCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.bootstrap), kgo.DefaultProduceTopic("tollgate-usage"), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "tollgate-usage"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range dirs {
+		err := usage.Minutes(d, time.Time{}, func(m *usage.Minute, line []byte) error {
+			rec := &kgo.Record{Key: []byte(m.Instance + "/" + m.Minute.Format(time.RFC3339)), Value: []byte(strings.TrimSuffix(string(line), "\n"))}
+			n++
+			if n == 7 {
+				cl.ProduceSync(ctx, rec) // delivered twice
+			}
+			return cl.ProduceSync(ctx, rec).FirstErr()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fromTopic := filepath.Join(root, "from-topic.yaml")
+	if code, stdout, stderr := run("--usage-topic", "tollgate-usage", "--bootstrap-server", tg.bootstrap, "--since", "4h",
+		"--percentile", "95", "--headroom", "20%", "--shadow", "-o", fromTopic); code != 0 {
+		t.Fatalf("--usage-topic: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if b2, _ := os.ReadFile(fromTopic); string(b2) != file {
+		t.Errorf("from usage.topic:\n%s\nfrom the data dirs:\n%s", b2, file)
 	}
 
 	// By (user, client-id), to stdout, without shadow.
