@@ -217,6 +217,7 @@ func (a *App) serveHTTP(context.Context) error {
 		APIKeys:   a.creds,
 		Tenants:   a.tenants,
 		Usage:     a.usageSource(),
+		Suggest:   a.suggestSource(),
 		Telemetry: a.telemetry,
 		Access: httpapi.Access{
 			Keys:          a.apiKeys,

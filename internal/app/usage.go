@@ -208,6 +208,16 @@ func (a *App) usageSource() func(usage.Query) (*usage.Report, error) {
 	return func(q usage.Query) (*usage.Report, error) { return usage.Read(dir, q) }
 }
 
+// suggestSource answers GET /api/v1/quotas/suggest from the ledger's
+// files (nil when usage.enabled is false).
+func (a *App) suggestSource() func(usage.SuggestQuery) ([]usage.Proposal, error) {
+	if a.usage == nil {
+		return nil
+	}
+	src := usage.DirMinutes(a.usage.l.Dir())
+	return func(q usage.SuggestQuery) ([]usage.Proposal, error) { return usage.Suggest(src, q) }
+}
+
 func (a *App) newUsagePublisher(upstream []string, dir, topic, instance string) (*usage.Publisher, error) {
 	opts, err := a.upstreamClientOpts(upstream, "tollgate-usage")
 	if err != nil {

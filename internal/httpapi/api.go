@@ -44,6 +44,9 @@ type Sources struct {
 	// Usage answers usage queries from the usage ledger (/api/v1/usage,
 	// usage.go).
 	Usage func(usage.Query) (*usage.Report, error)
+	// Suggest proposes byte-rate quotas from the instance's ledger
+	// (/api/v1/quotas/suggest, usage.go).
+	Suggest func(usage.SuggestQuery) ([]usage.Proposal, error)
 	// Cluster returns the Tollgate cluster's state; ok false (or a nil
 	// func) outside one (/api/v1/cluster, cluster.go).
 	Cluster func() (api.ClusterStatus, bool)
@@ -84,6 +87,7 @@ func Handler(s Sources) http.Handler {
 	mux.Handle("GET /api/v1/connections", g.read(s.connections))
 	mux.Handle("GET /api/v1/audit", g.read(s.audit))
 	mux.Handle("GET /api/v1/usage", g.read(s.usage))
+	mux.Handle("GET /api/v1/quotas/suggest", g.read(s.suggest))
 	mux.Handle("GET "+EndpointCluster, g.read(s.cluster))
 	mux.Handle("GET "+EndpointTelemetry, g.read(s.telemetry))
 	keys := apiKeys{s.APIKeys}

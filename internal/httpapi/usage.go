@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/tollgate/tollgate/internal/usage"
 )
@@ -67,4 +69,99 @@ func (s Sources) usage(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		rep.Write(w, format)
 	}
+}
+
+// SuggestAnswer is GET /api/v1/quotas/suggest's answer.
+type SuggestAnswer struct {
+	Since      time.Time `json:"since"`
+	Until      time.Time `json:"until"`
+	By         string    `json:"by"`
+	Percentile float64   `json:"percentile"`
+	Headroom   float64   `json:"headroom"`
+	// InstanceOnly: the instance is one of a Tollgate cluster and its
+	// ledger holds its own part of the traffic only; the whole cluster's
+	// proposals come from tollgate quotas suggest --usage-topic.
+	InstanceOnly bool              `json:"instance_only"`
+	Proposals    []SuggestProposal `json:"proposals"`
+}
+
+// SuggestProposal is one proposal (usage.Proposal).
+type SuggestProposal struct {
+	Tenant           *string `json:"tenant,omitempty"`
+	User             *string `json:"user,omitempty"`
+	ClientID         *string `json:"client_id,omitempty"`
+	Quota            string  `json:"quota"`
+	Value            float64 `json:"value"`
+	Minutes          int     `json:"minutes"`
+	AtPercentile     float64 `json:"at_percentile"`
+	Peak             float64 `json:"peak"`
+	ThrottledMinutes int     `json:"throttled_minutes"`
+}
+
+// suggest answers GET /api/v1/quotas/suggest: byte-rate quotas proposed
+// from this instance's usage ledger (tollgate quotas suggest):
+//
+//	since, until  as /api/v1/usage's; default 7d and now
+//	by            user (default), client-id, user,client-id or tenant
+//	percentile    of each one's active minutes; default 99
+//	headroom      percent above it; default 20
+//
+// It needs the read right, as every /api/v1 read does.
+func (s Sources) suggest(w http.ResponseWriter, r *http.Request) {
+	if s.Suggest == nil {
+		fail(w, http.StatusServiceUnavailable, "the usage ledger is off (usage.enabled: false)")
+		return
+	}
+	v := r.URL.Query()
+	get := func(k, def string) string {
+		if x := v.Get(k); x != "" {
+			return x
+		}
+		return def
+	}
+	now := s.Now()
+	q := usage.SuggestQuery{By: get("by", usage.ByUser), Until: now}
+	var err error
+	if q.Since, err = usage.ParseTime(get("since", "7d"), now); err != nil {
+		fail(w, http.StatusBadRequest, "since: "+err.Error())
+		return
+	}
+	if x := v.Get("until"); x != "" {
+		if q.Until, err = usage.ParseTime(x, now); err != nil {
+			fail(w, http.StatusBadRequest, "until: "+err.Error())
+			return
+		}
+	}
+	for _, f := range []struct {
+		name, def string
+		to        *float64
+		scale     float64
+	}{{"percentile", "99", &q.Percentile, 1}, {"headroom", "20", &q.Headroom, 0.01}} {
+		x, err := strconv.ParseFloat(get(f.name, f.def), 64)
+		if err != nil {
+			fail(w, http.StatusBadRequest, f.name+": not a number")
+			return
+		}
+		*f.to = x * f.scale
+	}
+	if err := q.Validate(); err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ps, err := s.Suggest(q)
+	if err != nil {
+		fail(w, http.StatusInternalServerError, "reading the usage ledger: "+err.Error())
+		return
+	}
+	inCluster := false
+	if s.Cluster != nil {
+		_, inCluster = s.Cluster()
+	}
+	ans := SuggestAnswer{Since: q.Since.UTC(), Until: q.Until.UTC(), By: q.By, Percentile: q.Percentile, Headroom: q.Headroom * 100,
+		InstanceOnly: inCluster, Proposals: make([]SuggestProposal, 0, len(ps))}
+	for _, p := range ps {
+		ans.Proposals = append(ans.Proposals, SuggestProposal{Tenant: p.Tenant, User: p.User, ClientID: p.ClientID, Quota: p.Key,
+			Value: p.Quota, Minutes: p.Minutes, AtPercentile: p.AtPercentile, Peak: p.Peak, ThrottledMinutes: p.ThrottledMinutes})
+	}
+	writeJSON(w, http.StatusOK, ans)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate/tollgate/internal/api"
 	"github.com/tollgate/tollgate/internal/usage"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -77,6 +78,62 @@ func TestUsageEndpoint(t *testing.T) {
 	// Without a ledger (usage.enabled: false): a clear 503.
 	off := newPort(t)
 	if code, _, body := send(t, off.srv.Client(), off.srv.URL, "GET", "/api/v1/usage", off.reader, "", ""); code != 503 || !strings.Contains(body, "usage.enabled: false") {
+		t.Errorf("ledger off: %d %s", code, body)
+	}
+}
+
+// GET /api/v1/quotas/suggest: the advisor over the same ledger, for the
+// read right; in a Tollgate cluster it says the proposals are this
+// instance's part.
+func TestSuggestEndpoint(t *testing.T) {
+	stopped := time.Unix(1_700_000_000, 0)
+	var ledger usage.MinuteSource
+	dir := t.TempDir()
+	l, err := usage.Open(usage.Options{Dir: dir, Instance: "gw-1", Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, stopped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Record("alice", "app", int16(kmsg.Produce), 6000, 0, 0, stopped.Add(-2*time.Minute))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ledger = usage.DirMinutes(dir)
+	inCluster := false
+	f := newPort(t, func(s *Sources) {
+		s.Suggest = func(q usage.SuggestQuery) ([]usage.Proposal, error) { return usage.Suggest(ledger, q) }
+		s.Cluster = func() (api.ClusterStatus, bool) { return api.ClusterStatus{}, inCluster }
+	})
+	cl := f.srv.Client()
+	for _, tc := range []struct {
+		name, path, key string
+		code            int
+		want            []string
+	}{
+		{"anonymous", "/api/v1/quotas/suggest", "", 401, []string{`"error"`}},
+		{"reader, defaults", "/api/v1/quotas/suggest", f.reader, 200,
+			[]string{`"by": "user"`, `"percentile": 99`, `"headroom": 20`, `"user": "alice"`, `"quota": "producer_byte_rate"`, `"value": 120`, `"minutes": 1`, `"instance_only": false`}},
+		{"by user,client-id", "/api/v1/quotas/suggest?by=user,client-id&percentile=50&headroom=0", f.reader, 200, []string{`"client_id": "app"`, `"value": 100`}},
+		{"bad percentile", "/api/v1/quotas/suggest?percentile=101", f.reader, 400, []string{"percentile"}},
+		{"bad headroom", "/api/v1/quotas/suggest?headroom=lots", f.reader, 400, []string{"headroom: not a number"}},
+		{"bad by", "/api/v1/quotas/suggest?by=topic", f.reader, 400, []string{`by \"topic\"`}},
+	} {
+		code, _, body := send(t, cl, f.srv.URL, "GET", tc.path, tc.key, "", "")
+		if code != tc.code {
+			t.Errorf("%s: %d, want %d: %s", tc.name, code, tc.code, body)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: body lacks %q:\n%s", tc.name, w, body)
+			}
+		}
+	}
+	inCluster = true
+	if _, _, body := send(t, cl, f.srv.URL, "GET", "/api/v1/quotas/suggest", f.reader, "", ""); !strings.Contains(body, `"instance_only": true`) {
+		t.Errorf("in a cluster: %s", body)
+	}
+	off := newPort(t)
+	if code, _, body := send(t, off.srv.Client(), off.srv.URL, "GET", "/api/v1/quotas/suggest", off.reader, "", ""); code != 503 {
 		t.Errorf("ledger off: %d %s", code, body)
 	}
 }
