@@ -84,6 +84,9 @@ func TestDashboard(t *testing.T) {
 		// The clients push their own metrics (franz-go does by default)
 		// every second: the Clients' own view panel fills quickly.
 		c.Telemetry.PushInterval = time.Second
+		// A usage ledger with half an hour of the producer's minutes (100
+		// B/s, one minute at 1 000 B/s) for the quota advisor's proposal.
+		seedLedger(t, filepath.Join(c.DataDir, "usage"), user, producerID, time.Now().Add(-40*time.Minute), 31)
 	})
 	start := time.Now()
 
@@ -210,6 +213,11 @@ func TestDashboard(t *testing.T) {
 			return !!row && (d.match(/L/g) || []).length >= 6;
 		})()`, sel), chromedp.WithPollingInterval(100*time.Millisecond)),
 	))
+	// The quota advisor's proposal from the ledger, on the bucket's card.
+	step("the advisor's proposal", 10*time.Second, chromedp.Poll[chromedp.Void](fmt.Sprintf(`(() => {
+		const n = document.querySelector('#top-grid article%s .suggestion');
+		return !!n && n.innerText.includes('usage suggests') && n.innerText.includes('of 31 minutes');
+	})()`, sel), chromedp.WithPollingInterval(100*time.Millisecond)))
 	type seen struct {
 		Row    string `json:"row"`
 		Path   string `json:"path"`
@@ -622,5 +630,35 @@ func TestGrafanaDashboardUsesDocumentedMetrics(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+m+"`") {
 			t.Errorf("the Grafana dashboard uses %s, which docs/metrics.md does not list", m)
 		}
+	}
+}
+
+// seedLedger writes n minutes of (user, clientID)'s produce traffic from
+// from on, one a minute, into the usage ledger directory dir, as another
+// instance's ledger would hold them: 6 000 bytes a minute (100 B/s), the
+// last minute 60 000.
+func seedLedger(t *testing.T, dir, user, clientID string, from time.Time, n int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	from = from.UTC().Truncate(time.Minute)
+	for i := range n {
+		m := from.Add(time.Duration(i) * time.Minute)
+		bytes := 6000
+		if i == n-1 {
+			bytes = 60000
+		}
+		line, err := json.Marshal(map[string]any{"v": 1, "minute": m.Format(time.RFC3339), "instance": "seed",
+			"rows": []map[string]any{{"user": user, "client_id": clientID, "produce_bytes": bytes, "requests": 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, m.Format("2006-01-02")+".jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(append(line, '\n'))
+		f.Close()
 	}
 }

@@ -28,6 +28,13 @@
   // 200): bucket rates are then the whole cluster's, as this instance knows
   // them, and instance_rate is this instance's own part.
   let inCluster = false;
+  // The quota advisor's proposals (GET /api/v1/quotas/suggest, from this
+  // instance's usage ledger over 7 days, p99 + 20 %), by bucket key, asked
+  // for once a minute; none in a Tollgate cluster, where one instance's
+  // ledger holds its own part of the traffic only.
+  let suggestions = new Map();
+  let suggestedAt = 0;
+  const SUGGEST_MS = 60000;
 
   // ---------- DOM helpers ----------
 
@@ -466,6 +473,40 @@
     return `shadow: would have throttled ${p < 10 ? p.toFixed(1) : p.toFixed(0)} % of ${count(s.records)} requests, by up to ${duration(s.throttle_ms_max)}`;
   }
 
+  // refreshSuggestions asks the advisor for the proposals of every
+  // grouping a client bucket has: (user, client-id), user, client-id.
+  async function refreshSuggestions(now) {
+    if (inCluster || now - suggestedAt < SUGGEST_MS) return;
+    const next = new Map();
+    for (const by of ['user,client-id', 'user', 'client-id']) {
+      let r;
+      try {
+        r = await getJSON('api/v1/quotas/suggest?by=' + encodeURIComponent(by));
+      } catch (e) {
+        // The ledger is off (503): asked again in a minute; anything
+        // else (no key yet) at the next poll.
+        if (e && e.status === 503) suggestedAt = now;
+        return;
+      }
+      suggestedAt = now;
+      if (!r || !Array.isArray(r.proposals) || r.instance_only) return;
+      for (const p of r.proposals) {
+        next.set(`${p.quota}|${p.user || ''}|${p.client_id || ''}`, p);
+      }
+    }
+    suggestions = next;
+  }
+
+  // suggestionText is the advisor's proposal for a client bucket: "usage
+  // suggests 120 B/s (p99 of 61 minutes; would have throttled 1)".
+  function suggestionText(b) {
+    if (b.topic || b.topic_prefix || b.client_id_prefix || !(b.quota === 'producer_byte_rate' || b.quota === 'consumer_byte_rate')) return null;
+    const p = suggestions.get(`${b.quota}|${b.user || ''}|${b.client_id || ''}`);
+    if (!p || !isNum(p.value)) return null;
+    return `usage suggests ${unit(b.quota, p.value)} (p99 of ${count(p.minutes)} minutes of 7 days + 20 %; ` +
+      `would have throttled ${count(p.throttled_minutes)})`;
+  }
+
   function renderTop(buckets, now) {
     const grid = $('top-grid');
     const top = buckets
@@ -514,6 +555,7 @@
           h('span', { class: uc, style: `width:${Math.min(100, b.utilization * 100).toFixed(1)}%` }))
         : h('div', { class: 'bar', role: 'presentation' }),
       b.shadow ? h('p', { class: 'bucket-note' }, shadowText(b.shadowed)) : null,
+      suggestionText(b) ? h('p', { class: 'bucket-note suggestion', title: 'tollgate quotas suggest: from the usage ledger' }, suggestionText(b)) : null,
       isNum(b.burst_seconds) ? h('p', { class: 'bucket-note' }, 'start-up burst: ' + (b.burst_seconds === 0 ? 'none' : sig(b.burst_seconds) + ' s of quota')) : null,
       chart(b, tr, now));
       return card;
@@ -1008,6 +1050,7 @@
     }
     $('cluster').classList.toggle('stale', cl === null);
 
+    await refreshSuggestions(now);
     let throttled = 0;
     let buckets = null;
     if (b) {
