@@ -68,6 +68,7 @@ type App struct {
 	httpSrv       *http.Server
 	usage         *usageRun          // nil when usage.enabled is false (usage.go)
 	cluster       *clusterRun        // nil without cluster.id (cluster.go)
+	storage       *storageRun        // the disk-full protection (storage.go)
 	telemetry     *telemetry.Manager // nil when telemetry.enabled is false
 	// apiKeys is where API keys are looked up: the store, then the
 	// credentials file (the Kafka listeners' source, security.go).
@@ -157,6 +158,7 @@ func Start(ctx context.Context, cfg Config, o Options) (*App, error) {
 		func(context.Context) error { return a.openControl(a.upstream) },
 		func(context.Context) error { return a.refreshQuotas() },
 		func(context.Context) error { return a.openUsage(a.upstream) },
+		a.startStorage,
 		a.listenHTTP, // before the cluster's exchange, which reports its address
 		func(context.Context) error { return a.startCluster(a.upstream) },
 		a.startGateway,
@@ -280,6 +282,7 @@ func (a *App) chain() (proxy.Chain, error) {
 		Topics:     gatewayTopics{a},
 		Names:      gatewayTopics{a}, // per-topic quotas: topics named by id
 		TopicUsage: a.topicUsage(),
+		Storage:    a.storageHold(),
 		Now:        a.opts.Now,
 		Log:        a.log,
 	})
@@ -513,6 +516,7 @@ func (a *App) shutdown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	a.stopCluster()
+	a.stopStorage()
 	if a.httpSrv != nil {
 		if err := a.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate/tollgate/internal/devcluster"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
+	"github.com/tollgate/tollgate/internal/diskguard"
 	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/usage"
 )
@@ -82,6 +83,8 @@ type Config struct {
 	Cluster ClusterConfig `yaml:"cluster"`
 	// Telemetry is the clients' own metrics, KIP-714 (docs/telemetry.md).
 	Telemetry telemetry.Config `yaml:"telemetry"`
+	// Storage is the disk-full protection (docs/quotas.md).
+	Storage diskguard.Config `yaml:"storage"`
 }
 
 // UpstreamConfig is the cluster Tollgate fronts.
@@ -238,6 +241,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if err := control.ValidateTenants(c.Tenants); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Storage.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.Telemetry.Validate(); err != nil {

@@ -75,7 +75,12 @@ func (a *App) Reload() error {
 	a.cfg.Authorization = cfg.Authorization
 	a.cfg.CredentialsFile = cfg.CredentialsFile
 	a.cfg.Telemetry.PushInterval, a.cfg.Telemetry.Metrics = cfg.Telemetry.PushInterval, cfg.Telemetry.Metrics
+	a.cfg.Storage = cfg.Storage
 	a.mu.Unlock()
+	if a.storage != nil {
+		// The next check, within storage.check_interval, applies it.
+		a.storage.guard.SetConfig(cfg.Storage)
+	}
 	if a.telemetry != nil {
 		// Clients get the new subscription at their next request.
 		a.telemetry.SetSubscription(cfg.Telemetry.Subscription())

@@ -40,6 +40,11 @@ type Config struct {
 	// response's), for the usage ledger's per-topic rows. It is called on
 	// the data path: it must not block or allocate.
 	TopicUsage func(user, clientID string, topic []byte, produce bool, n int, now time.Time)
+	// Storage, when set, is how long a Produce is held — and its answer
+	// throttled — now: while the cluster is low on disk (diskguard), 0
+	// otherwise. It is called on the data path: it must not block or
+	// allocate.
+	Storage func() time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log is where lookups that fail are reported (default slog.Default).
@@ -54,6 +59,7 @@ type Filter struct {
 	engine     *quota.Engine
 	names      TopicNames
 	topicUsage func(user, clientID string, topic []byte, produce bool, n int, now time.Time)
+	storage    func() time.Duration
 	now        func() time.Time
 	log        *slog.Logger
 	mut        *Mutations // a mutation request's partition counts (mutation.go)
@@ -72,7 +78,10 @@ func New(c Config) (*Filter, error) {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
-	return &Filter{engine: c.Engine, names: c.Names, topicUsage: c.TopicUsage, now: c.Now, log: c.Log,
+	if c.Storage == nil {
+		c.Storage = func() time.Duration { return 0 }
+	}
+	return &Filter{engine: c.Engine, names: c.Names, topicUsage: c.TopicUsage, storage: c.Storage, now: c.Now, log: c.Log,
 		mut: NewMutations(c.Topics, c.Log)}, nil
 }
 
@@ -176,16 +185,19 @@ func (q *conn) OnRequest(c proxy.Conn, r *proxy.Request) proxy.Verdict {
 func (q *conn) charge(cl *quota.Client, r *proxy.Request, now time.Time, held time.Duration) proxy.Verdict {
 	switch r.Key {
 	case int16(kmsg.Produce):
+		// The cluster low on disk holds every Produce, and throttles its
+		// answer, by storage.hold.
+		disk := q.f.storage()
 		if r.Acks == 0 {
 			// No response will carry a throttle: record now and mute.
-			hold := max(cl.Hold(model.ProducerByteRate, now), held)
+			hold := max(cl.Hold(model.ProducerByteRate, now), held, disk)
 			hold, tt, fn := q.produceTopics(cl, r, now, hold)
-			return proxy.Verdict{Hold: hold, Throttle: max(cl.RecordProduce(r.Size, now.Add(hold)), tt), TopicBytes: fn}
+			return proxy.Verdict{Hold: hold, Throttle: max(cl.RecordProduce(r.Size, now.Add(hold)), tt, disk), TopicBytes: fn}
 		}
 		hold, reserved := cl.HoldProduce(r.Size, now)
 		setReservation(r, reserved)
-		hold, _, fn := q.produceTopics(cl, r, now, max(hold, held))
-		return proxy.Verdict{Hold: hold, TopicBytes: fn}
+		hold, _, fn := q.produceTopics(cl, r, now, max(hold, held, disk))
+		return proxy.Verdict{Hold: hold, Throttle: disk, TopicBytes: fn}
 	case int16(kmsg.Fetch):
 		hold := max(cl.Hold(model.ConsumerByteRate, now), held)
 		hold, fn := q.fetchTopics(cl, r, now, hold)
