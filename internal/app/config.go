@@ -22,9 +22,9 @@ import (
 	"github.com/tollgate/tollgate/internal/auth"
 	"github.com/tollgate/tollgate/internal/control"
 	"github.com/tollgate/tollgate/internal/devcluster"
+	"github.com/tollgate/tollgate/internal/diskguard"
 	"github.com/tollgate/tollgate/internal/proxy"
 	"github.com/tollgate/tollgate/internal/quota"
-	"github.com/tollgate/tollgate/internal/diskguard"
 	"github.com/tollgate/tollgate/internal/telemetry"
 	"github.com/tollgate/tollgate/internal/usage"
 )
