@@ -15,8 +15,9 @@ import (
 // Reload re-reads the config file and applies what can change live: the
 // quotas, tenants and broker configs, who may act (authorization.quota_admins and
 // allow_anonymous_describe), the credentials file (credentials_file,
-// re-read even when only its contents changed) and the clients' telemetry
-// subscription (telemetry.push_interval and telemetry.metrics). Everything else needs a
+// re-read even when only its contents changed), the clients' telemetry
+// subscription (telemetry.push_interval and telemetry.metrics) and the
+// disk-full protection (storage). Everything else needs a
 // restart; a changed restart-only setting is logged and ignored.
 //
 // A reload applies all of it or nothing: a file that does not parse or
