@@ -11,13 +11,18 @@ import (
 )
 
 // storageRun is the disk-full protection: the guard and its probe's
-// client to the upstream (storage.*, docs/quotas.md).
+// client to the upstream (storage.*, docs/quotas.md), made at the first
+// check: with no bound set (the default) Tollgate opens no connection for
+// it.
 type storageRun struct {
 	guard  *diskguard.Guard
-	cl     *kgo.Client
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 	once   sync.Once
+
+	mu    sync.Mutex
+	cl    *kgo.Client
+	probe func(context.Context) ([]diskguard.Dir, error)
 }
 
 // startStorage makes the guard, which probes the brokers at
@@ -28,12 +33,22 @@ func (a *App) startStorage(context.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &storageRun{guard: diskguard.New(a.cfg.Storage, diskguard.KafkaProbe(cl), a.log, nil), cl: cl, cancel: cancel}
+	r := &storageRun{cancel: cancel}
+	r.guard = diskguard.New(a.cfg.Storage, func(ctx context.Context) ([]diskguard.Dir, error) {
+		r.mu.Lock()
+		if r.cl == nil {
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				r.mu.Unlock()
+				return nil, err
+			}
+			r.cl, r.probe = cl, diskguard.KafkaProbe(cl)
+		}
+		probe := r.probe
+		r.mu.Unlock()
+		return probe(ctx)
+	}, a.log, nil)
 	a.storage = r
 	a.metrics.RegisterStorage(r.guard)
 	r.done.Add(1)
@@ -58,6 +73,10 @@ func (a *App) stopStorage() {
 	r.once.Do(func() {
 		r.cancel()
 		r.done.Wait()
-		r.cl.Close()
+		r.mu.Lock()
+		if r.cl != nil {
+			r.cl.Close()
+		}
+		r.mu.Unlock()
 	})
 }
