@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +91,7 @@ func storageProtection(t *testing.T, up *testkit.Upstream) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	for _, n := range up.Kafka.Nodes() {
-		if !metricWithPrefix(t, env, fmt.Sprintf(`tollgate_storage_total_bytes{broker="%d",`, n.ID)) {
+		if len(metricLines(t, env, fmt.Sprintf(`tollgate_storage_total_bytes{broker="%d",`, n.ID))) == 0 {
 			t.Errorf("no tollgate_storage_total_bytes for broker %d", n.ID)
 		}
 	}
@@ -125,23 +122,4 @@ func storageProtection(t *testing.T, up *testkit.Upstream) {
 	if after, _ := th.get(); after != before {
 		t.Errorf("%d throttles after the bound was lifted", after-before)
 	}
-}
-
-// metricWithPrefix reports whether /metrics has a sample line starting
-// with prefix.
-func metricWithPrefix(t *testing.T, env *testkit.Env, prefix string) bool {
-	t.Helper()
-	resp, err := http.Get("http://" + env.App.HTTPAddr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), prefix) {
-			return true
-		}
-	}
-	return false
 }

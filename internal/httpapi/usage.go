@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -22,24 +23,10 @@ func (s Sources) usage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	get := func(k, def string) string {
-		if x := v.Get(k); x != "" {
-			return x
-		}
-		return def
-	}
-	now := s.Now()
-	since, err := usage.ParseTime(get("since", "24h"), now)
-	if err != nil {
-		fail(w, http.StatusBadRequest, "since: "+err.Error())
+	get := func(k, def string) string { return getOr(v, k, def) }
+	since, until, ok := ledgerWindow(w, v, "24h", s.Now())
+	if !ok {
 		return
-	}
-	until := now
-	if x := v.Get("until"); x != "" {
-		if until, err = usage.ParseTime(x, now); err != nil {
-			fail(w, http.StatusBadRequest, "until: "+err.Error())
-			return
-		}
 	}
 	format := get("format", usage.FormatJSON)
 	if err := usage.ValidFormat(format); err != nil {
@@ -113,24 +100,11 @@ func (s Sources) suggest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	get := func(k, def string) string {
-		if x := v.Get(k); x != "" {
-			return x
-		}
-		return def
-	}
-	now := s.Now()
-	q := usage.SuggestQuery{By: get("by", usage.ByUser), Until: now}
-	var err error
-	if q.Since, err = usage.ParseTime(get("since", "7d"), now); err != nil {
-		fail(w, http.StatusBadRequest, "since: "+err.Error())
+	get := func(k, def string) string { return getOr(v, k, def) }
+	q := usage.SuggestQuery{By: get("by", usage.ByUser)}
+	var ok bool
+	if q.Since, q.Until, ok = ledgerWindow(w, v, "7d", s.Now()); !ok {
 		return
-	}
-	if x := v.Get("until"); x != "" {
-		if q.Until, err = usage.ParseTime(x, now); err != nil {
-			fail(w, http.StatusBadRequest, "until: "+err.Error())
-			return
-		}
 	}
 	for _, f := range []struct {
 		name, def string
@@ -164,4 +138,34 @@ func (s Sources) suggest(w http.ResponseWriter, r *http.Request) {
 			Value: p.Quota, Minutes: p.Minutes, AtPercentile: p.AtPercentile, Peak: p.Peak, ThrottledMinutes: p.ThrottledMinutes})
 	}
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// ledgerWindow reads a ledger query's since (default def) and until
+// (default now) parameters; ok false: the error is answered.
+func ledgerWindow(w http.ResponseWriter, v url.Values, def string, now time.Time) (since, until time.Time, ok bool) {
+	s := v.Get("since")
+	if s == "" {
+		s = def
+	}
+	since, err := usage.ParseTime(s, now)
+	if err != nil {
+		fail(w, http.StatusBadRequest, "since: "+err.Error())
+		return since, until, false
+	}
+	until = now
+	if x := v.Get("until"); x != "" {
+		if until, err = usage.ParseTime(x, now); err != nil {
+			fail(w, http.StatusBadRequest, "until: "+err.Error())
+			return since, until, false
+		}
+	}
+	return since, until, true
+}
+
+// getOr is the query parameter k, or def.
+func getOr(v url.Values, k, def string) string {
+	if x := v.Get(k); x != "" {
+		return x
+	}
+	return def
 }
