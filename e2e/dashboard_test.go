@@ -589,8 +589,12 @@ func TestMetricsReference(t *testing.T) {
 			missing = append(missing, n)
 		}
 	}
+	// Each broker log directory's volume: kfake reports none, so these
+	// appear only against a real Kafka (TestStorageProtection checks them
+	// there).
+	realVolumes := map[string]bool{"tollgate_storage_total_bytes": true, "tollgate_storage_usable_bytes": true}
 	for n := range documented {
-		if !exposed[n] {
+		if !exposed[n] && !realVolumes[n] {
 			stale = append(stale, n)
 		}
 	}

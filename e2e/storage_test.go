@@ -91,8 +91,10 @@ func storageProtection(t *testing.T, up *testkit.Upstream) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	for _, n := range up.Kafka.Nodes() {
-		if len(metricLines(t, env, fmt.Sprintf(`tollgate_storage_total_bytes{broker="%d",`, n.ID))) == 0 {
-			t.Errorf("no tollgate_storage_total_bytes for broker %d", n.ID)
+		for _, m := range []string{"tollgate_storage_total_bytes", "tollgate_storage_usable_bytes"} {
+			if len(metricLines(t, env, fmt.Sprintf(`%s{broker="%d",`, m, n.ID))) == 0 {
+				t.Errorf("no %s for broker %d", m, n.ID)
+			}
 		}
 	}
 	for i := range 3 {
